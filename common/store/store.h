@@ -1,0 +1,80 @@
+/* The state store: everything the scheduler must not lose goes through this one interface (design.md,
+ * "State and persistence"). Keys are strings ("jobs/00000017"), values bytes; every key carries the
+ * store-wide revision of its creation and last change, as etcd does. Writes go in batches that apply
+ * atomically, guarded by optional compares (compare-and-swap; fencing for HA later).
+ *
+ * Backends are ops structs behind tide_store_open(url): "sqlite:PATH" (the default; embedded),
+ * "mem:" (the in-tree fake: in memory, with fault injection for tests), and later "etcd://...".
+ *
+ * Every operation completes through its callback, called from the loop after the starting function
+ * returned (never inline). If a starting function fails, its callback never fires. */
+#ifndef TIDE_STORE_H
+#define TIDE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+struct uv_loop_s;
+
+typedef struct tide_store tide_store_t;
+typedef struct tide_store_batch tide_store_batch_t;
+
+typedef struct tide_store_kv {
+    const char *key;      /* borrowed for the callback only */
+    const uint8_t *value; /* borrowed for the callback only */
+    size_t value_len;
+    int64_t create_rev;
+    int64_t mod_rev;
+} tide_store_kv_t;
+
+/* status: 0, -ECANCELED (a compare failed; nothing was written), -EIO (backend failure, text says why),
+ * -ESHUTDOWN (store closed before completion). revision: the store revision after the commit. */
+typedef void (*tide_store_commit_cb)(int status, int64_t revision, const char *errtext, void *ud);
+/* Every key with the prefix, in key order. status as above; kvs and their bytes are borrowed. */
+typedef void (*tide_store_range_cb)(int status, const tide_store_kv_t *kvs, size_t n, int64_t revision,
+                                    const char *errtext, void *ud);
+
+typedef struct tide_store_ops {
+    const char *scheme; /* "sqlite", "mem", ... the part of the URL before ':' */
+    int (*open)(struct uv_loop_s *loop, const char *location, void **impl, tide_error_t *err);
+    /* Pending callbacks fire with -ESHUTDOWN before close returns... from the loop. */
+    void (*close)(void *impl);
+    int (*range)(void *impl, const char *prefix, tide_store_range_cb cb, void *ud);
+    /* Takes ownership of b, also on failure. */
+    int (*commit)(void *impl, tide_store_batch_t *b, tide_store_commit_cb cb, void *ud);
+} tide_store_ops_t;
+
+/* Opens "sqlite:PATH" (directories are not created), "mem:". Returns 0, -EINVAL for an unknown scheme or
+ * bad location (err says which), -EIO when the backend cannot open. */
+int tide_store_open(struct uv_loop_s *loop, const char *url, tide_store_t **out, tide_error_t *err);
+/* Pending operations complete with -ESHUTDOWN (from the loop). NULL is fine. */
+void tide_store_close(tide_store_t *s);
+/* "sqlite", "mem" */
+const char *tide_store_scheme(const tide_store_t *s);
+
+int tide_store_range(tide_store_t *s, const char *prefix, tide_store_range_cb cb, void *ud);
+/* Applies b atomically if all its compares hold. Takes ownership of b, also on failure. */
+int tide_store_commit(tide_store_t *s, tide_store_batch_t *b, tide_store_commit_cb cb, void *ud);
+
+/* --- batches --- */
+tide_store_batch_t *tide_store_batch_new(void);
+/* NULL is fine. */
+void tide_store_batch_free(tide_store_batch_t *b);
+/* Copies key and value. A later op on the same key in one batch wins. */
+void tide_store_batch_put(tide_store_batch_t *b, const char *key, const void *value, size_t len);
+void tide_store_batch_delete(tide_store_batch_t *b, const char *key);
+/* The commit applies only if key's mod_rev equals mod_rev (0: the key must not exist). */
+void tide_store_batch_compare(tide_store_batch_t *b, const char *key, int64_t mod_rev);
+/* Number of puts and deletes. */
+size_t tide_store_batch_count(const tide_store_batch_t *b);
+/* Bytes of keys and values, to keep a batch under a backend's request limit. */
+size_t tide_store_batch_bytes(const tide_store_batch_t *b);
+
+/* --- the mem: fake --- */
+/* Makes the next n commits of a mem: store fail with status (e.g. -EIO). -EINVAL for another backend. */
+int tide_store_mem_inject_failure(tide_store_t *s, int status, int n);
+
+#endif

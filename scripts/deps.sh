@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that tide's build, tests and demo need.
+# A quick no-op when everything is present (one dpkg-query, no apt-get).
+set -euo pipefail
+
+PKGS=(
+    # build
+    build-essential cmake pkg-config
+    libuv1-dev protobuf-c-compiler libprotobuf-c-dev libnghttp2-dev libhttp-parser-dev
+    libsqlite3-dev libcjson-dev libcurl4-openssl-dev uthash-dev
+    # tests
+    libcmocka-dev python3-grpcio python3-protobuf python3-grpc-tools
+    # fuzzing (clang's libFuzzer runtime) and sanitizers
+    clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [ "$st" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+echo "deps: installing ${missing[*]}" >&2
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO=sudo
+else
+    SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || true
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
