@@ -9,7 +9,7 @@ PKGS=(
     libuv1-dev protobuf-c-compiler libprotobuf-c-dev libnghttp2-dev libhttp-parser-dev
     libsqlite3-dev libcjson-dev libcurl4-openssl-dev uthash-dev
     # tests
-    libcmocka-dev python3-grpcio python3-protobuf python3-grpc-tools
+    libcmocka-dev python3-grpcio python3-protobuf python3-grpc-tools prometheus
     # fuzzing (clang's libFuzzer runtime) and sanitizers
     clang libclang-rt-14-dev
 )

@@ -2,6 +2,7 @@
 #include "buf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xmalloc.h"

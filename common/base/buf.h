@@ -22,7 +22,7 @@ uint8_t *tide_buf_reserve(tide_buf_t *b, size_t n);
 void tide_buf_append(tide_buf_t *b, const void *p, size_t n);
 void tide_buf_append_str(tide_buf_t *b, const char *s);
 void tide_buf_printf(tide_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void tide_buf_vprintf(tide_buf_t *b, const char *fmt, va_list ap);
+void tide_buf_vprintf(tide_buf_t *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Drops the first n bytes. */
 void tide_buf_consume(tide_buf_t *b, size_t n);
 void tide_buf_reset(tide_buf_t *b);

@@ -31,7 +31,9 @@ typedef struct tide_store_kv {
 } tide_store_kv_t;
 
 /* status: 0, -ECANCELED (a compare failed; nothing was written), -EIO (backend failure, text says why),
- * -ESHUTDOWN (store closed before completion). revision: the store revision after the commit. */
+ * -ESHUTDOWN (store closed before completion; sqlite: and mem: then applied nothing). revision: the store
+ * revision after the commit (a batch that changes nothing does not bump it). errtext: never NULL, "" on
+ * success; borrowed for the callback only. */
 typedef void (*tide_store_commit_cb)(int status, int64_t revision, const char *errtext, void *ud);
 /* Every key with the prefix, in key order. status as above; kvs and their bytes are borrowed. */
 typedef void (*tide_store_range_cb)(int status, const tide_store_kv_t *kvs, size_t n, int64_t revision,
@@ -40,7 +42,7 @@ typedef void (*tide_store_range_cb)(int status, const tide_store_kv_t *kvs, size
 typedef struct tide_store_ops {
     const char *scheme; /* "sqlite", "mem", ... the part of the URL before ':' */
     int (*open)(struct uv_loop_s *loop, const char *location, void **impl, tide_error_t *err);
-    /* Pending callbacks fire with -ESHUTDOWN before close returns... from the loop. */
+    /* Pending callbacks fire with -ESHUTDOWN after close returns, from the loop. */
     void (*close)(void *impl);
     int (*range)(void *impl, const char *prefix, tide_store_range_cb cb, void *ud);
     /* Takes ownership of b, also on failure. */
@@ -48,18 +50,23 @@ typedef struct tide_store_ops {
 } tide_store_ops_t;
 
 /* Opens "sqlite:PATH" (directories are not created), "mem:". Returns 0, -EINVAL for an unknown scheme or
- * bad location (err says which), -EIO when the backend cannot open. */
+ * bad location (err says which), -EBUSY when another store holds PATH, -EIO when the backend cannot open.
+ * sqlite: and mem: run and complete operations in the order they were started. */
 int tide_store_open(struct uv_loop_s *loop, const char *url, tide_store_t **out, tide_error_t *err);
 /* Pending operations complete with -ESHUTDOWN (from the loop). NULL is fine. */
 void tide_store_close(tide_store_t *s);
 /* "sqlite", "mem" */
 const char *tide_store_scheme(const tide_store_t *s);
 
+/* Reads every key starting with prefix (copied; "" for all). Returns 0, or -EINVAL (NULL prefix or cb;
+ * the callback then never fires). */
 int tide_store_range(tide_store_t *s, const char *prefix, tide_store_range_cb cb, void *ud);
-/* Applies b atomically if all its compares hold. Takes ownership of b, also on failure. */
+/* Applies b atomically if all its compares hold. Takes ownership of b, also on failure. Returns 0, or
+ * -EINVAL (NULL cb, an empty key, a negative compare revision; the callback then never fires). */
 int tide_store_commit(tide_store_t *s, tide_store_batch_t *b, tide_store_commit_cb cb, void *ud);
 
 /* --- batches --- */
+/* An empty batch; the caller owns it until tide_store_commit. Never NULL. */
 tide_store_batch_t *tide_store_batch_new(void);
 /* NULL is fine. */
 void tide_store_batch_free(tide_store_batch_t *b);
@@ -68,7 +75,7 @@ void tide_store_batch_put(tide_store_batch_t *b, const char *key, const void *va
 void tide_store_batch_delete(tide_store_batch_t *b, const char *key);
 /* The commit applies only if key's mod_rev equals mod_rev (0: the key must not exist). */
 void tide_store_batch_compare(tide_store_batch_t *b, const char *key, int64_t mod_rev);
-/* Number of puts and deletes. */
+/* Number of puts and deletes, after later ops replaced earlier ones on the same key. */
 size_t tide_store_batch_count(const tide_store_batch_t *b);
 /* Bytes of keys and values, to keep a batch under a backend's request limit. */
 size_t tide_store_batch_bytes(const tide_store_batch_t *b);

@@ -1,0 +1,103 @@
+/* The action buffer: what the core asks its shell to do, in order. Strings the actions point at are
+ * copies kept until tide_core_actions_clear, which also frees dropped jobs, so every pointer in an
+ * action stays valid until then. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_private.h"
+#include "xmalloc.h"
+
+tide_action_t *tide__act(tide_core_t *core, tide_action_type_t type)
+{
+    tide_action_t *a;
+
+    if (core->n_actions == core->cap_actions) {
+        core->cap_actions = core->cap_actions ? core->cap_actions * 2 : 64;
+        core->actions = tide_xrealloc(core->actions, core->cap_actions * sizeof(*core->actions));
+    }
+    a = &core->actions[core->n_actions++];
+    memset(a, 0, sizeof(*a));
+    a->type = type;
+    a->rank = -1;
+    return a;
+}
+
+static const char *keep_owned(tide_core_t *core, char *s)
+{
+    if (core->n_strings == core->cap_strings) {
+        core->cap_strings = core->cap_strings ? core->cap_strings * 2 : 64;
+        core->strings = tide_xrealloc(core->strings, core->cap_strings * sizeof(*core->strings));
+    }
+    core->strings[core->n_strings++] = s;
+    return s;
+}
+
+const char *tide__keep(tide_core_t *core, const char *s)
+{
+    return s ? keep_owned(core, tide_xstrdup(s)) : NULL;
+}
+
+void tide__event(tide_core_t *core, const char *type, tide_job_t *job, tide_worker_t *w,
+                 const char *fmt, ...)
+{
+    tide_action_t *a = tide__act(core, TIDE_ACT_EVENT);
+    char *text = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(&text, fmt, ap) < 0)
+        text = tide_xstrdup("");
+    va_end(ap);
+    a->event_type = type;
+    a->job = job;
+    a->worker = w;
+    a->job_id = job ? job->id : NULL;
+    a->worker_id = w ? w->id : NULL;
+    a->text = keep_owned(core, text);
+}
+
+void tide__persist_job(tide_core_t *core, tide_job_t *job)
+{
+    if (job->dirty || job->dropped)
+        return;
+    job->dirty = true;
+    tide__act(core, TIDE_ACT_PERSIST_JOB)->job = job;
+}
+
+void tide__persist_worker(tide_core_t *core, tide_worker_t *w)
+{
+    if (w->dirty)
+        return;
+    w->dirty = true;
+    tide__act(core, TIDE_ACT_PERSIST_WORKER)->worker = w;
+}
+
+const tide_action_t *tide_core_actions(const tide_core_t *core, size_t *n)
+{
+    *n = core->n_actions;
+    return core->actions;
+}
+
+void tide_core_actions_clear(tide_core_t *core)
+{
+    tide_list_t *pos, *tmp;
+
+    for (size_t i = 0; i < core->n_actions; i++) {
+        tide_action_t *a = &core->actions[i];
+        if (a->type == TIDE_ACT_PERSIST_JOB && a->job)
+            a->job->dirty = false;
+        else if (a->type == TIDE_ACT_PERSIST_WORKER && a->worker)
+            a->worker->dirty = false;
+    }
+    core->n_actions = 0;
+    for (size_t i = 0; i < core->n_strings; i++)
+        free(core->strings[i]);
+    core->n_strings = 0;
+    tide_list_for_each_safe(pos, tmp, &core->graveyard) {
+        tide_job_t *job = tide_list_entry(pos, tide_job_t, all_node);
+        tide_list_remove(pos);
+        tide__job_free(job);
+    }
+}

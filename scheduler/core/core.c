@@ -1,0 +1,154 @@
+/* The core object: configuration, time, the timer heap and names. Invariant: now_mono never decreases,
+ * and every job with a deadline is in the timer heap keyed by its earliest one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_private.h"
+#include "xmalloc.h"
+
+void tide_core_config_default(tide_core_config_t *cfg)
+{
+    cfg->heartbeat_interval_ms = 500;
+    cfg->suspect_after_missed = 2;
+    cfg->dead_after_missed = 3;
+    cfg->reconnect_deadline_ms = 30000;
+    cfg->launch_timeout_ms = 30000;
+    cfg->max_rollbacks = 3;
+    cfg->stop_grace_ms = 10000;
+    cfg->retention_ms = 7LL * 24 * 3600 * 1000;
+}
+
+tide_core_t *tide_core_new(const tide_core_config_t *cfg)
+{
+    tide_core_t *core = tide_xcalloc(1, sizeof(*core));
+
+    if (cfg)
+        core->cfg = *cfg;
+    else
+        tide_core_config_default(&core->cfg);
+    core->next_seq = 1;
+    tide_list_init(&core->jobs_by_seq);
+    for (int i = 0; i < TIDE_PRIO_COUNT; i++)
+        tide_list_init(&core->queues[i]);
+    tide_heap_init(&core->timers);
+    for (int i = 0; i <= TIDE_NODE_BUCKETS; i++)
+        tide_list_init(&core->buckets[i]);
+    tide_list_init(&core->alive);
+    tide_list_init(&core->suspect);
+    tide_list_init(&core->graveyard);
+    return core;
+}
+
+void tide_core_free(tide_core_t *core)
+{
+    tide_job_t *job, *jtmp;
+    tide_worker_t *w, *wtmp;
+
+    if (!core)
+        return;
+    tide_core_actions_clear(core);
+    tide_heap_free(&core->timers);
+    HASH_ITER(hh, core->jobs, job, jtmp) {
+        HASH_DEL(core->jobs, job);
+        tide__job_free(job);
+    }
+    HASH_ITER(hh, core->workers, w, wtmp) {
+        HASH_DEL(core->workers, w);
+        tide__worker_free(w);
+    }
+    tide__node_free_all(core);
+    free(core->actions);
+    free(core->strings);
+    free(core);
+}
+
+const tide_core_config_t *tide_core_config(const tide_core_t *core)
+{
+    return &core->cfg;
+}
+
+void tide_core_set_time(tide_core_t *core, int64_t mono_ms, int64_t wall_ms)
+{
+    if (mono_ms > core->now_mono)
+        core->now_mono = mono_ms;
+    core->now_wall = wall_ms;
+}
+
+void tide_core_tick(tide_core_t *core)
+{
+    tide_heap_node_t *n;
+
+    tide__liveness_tick(core);
+    while ((n = tide_heap_peek(&core->timers)) && n->key <= core->now_mono) {
+        tide_job_t *job = tide_container_of(n, tide_job_t, timer);
+        tide_heap_remove(&core->timers, n);
+        tide__job_on_timer(core, job);
+    }
+    tide__schedule(core);
+}
+
+int64_t tide_core_next_deadline(const tide_core_t *core)
+{
+    int64_t next = INT64_MAX;
+    tide_heap_node_t *n = tide_heap_peek(&core->timers);
+    int64_t hb = core->cfg.heartbeat_interval_ms;
+
+    if (n)
+        next = n->key;
+    if (!tide_list_empty(&core->alive)) {
+        tide_worker_t *w = tide_list_entry(core->alive.next, tide_worker_t, live_node);
+        int64_t t = w->last_seen_mono + hb * core->cfg.suspect_after_missed;
+        if (t < next)
+            next = t;
+    }
+    if (!tide_list_empty(&core->suspect)) {
+        tide_worker_t *w = tide_list_entry(core->suspect.next, tide_worker_t, live_node);
+        int64_t t = w->last_seen_mono + hb * core->cfg.dead_after_missed;
+        if (t < next)
+            next = t;
+    }
+    return next;
+}
+
+uint64_t tide_core_next_seq(const tide_core_t *core)
+{
+    return core->next_seq;
+}
+
+const char *tide_job_state_name(tide_job_state_t s)
+{
+    switch (s) {
+    case TIDE_JOB_PENDING:
+        return "PENDING";
+    case TIDE_JOB_RUNNING:
+        return "RUNNING";
+    case TIDE_JOB_SUCCEEDED:
+        return "SUCCEEDED";
+    case TIDE_JOB_FAILED:
+        return "FAILED";
+    case TIDE_JOB_CANCELLED:
+        return "CANCELLED";
+    }
+    return "UNKNOWN";
+}
+
+const char *tide_worker_state_name(tide_worker_state_t s)
+{
+    switch (s) {
+    case TIDE_WORKER_READY:
+        return "READY";
+    case TIDE_WORKER_BUSY:
+        return "BUSY";
+    case TIDE_WORKER_SUSPECT:
+        return "SUSPECT";
+    case TIDE_WORKER_DEAD:
+        return "DEAD";
+    }
+    return "UNKNOWN";
+}
+
+const char *tide_prio_name(tide_prio_t p)
+{
+    static const char *names[TIDE_PRIO_COUNT] = {"LOW", "NORMAL", "HIGH", "CRITICAL"};
+    return (unsigned)p < TIDE_PRIO_COUNT ? names[p] : "NORMAL";
+}

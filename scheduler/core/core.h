@@ -1,0 +1,338 @@
+/* The scheduler core: a deterministic state machine, events in -> state change -> actions out
+ * (design.md, "The one architectural rule"). It reads no clock, socket, file or random source: the shell
+ * hands it the time (tide_core_set_time) and carries out the actions it emits. The daemon and the
+ * simulator drive the same code; tests drive it with any interleaving from a seed.
+ *
+ * State machines are documented in docs/architecture.md ("Job states", "Worker states").
+ *
+ * Structs below are readable by the shells; everything in them is owned by the core and is read-only
+ * outside it. Pointers to jobs and workers stay valid until the next tide_core_actions_clear() after the
+ * core dropped them (a dropped object is kept until then so actions may point at it). */
+#ifndef TIDE_CORE_H
+#define TIDE_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uthash.h>
+
+#include "error.h"
+#include "heap.h"
+#include "list.h"
+
+typedef enum tide_prio {
+    TIDE_PRIO_LOW = 0,
+    TIDE_PRIO_NORMAL = 1,
+    TIDE_PRIO_HIGH = 2,
+    TIDE_PRIO_CRITICAL = 3,
+} tide_prio_t;
+#define TIDE_PRIO_COUNT 4
+
+/* Values match tide.v1.JobState. */
+typedef enum tide_job_state {
+    TIDE_JOB_PENDING = 1,
+    TIDE_JOB_RUNNING = 2,
+    TIDE_JOB_SUCCEEDED = 3,
+    TIDE_JOB_FAILED = 4,
+    TIDE_JOB_CANCELLED = 5,
+} tide_job_state_t;
+
+/* Values match tide.v1.WorkerState. */
+typedef enum tide_worker_state {
+    TIDE_WORKER_READY = 1,
+    TIDE_WORKER_BUSY = 2,
+    TIDE_WORKER_SUSPECT = 3,
+    TIDE_WORKER_DEAD = 4,
+} tide_worker_state_t;
+
+typedef struct tide_kv {
+    char *key;
+    char *value;
+} tide_kv_t;
+
+/* What a job asks for. Owned by its job. */
+typedef struct tide_job_spec {
+    char *name;
+    char **argv; /* argc entries */
+    size_t argc;
+    int32_t min_workers;
+    int32_t max_workers;
+    tide_prio_t priority;
+    tide_kv_t *env; /* n_env entries */
+    size_t n_env;
+    char *workdir;
+    int64_t time_limit_s; /* 0: none */
+} tide_job_spec_t;
+
+typedef struct tide_telemetry {
+    double gpu_util; /* 0..1 */
+    uint64_t mem_used_bytes;
+    uint64_t mem_total_bytes;
+    double temperature_c;
+    double power_w;
+} tide_telemetry_t;
+
+typedef struct tide_node tide_node_t;
+typedef struct tide_job tide_job_t;
+typedef struct tide_worker tide_worker_t;
+
+/* Where a rank of the current generation stands. Values match tide.v1.RankPhase. */
+typedef enum tide_rank_state {
+    TIDE_RANK_ASSIGNED = 1, /* placed; launch not sent yet (ranks > 0 wait for rank 0's port) */
+    TIDE_RANK_LAUNCHED = 2, /* launch sent, start not confirmed */
+    TIDE_RANK_RUNNING = 3,  /* the worker confirmed the process runs */
+    TIDE_RANK_EXITED = 4,   /* exited (code in exit_code) */
+    TIDE_RANK_LOST = 5,     /* its worker died or forgot it */
+} tide_rank_state_t;
+
+typedef struct tide_job_rank {
+    char *worker_id;       /* kept after the worker is released, for the record */
+    tide_worker_t *worker; /* NULL once released */
+    int32_t local_rank;
+    int32_t local_world_size;
+    int32_t group_rank;
+    tide_rank_state_t state;
+    int32_t pid;
+    int32_t exit_code;
+    bool awaiting; /* restored after a scheduler restart; its worker has not re-registered yet */
+} tide_job_rank_t;
+
+struct tide_job {
+    char *id;     /* decimal job number */
+    uint64_t seq; /* the same number; orders jobs */
+    tide_job_spec_t spec;
+    tide_job_state_t state;
+    int32_t generation;
+    tide_job_rank_t *ranks; /* n_ranks entries for the current generation */
+    int32_t n_ranks;
+    int32_t ranks_running; /* ranks confirmed running in the current generation */
+    int32_t ranks_exited;
+    char *master_addr; /* rank 0's worker address */
+    int32_t master_port;
+    char *message;
+    int64_t submit_ms, start_ms, end_ms; /* wall clock */
+    int64_t gen_start_ms;                /* wall clock start of the current generation */
+    double gpu_seconds;
+    int32_t exit_code;
+    int32_t failed_rank; /* -1 when none */
+    int32_t rollbacks;   /* generations rolled back in a row */
+
+    /* private to the core */
+    int64_t gen_start_mono;
+    int64_t time_limit_at;  /* mono, 0: none */
+    int64_t launch_deadline; /* mono, 0: none */
+    int64_t reconcile_deadline; /* mono, 0: none */
+    int64_t prune_at;        /* mono, 0: none */
+    int32_t awaiting;        /* ranks whose worker has not re-registered since a restart */
+    bool dirty;              /* a PERSIST action is queued */
+    bool dropped;
+    tide_list_t queue_node;  /* in a priority queue while PENDING */
+    tide_list_t all_node;    /* core->jobs_by_seq */
+    tide_heap_node_t timer;
+    UT_hash_handle hh;
+};
+
+struct tide_worker {
+    char *id;
+    char *node_name;
+    int32_t gpu_index;
+    char *device;
+    double peak_flops;
+    uint64_t memory_bytes;
+    tide_kv_t *labels;
+    size_t n_labels;
+    char *address;
+    char *version;
+    tide_worker_state_t state;
+    bool cordoned;
+    bool connected;
+    tide_job_t *job; /* the job whose rank runs (or is stopping) here; NULL when none */
+    int32_t rank;
+    int32_t generation;
+    tide_telemetry_t telemetry;
+    int64_t last_heartbeat_ms; /* wall clock */
+    void *conn;                /* the shell's handle for the worker's stream; opaque to the core */
+
+    /* private to the core */
+    int64_t last_seen_mono;
+    bool dirty;
+    bool usable; /* counted in core->n_usable */
+    tide_node_t *node;
+    tide_list_t live_node; /* core->alive or core->suspect, ordered by last_seen_mono */
+    tide_list_t free_node; /* node->free while schedulable */
+    UT_hash_handle hh;
+};
+
+typedef struct tide_core_config {
+    int64_t heartbeat_interval_ms; /* 500 */
+    int32_t suspect_after_missed;  /* 2 */
+    int32_t dead_after_missed;     /* 3 */
+    int64_t reconnect_deadline_ms; /* 30000: after a scheduler restart */
+    int64_t launch_timeout_ms;     /* 30000: a rank not confirmed by then rolls the generation back */
+    int32_t max_rollbacks;         /* 3: then the job fails */
+    uint32_t stop_grace_ms;        /* 10000 */
+    int64_t retention_ms;          /* 7 days: finished jobs are pruned after */
+} tide_core_config_t;
+
+/* Fills cfg with design.md's defaults. */
+void tide_core_config_default(tide_core_config_t *cfg);
+
+typedef enum tide_action_type {
+    TIDE_ACT_PERSIST_JOB,    /* job: write its record */
+    TIDE_ACT_DELETE_JOB,     /* job (dropped): delete its record */
+    TIDE_ACT_PERSIST_WORKER, /* worker: write its record (cordon) */
+    TIDE_ACT_PERSIST_META,   /* write the core's counters (next job number) */
+    TIDE_ACT_WELCOME,        /* worker: its registration was accepted */
+    TIDE_ACT_LAUNCH,         /* worker, job, rank: start that rank (job->ranks[rank], master_port) */
+    TIDE_ACT_STOP,           /* worker, job id/generation/rank: stop that rank within grace_ms */
+    TIDE_ACT_CLOSE_STREAM,   /* conn: close that worker stream (replaced by a newer one) */
+    TIDE_ACT_EVENT,          /* event_type, job?, worker?, text */
+} tide_action_type_t;
+
+typedef struct tide_action {
+    tide_action_type_t type;
+    tide_job_t *job;       /* may be NULL */
+    tide_worker_t *worker; /* may be NULL */
+    const char *job_id;    /* STOP, EVENT, DELETE_JOB: valid until actions_clear */
+    const char *worker_id; /* EVENT */
+    int32_t generation;    /* LAUNCH, STOP */
+    int32_t rank;          /* LAUNCH, STOP */
+    int32_t master_port;   /* LAUNCH */
+    uint32_t grace_ms;     /* STOP */
+    void *conn;            /* CLOSE_STREAM, and the stream a WELCOME/LAUNCH/STOP goes to */
+    const char *event_type; /* EVENT: "job.submitted" ...; static string */
+    const char *text;       /* EVENT, STOP (reason): valid until actions_clear */
+} tide_action_t;
+
+typedef struct tide_core tide_core_t;
+
+/* Creates a core. cfg is copied (NULL: defaults). Never fails (aborts on OOM). */
+tide_core_t *tide_core_new(const tide_core_config_t *cfg);
+void tide_core_free(tide_core_t *core);
+const tide_core_config_t *tide_core_config(const tide_core_t *core);
+
+/* Sets the time for the events that follow: a monotonic clock for timers and the wall clock for
+ * records. Time never goes backwards (a smaller mono is ignored). */
+void tide_core_set_time(tide_core_t *core, int64_t mono_ms, int64_t wall_ms);
+/* Fires every timer due at the current time (liveness, time limits, launch and reconnect deadlines,
+ * retention). */
+void tide_core_tick(tide_core_t *core);
+/* The monotonic time of the next timer, or INT64_MAX when none: the shell may sleep until then. */
+int64_t tide_core_next_deadline(const tide_core_t *core);
+
+/* --- actions --- */
+/* The actions emitted since the last clear, in order. Borrowed until tide_core_actions_clear. */
+const tide_action_t *tide_core_actions(const tide_core_t *core, size_t *n);
+/* Forgets the actions and frees objects the core dropped. */
+void tide_core_actions_clear(tide_core_t *core);
+
+/* --- jobs --- */
+/* Checks a spec: -EINVAL with err naming the field ("min_workers must be >= 1"). */
+int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err);
+/* Deep copy / free of a spec. */
+void tide_job_spec_copy(tide_job_spec_t *dst, const tide_job_spec_t *src);
+void tide_job_spec_free(tide_job_spec_t *spec);
+
+/* Accepts a job: validates spec (-EINVAL, err names the field), copies it, queues the job and tries to
+ * place it. *out is the new job (core-owned). */
+int tide_core_job_submit(tide_core_t *core, const tide_job_spec_t *spec, tide_job_t **out,
+                         tide_error_t *err);
+/* Cancels a job: -ENOENT for an unknown id, -EALREADY when it already ended (err says its state). */
+int tide_core_job_cancel(tide_core_t *core, const char *id, tide_job_t **out, tide_error_t *err);
+tide_job_t *tide_core_job_find(const tide_core_t *core, const char *id);
+/* Every job in id order: first (NULL) then next. */
+tide_job_t *tide_core_job_next(const tide_core_t *core, const tide_job_t *prev);
+/* Jobs in each state. */
+void tide_core_job_counts(const tide_core_t *core, int counts[6]);
+
+/* A job record read back from the store after a restart. Pointers are borrowed; the core copies. */
+typedef struct tide_job_record {
+    const char *id;
+    const tide_job_spec_t *spec;
+    tide_job_state_t state;
+    int32_t generation;
+    const char *const *worker_ids; /* n_workers, in rank order (current generation) */
+    int32_t n_workers;
+    const tide_rank_state_t *rank_states; /* n_workers entries */
+    const int32_t *rank_exit_codes;       /* n_workers entries */
+    const int32_t *rank_local_ranks;      /* n_workers entries */
+    const int32_t *rank_group_ranks;      /* n_workers entries */
+    const char *master_addr;
+    int32_t master_port;
+    const char *message;
+    int64_t submit_ms, start_ms, end_ms, gen_start_ms;
+    double gpu_seconds;
+    int32_t exit_code;
+    int32_t failed_rank;
+} tide_job_record_t;
+
+/* Restores a job after a restart (before workers register). A RUNNING job waits up to the reconnect
+ * deadline for its workers to report its ranks. Returns -EEXIST for a duplicate id, -EINVAL for a bad
+ * record. Call tide_core_restore_done() after the last one. */
+int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_error_t *err);
+/* Restores the job-number counter (the next job gets at least next_seq). */
+void tide_core_restore_meta(tide_core_t *core, uint64_t next_seq);
+/* Restores a worker's cordon flag. */
+void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned);
+/* Ends the restore: pending jobs are queued in submission order and placement starts. */
+void tide_core_restore_done(tide_core_t *core);
+uint64_t tide_core_next_seq(const tide_core_t *core);
+
+/* --- workers --- */
+typedef struct tide_worker_info {
+    const char *id;
+    const char *node;
+    int32_t gpu_index;
+    const char *device;
+    double peak_flops;
+    uint64_t memory_bytes;
+    const tide_kv_t *labels;
+    size_t n_labels;
+    const char *address;
+    const char *version;
+} tide_worker_info_t;
+
+/* What a registering worker reports of a rank it runs or ran. */
+typedef struct tide_rank_report {
+    const char *job_id;
+    int32_t generation;
+    int32_t rank;
+    bool running; /* false: exited with exit_code */
+    int32_t exit_code;
+    int32_t pid;
+    int32_t master_port;
+    const char *error; /* launch error text, may be NULL */
+} tide_rank_report_t;
+
+/* A worker (re)registers on stream conn with the ranks it runs and the exits it has not reported.
+ * -EINVAL with err for a bad info (empty id). Emits WELCOME to conn, CLOSE_STREAM for a replaced
+ * stream, STOP for ranks the core does not know, and reconciles the rest. *out is the worker. */
+int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info, void *conn,
+                              const tide_rank_report_t *ranks, size_t n_ranks, tide_worker_t **out,
+                              tide_error_t *err);
+/* A heartbeat: O(1), no allocation. */
+void tide_core_worker_heartbeat(tide_core_t *core, tide_worker_t *w, const tide_telemetry_t *t);
+/* The worker's stream on conn ended. goodbye: the worker said it is shutting down. Ignored when conn
+ * is not the worker's current stream. */
+void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *conn, bool goodbye);
+/* A rank started (pid; rank 0 reports MASTER_PORT). Stale generations are ignored. */
+void tide_core_rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
+                            int32_t rank, int32_t pid, int32_t master_port);
+/* A rank exited with exit_code (128+N for signal N; 127 with error when it never started). */
+void tide_core_rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
+                           int32_t rank, int32_t exit_code, const char *error);
+/* Cordons (true) or uncordons a worker: -ENOENT for an unknown id. */
+int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide_worker_t **out,
+                            tide_error_t *err);
+tide_worker_t *tide_core_worker_find(const tide_core_t *core, const char *id);
+/* Every worker in id order (sorted on demand; O(n log n), for listings). Caller frees the array. */
+tide_worker_t **tide_core_workers_sorted(const tide_core_t *core, size_t *n);
+/* Workers in each state (index = state), and cordoned ones in counts[0]. */
+void tide_core_worker_counts(const tide_core_t *core, int counts[5]);
+
+const char *tide_job_state_name(tide_job_state_t s);
+const char *tide_worker_state_name(tide_worker_state_t s);
+const char *tide_prio_name(tide_prio_t p);
+
+#endif

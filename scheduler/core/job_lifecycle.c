@@ -1,0 +1,657 @@
+/* Job lifecycle: PENDING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED (docs/architecture.md).
+ * Invariants: a PENDING job is in exactly one priority queue and has no ranks; a RUNNING job's ranks
+ * each name a worker bound to it until that rank exits or is lost; a generation starts with rank 0 alone
+ * and launches the others once rank 0 reported MASTER_PORT; a generation that does not fully start is
+ * rolled back (its ranks stopped, the job queued again at the front of its class). Every change that must
+ * survive a restart emits PERSIST_JOB. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_private.h"
+#include "xmalloc.h"
+
+/* --- helpers --- */
+
+void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
+{
+    if (job->state == st)
+        return;
+    core->job_counts[job->state]--;
+    core->job_counts[st]++;
+    job->state = st;
+    tide__persist_job(core, job);
+}
+
+void tide__job_set_message(tide_core_t *core, tide_job_t *job, const char *fmt, ...)
+{
+    char *text = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(&text, fmt, ap) < 0)
+        text = tide_xstrdup("");
+    va_end(ap);
+    if (job->message && strcmp(job->message, text) == 0) {
+        free(text);
+        return;
+    }
+    free(job->message);
+    job->message = text;
+    tide__persist_job(core, job);
+}
+
+static bool is_final(tide_job_state_t st)
+{
+    return st == TIDE_JOB_SUCCEEDED || st == TIDE_JOB_FAILED || st == TIDE_JOB_CANCELLED;
+}
+
+/* True once every rank of the generation was confirmed running at least once. */
+static bool fully_started(const tide_job_t *job)
+{
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        tide_rank_state_t st = job->ranks[r].state;
+        if (st == TIDE_RANK_ASSIGNED || st == TIDE_RANK_LAUNCHED)
+            return false;
+    }
+    return true;
+}
+
+static void free_ranks(tide_job_t *job)
+{
+    for (int32_t r = 0; r < job->n_ranks; r++)
+        free(job->ranks[r].worker_id);
+    free(job->ranks);
+    job->ranks = NULL;
+    job->n_ranks = 0;
+    job->ranks_running = 0;
+    job->ranks_exited = 0;
+    job->awaiting = 0;
+}
+
+void tide__job_free(tide_job_t *job)
+{
+    if (!job)
+        return;
+    free(job->id);
+    tide_job_spec_free(&job->spec);
+    free_ranks(job);
+    free(job->master_addr);
+    free(job->message);
+    free(job);
+}
+
+static tide_job_t *job_new(tide_core_t *core, uint64_t seq, const char *id,
+                           const tide_job_spec_t *spec)
+{
+    tide_job_t *job = tide_xcalloc(1, sizeof(*job));
+    tide_list_t *pos;
+
+    job->seq = seq;
+    job->id = id ? tide_xstrdup(id) : tide_xasprintf("%" PRIu64, seq);
+    tide_job_spec_copy(&job->spec, spec);
+    job->state = TIDE_JOB_PENDING;
+    job->failed_rank = -1;
+    tide_list_init(&job->queue_node);
+    tide_heap_node_init(&job->timer);
+    HASH_ADD_KEYPTR(hh, core->jobs, job->id, strlen(job->id), job);
+    /* Keep jobs_by_seq ascending; restores arrive in key order, submits at the end: O(1) usually. */
+    pos = core->jobs_by_seq.prev;
+    while (pos != &core->jobs_by_seq && tide_list_entry(pos, tide_job_t, all_node)->seq > seq)
+        pos = pos->prev;
+    tide_list__insert(&job->all_node, pos, pos->next);
+    core->job_counts[TIDE_JOB_PENDING]++;
+    return job;
+}
+
+void tide__job_rearm(tide_core_t *core, tide_job_t *job)
+{
+    int64_t at = INT64_MAX;
+
+    if (job->state == TIDE_JOB_RUNNING) {
+        if (job->time_limit_at && job->time_limit_at < at)
+            at = job->time_limit_at;
+        if (job->reconcile_deadline && job->reconcile_deadline < at)
+            at = job->reconcile_deadline;
+        if (job->launch_deadline && job->launch_deadline < at)
+            at = job->launch_deadline;
+    } else if (is_final(job->state) && job->prune_at) {
+        at = job->prune_at;
+    }
+    if (at == INT64_MAX)
+        tide_heap_remove(&core->timers, &job->timer);
+    else
+        tide_heap_set(&core->timers, &job->timer, at);
+}
+
+static void emit_launch(tide_core_t *core, tide_job_t *job, int32_t rank)
+{
+    tide_job_rank_t *slot = &job->ranks[rank];
+    tide_action_t *a = tide__act(core, TIDE_ACT_LAUNCH);
+
+    a->job = job;
+    a->worker = slot->worker;
+    a->conn = slot->worker->conn;
+    a->generation = job->generation;
+    a->rank = rank;
+    a->master_port = job->master_port;
+    slot->state = TIDE_RANK_LAUNCHED;
+}
+
+static void emit_stop(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
+{
+    tide_job_rank_t *slot = &job->ranks[rank];
+    tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+
+    a->job = job;
+    a->worker = slot->worker;
+    a->conn = slot->worker->conn;
+    a->job_id = job->id;
+    a->generation = job->generation;
+    a->rank = rank;
+    a->grace_ms = core->cfg.stop_grace_ms;
+    a->text = tide__keep(core, why);
+}
+
+/* Stops every live rank of the current generation. Workers whose rank never launched, or who are not
+ * connected, are released now; the others when their rank's exit is reported. */
+static void stop_ranks(tide_core_t *core, tide_job_t *job, const char *why)
+{
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        tide_job_rank_t *slot = &job->ranks[r];
+        tide_worker_t *w = slot->worker;
+        if (!w)
+            continue;
+        if ((slot->state == TIDE_RANK_LAUNCHED || slot->state == TIDE_RANK_RUNNING) && w->connected) {
+            emit_stop(core, job, r, why);
+            continue; /* stays bound until the exit arrives */
+        }
+        slot->worker = NULL;
+        if (w->job == job && w->rank == r)
+            tide__worker_release(core, w);
+    }
+}
+
+static void account_generation(tide_core_t *core, tide_job_t *job)
+{
+    if (job->gen_start_mono && job->n_ranks > 0 && core->now_mono > job->gen_start_mono)
+        job->gpu_seconds += (double)job->n_ranks * (double)(core->now_mono - job->gen_start_mono) / 1e3;
+    job->gen_start_mono = 0;
+}
+
+void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
+{
+    static const char *types[6] = {"", "", "", "job.succeeded", "job.failed", "job.cancelled"};
+
+    if (is_final(job->state))
+        return;
+    if (job->state == TIDE_JOB_PENDING)
+        tide__queue_remove(core, job);
+    if (job->state == TIDE_JOB_RUNNING) {
+        account_generation(core, job);
+        stop_ranks(core, job, tide_job_state_name(st));
+    }
+    tide__job_set_state(core, job, st);
+    job->end_ms = core->now_wall;
+    job->time_limit_at = job->launch_deadline = job->reconcile_deadline = 0;
+    job->prune_at = core->now_mono + core->cfg.retention_ms;
+    tide__job_rearm(core, job);
+    tide__event(core, types[st], job, NULL, "job %s %s: %s", job->id, tide_job_state_name(st),
+                job->message ? job->message : "");
+    core->need_schedule = true;
+}
+
+static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
+{
+    account_generation(core, job);
+    stop_ranks(core, job, "generation rolled back");
+    for (int32_t r = 0; r < job->n_ranks; r++)
+        job->ranks[r].worker = NULL; /* bound workers are released by their exits */
+    job->rollbacks++;
+    if (job->rollbacks > core->cfg.max_rollbacks) {
+        tide__job_set_message(core, job, "generation %d failed to start %d times; last: %s",
+                              job->generation, job->rollbacks, why);
+        tide__job_finish(core, job, TIDE_JOB_FAILED);
+        return;
+    }
+    free_ranks(job);
+    job->master_port = 0;
+    job->time_limit_at = job->launch_deadline = job->reconcile_deadline = 0;
+    tide__job_set_state(core, job, TIDE_JOB_PENDING);
+    tide__job_set_message(core, job, "generation %d rolled back (%s); queued again", job->generation,
+                          why);
+    tide__event(core, "job.rolled_back", job, NULL, "job %s generation %d rolled back: %s", job->id,
+                job->generation, why);
+    tide__queue_push(core, job, true);
+    tide__job_rearm(core, job);
+}
+
+void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
+{
+    tide_job_rank_t *slot = &job->ranks[rank];
+    tide_worker_t *w = slot->worker;
+    bool started = fully_started(job);
+
+    if (slot->state == TIDE_RANK_RUNNING)
+        job->ranks_running--;
+    slot->state = TIDE_RANK_LOST;
+    slot->worker = NULL;
+    if (w && w->job == job && w->rank == rank)
+        tide__worker_release(core, w);
+    if (!started) {
+        rollback(core, job, why);
+        return;
+    }
+    job->failed_rank = rank;
+    job->exit_code = -1;
+    tide__job_set_message(core, job, "rank %d lost: %s", rank, why);
+    tide__job_finish(core, job, TIDE_JOB_FAILED);
+}
+
+void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, int32_t n)
+{
+    int32_t group = -1, local = 0, first_of_group = 0;
+
+    free_ranks(job);
+    job->generation++;
+    job->ranks = tide_xcalloc((size_t)n, sizeof(*job->ranks));
+    job->n_ranks = n;
+    for (int32_t r = 0; r < n; r++) {
+        tide_job_rank_t *slot = &job->ranks[r];
+        if (r == 0 || ws[r]->node != ws[r - 1]->node) {
+            for (int32_t k = first_of_group; k < r; k++)
+                job->ranks[k].local_world_size = local;
+            group++;
+            local = 0;
+            first_of_group = r;
+        }
+        slot->worker_id = tide_xstrdup(ws[r]->id);
+        slot->worker = ws[r];
+        slot->group_rank = group;
+        slot->local_rank = local++;
+        slot->state = TIDE_RANK_ASSIGNED;
+    }
+    for (int32_t k = first_of_group; k < n; k++)
+        job->ranks[k].local_world_size = local;
+    tide__job_set_state(core, job, TIDE_JOB_RUNNING);
+    for (int32_t r = 0; r < n; r++)
+        tide__worker_assign(core, ws[r], job, r);
+    free(job->master_addr);
+    job->master_addr = tide_xstrdup(ws[0]->address ? ws[0]->address : "");
+    job->master_port = 0;
+    if (!job->start_ms)
+        job->start_ms = core->now_wall;
+    job->gen_start_ms = core->now_wall;
+    job->gen_start_mono = core->now_mono;
+    job->time_limit_at = job->spec.time_limit_s ? core->now_mono + job->spec.time_limit_s * 1000 : 0;
+    job->launch_deadline = core->now_mono + core->cfg.launch_timeout_ms;
+    tide__job_set_message(core, job, "starting generation %d on %d worker(s)", job->generation, n);
+    tide__event(core, "job.started", job, NULL, "job %s generation %d placed on %d worker(s), rank 0 on %s",
+                job->id, job->generation, n, ws[0]->id);
+    emit_launch(core, job, 0);
+    tide__job_rearm(core, job);
+}
+
+/* --- events --- */
+
+int tide_core_job_submit(tide_core_t *core, const tide_job_spec_t *spec, tide_job_t **out,
+                         tide_error_t *err)
+{
+    tide_job_t *job;
+    int rc = tide_job_spec_validate(spec, err);
+
+    if (rc < 0)
+        return rc;
+    job = job_new(core, core->next_seq++, NULL, spec);
+    job->submit_ms = core->now_wall;
+    tide__persist_job(core, job);
+    tide__act(core, TIDE_ACT_PERSIST_META);
+    tide__job_set_message(core, job, "queued");
+    tide__event(core, "job.submitted", job, NULL, "job %s (%s) submitted: %d..%d workers, %s", job->id,
+                job->spec.name, job->spec.min_workers, job->spec.max_workers,
+                tide_prio_name(job->spec.priority));
+    tide__queue_push(core, job, false);
+    tide__schedule(core);
+    *out = job;
+    return 0;
+}
+
+int tide_core_job_cancel(tide_core_t *core, const char *id, tide_job_t **out, tide_error_t *err)
+{
+    tide_job_t *job = tide_core_job_find(core, id);
+
+    if (!job) {
+        tide_errprintf(err, "job %s not found", id);
+        return -ENOENT;
+    }
+    if (is_final(job->state)) {
+        tide_errprintf(err, "job %s already ended: %s", id, tide_job_state_name(job->state));
+        return -EALREADY;
+    }
+    tide__job_set_message(core, job, "cancelled by request");
+    tide__job_finish(core, job, TIDE_JOB_CANCELLED);
+    tide__schedule(core);
+    *out = job;
+    return 0;
+}
+
+void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
+                        int32_t rank, int32_t pid, int32_t master_port)
+{
+    tide_job_t *job = tide_core_job_find(core, job_id);
+    tide_job_rank_t *slot;
+
+    if (!job || job->state != TIDE_JOB_RUNNING || job->generation != generation || rank < 0 ||
+        rank >= job->n_ranks || job->ranks[rank].worker != w) {
+        /* A rank the core no longer wants (cancelled, rolled back, stale): make sure it stops. */
+        bool stopping = job && w->job == job && w->generation == generation && w->rank == rank;
+        if (!stopping) {
+            tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+            a->worker = w;
+            a->conn = w->conn;
+            a->job_id = tide__keep(core, job_id);
+            a->generation = generation;
+            a->rank = rank;
+            a->grace_ms = core->cfg.stop_grace_ms;
+            a->text = "rank unknown to the scheduler";
+        }
+        return;
+    }
+    slot = &job->ranks[rank];
+    if (slot->state == TIDE_RANK_RUNNING) {
+        slot->pid = pid; /* adopted after a restart */
+        return;
+    }
+    if (slot->state == TIDE_RANK_EXITED || slot->state == TIDE_RANK_LOST)
+        return;
+    slot->state = TIDE_RANK_RUNNING;
+    slot->pid = pid;
+    job->ranks_running++;
+    tide__persist_job(core, job);
+    tide__event(core, "rank.started", job, w, "job %s rank %d started on %s (pid %d)", job->id, rank,
+                w->id, pid);
+    if (rank == 0) {
+        job->master_port = master_port;
+        for (int32_t r = 1; r < job->n_ranks; r++) {
+            tide_job_rank_t *s = &job->ranks[r];
+            if (s->state == TIDE_RANK_ASSIGNED && s->worker && s->worker->connected && !s->awaiting)
+                emit_launch(core, job, r);
+        }
+    }
+    if (fully_started(job) && job->launch_deadline) {
+        job->launch_deadline = 0;
+        job->rollbacks = 0;
+        tide__job_set_message(core, job, "running generation %d on %d worker(s)", job->generation,
+                              job->n_ranks);
+        tide__event(core, "job.running", job, NULL, "job %s: all %d rank(s) of generation %d running",
+                    job->id, job->n_ranks, job->generation);
+        tide__job_rearm(core, job);
+    }
+}
+
+void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
+                       int32_t rank, int32_t exit_code, const char *error)
+{
+    tide_job_t *job = tide_core_job_find(core, job_id);
+    tide_job_rank_t *slot;
+
+    if (!job || job->state != TIDE_JOB_RUNNING || job->generation != generation || rank < 0 ||
+        rank >= job->n_ranks || job->ranks[rank].worker != w) {
+        /* The exit of a rank that was being stopped (ended job, rolled-back generation). */
+        if (w->job && job == w->job && w->generation == generation && w->rank == rank) {
+            if (job->state == TIDE_JOB_RUNNING && job->generation == generation && rank < job->n_ranks &&
+                job->ranks[rank].worker == w)
+                job->ranks[rank].worker = NULL;
+            tide__worker_release(core, w);
+        }
+        return;
+    }
+    slot = &job->ranks[rank];
+    if (slot->state == TIDE_RANK_RUNNING)
+        job->ranks_running--;
+    slot->state = TIDE_RANK_EXITED;
+    slot->exit_code = exit_code;
+    slot->worker = NULL;
+    job->ranks_exited++;
+    tide__worker_release(core, w);
+    tide__persist_job(core, job);
+    tide__event(core, "rank.exited", job, w, "job %s rank %d on %s exited with code %d%s%s", job->id,
+                rank, w->id, exit_code, error && error[0] ? ": " : "", error ? error : "");
+    if (exit_code != 0) {
+        job->failed_rank = rank;
+        job->exit_code = exit_code;
+        if (error && error[0])
+            tide__job_set_message(core, job, "rank %d on %s failed: %s", rank, w->id, error);
+        else
+            tide__job_set_message(core, job, "rank %d on %s exited with code %d", rank, w->id,
+                                  exit_code);
+        tide__job_finish(core, job, TIDE_JOB_FAILED);
+        return;
+    }
+    if (job->ranks_exited == job->n_ranks) {
+        job->exit_code = 0;
+        tide__job_set_message(core, job, "all %d rank(s) exited with code 0", job->n_ranks);
+        tide__job_finish(core, job, TIDE_JOB_SUCCEEDED);
+    }
+}
+
+void tide_core_rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
+                            int32_t rank, int32_t pid, int32_t master_port)
+{
+    tide__rank_started(core, w, job_id, generation, rank, pid, master_port);
+    tide__schedule(core);
+}
+
+void tide_core_rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
+                           int32_t rank, int32_t exit_code, const char *error)
+{
+    tide__rank_exited(core, w, job_id, generation, rank, exit_code, error);
+    tide__schedule(core);
+}
+
+static void drop_job(tide_core_t *core, tide_job_t *job)
+{
+    tide_action_t *a = tide__act(core, TIDE_ACT_DELETE_JOB);
+
+    a->job = job;
+    a->job_id = job->id;
+    job->dropped = true;
+    tide_heap_remove(&core->timers, &job->timer);
+    HASH_DEL(core->jobs, job);
+    core->job_counts[job->state]--;
+    tide_list_remove(&job->all_node);
+    tide_list_push_back(&core->graveyard, &job->all_node);
+}
+
+void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
+{
+    int64_t now = core->now_mono;
+
+    if (is_final(job->state)) {
+        if (job->prune_at && now >= job->prune_at) {
+            drop_job(core, job);
+            return;
+        }
+    } else if (job->state == TIDE_JOB_RUNNING) {
+        if (job->time_limit_at && now >= job->time_limit_at) {
+            tide__job_set_message(core, job, "time limit of %llds reached",
+                                  (long long)job->spec.time_limit_s);
+            tide__job_finish(core, job, TIDE_JOB_FAILED);
+            return;
+        }
+        if (job->reconcile_deadline && now >= job->reconcile_deadline) {
+            job->reconcile_deadline = 0;
+            for (int32_t r = 0; r < job->n_ranks && job->state == TIDE_JOB_RUNNING; r++) {
+                tide_job_rank_t *slot = &job->ranks[r];
+                tide_worker_t *w = slot->worker;
+                char *why;
+                if (!slot->awaiting)
+                    continue;
+                slot->awaiting = false;
+                job->awaiting--;
+                why = tide_xasprintf("worker %s did not re-register within %llds of the scheduler restart",
+                                     slot->worker_id, (long long)(core->cfg.reconnect_deadline_ms / 1000));
+                if (w && !w->connected && w->state != TIDE_WORKER_DEAD) {
+                    tide__worker_set_state(core, w, TIDE_WORKER_DEAD);
+                    tide__event(core, "worker.dead", job, w, "%s", why);
+                }
+                if (slot->state == TIDE_RANK_ASSIGNED) {
+                    /* never launched: the generation cannot start without it */
+                    slot->state = TIDE_RANK_LAUNCHED;
+                }
+                tide__job_rank_lost(core, job, r, why);
+                free(why);
+            }
+            if (job->state != TIDE_JOB_RUNNING)
+                return;
+        }
+        if (job->launch_deadline && now >= job->launch_deadline && !fully_started(job)) {
+            int32_t r = 0;
+            char *why;
+            while (r < job->n_ranks && job->ranks[r].state != TIDE_RANK_ASSIGNED &&
+                   job->ranks[r].state != TIDE_RANK_LAUNCHED)
+                r++;
+            why = tide_xasprintf("rank %d on %s did not start within %llds", r,
+                                 r < job->n_ranks ? job->ranks[r].worker_id : "?",
+                                 (long long)(core->cfg.launch_timeout_ms / 1000));
+            rollback(core, job, why);
+            free(why);
+            return;
+        }
+    }
+    tide__job_rearm(core, job);
+}
+
+/* --- queries --- */
+
+tide_job_t *tide_core_job_find(const tide_core_t *core, const char *id)
+{
+    tide_job_t *job;
+
+    HASH_FIND_STR(core->jobs, id, job);
+    return job;
+}
+
+tide_job_t *tide_core_job_next(const tide_core_t *core, const tide_job_t *prev)
+{
+    const tide_list_t *pos = prev ? prev->all_node.next : core->jobs_by_seq.next;
+    return pos == &core->jobs_by_seq ? NULL : tide_list_entry(pos, tide_job_t, all_node);
+}
+
+void tide_core_job_counts(const tide_core_t *core, int counts[6])
+{
+    memcpy(counts, core->job_counts, sizeof(core->job_counts));
+}
+
+/* --- restore --- */
+
+void tide_core_restore_meta(tide_core_t *core, uint64_t next_seq)
+{
+    if (next_seq > core->next_seq)
+        core->next_seq = next_seq;
+}
+
+int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_error_t *err)
+{
+    char *end = NULL;
+    unsigned long long seq;
+    tide_job_t *job;
+    int rc;
+
+    if (!rec->id || !rec->id[0] || (seq = strtoull(rec->id, &end, 10), *end != '\0') || seq == 0) {
+        tide_errprintf(err, "job record id \"%s\" is not a job number", rec->id ? rec->id : "");
+        return -EINVAL;
+    }
+    if (tide_core_job_find(core, rec->id)) {
+        tide_errprintf(err, "job %s restored twice", rec->id);
+        return -EEXIST;
+    }
+    if ((rc = tide_job_spec_validate(rec->spec, err)) < 0)
+        return rc;
+    if (rec->state < TIDE_JOB_PENDING || rec->state > TIDE_JOB_CANCELLED) {
+        tide_errprintf(err, "job %s has state %d", rec->id, (int)rec->state);
+        return -EINVAL;
+    }
+    core->restoring = true;
+    job = job_new(core, seq, rec->id, rec->spec);
+    if (seq >= core->next_seq)
+        core->next_seq = seq + 1;
+    job->generation = rec->generation;
+    job->message = tide_xstrdup(rec->message ? rec->message : "");
+    job->submit_ms = rec->submit_ms;
+    job->start_ms = rec->start_ms;
+    job->end_ms = rec->end_ms;
+    job->gen_start_ms = rec->gen_start_ms;
+    job->gpu_seconds = rec->gpu_seconds;
+    job->exit_code = rec->exit_code;
+    job->failed_rank = rec->failed_rank;
+    job->master_addr = tide_xstrdup(rec->master_addr ? rec->master_addr : "");
+    job->master_port = rec->master_port;
+    core->job_counts[TIDE_JOB_PENDING]--;
+    core->job_counts[rec->state]++;
+    job->state = rec->state;
+
+    if (is_final(job->state)) {
+        int64_t age = core->now_wall - job->end_ms;
+        job->prune_at = core->now_mono + (core->cfg.retention_ms > age ? core->cfg.retention_ms - age : 0);
+    } else if (job->state == TIDE_JOB_RUNNING) {
+        int64_t ran = core->now_wall - job->gen_start_ms;
+        job->ranks = tide_xcalloc((size_t)(rec->n_workers ? rec->n_workers : 1), sizeof(*job->ranks));
+        job->n_ranks = rec->n_workers;
+        job->gen_start_mono = core->now_mono - (ran > 0 ? ran : 0);
+        if (job->spec.time_limit_s)
+            job->time_limit_at = job->gen_start_mono + job->spec.time_limit_s * 1000;
+        for (int32_t r = 0; r < rec->n_workers; r++) {
+            tide_job_rank_t *slot = &job->ranks[r];
+            tide_rank_state_t st = rec->rank_states ? rec->rank_states[r] : TIDE_RANK_RUNNING;
+            slot->worker_id = tide_xstrdup(rec->worker_ids[r]);
+            slot->state = st;
+            slot->exit_code = rec->rank_exit_codes ? rec->rank_exit_codes[r] : 0;
+            if (st == TIDE_RANK_EXITED || st == TIDE_RANK_LOST) {
+                job->ranks_exited += st == TIDE_RANK_EXITED;
+                continue;
+            }
+            if (st == TIDE_RANK_RUNNING)
+                job->ranks_running++;
+            slot->worker = tide__worker_get_or_add(core, slot->worker_id);
+            slot->awaiting = true;
+            job->awaiting++;
+            slot->worker->job = job;
+            slot->worker->rank = r;
+            slot->worker->generation = job->generation;
+            tide__worker_set_state(core, slot->worker, TIDE_WORKER_SUSPECT);
+        }
+        for (int32_t r = 0; r < job->n_ranks; r++) {
+            job->ranks[r].local_rank = rec->rank_local_ranks ? rec->rank_local_ranks[r] : 0;
+            job->ranks[r].group_rank = rec->rank_group_ranks ? rec->rank_group_ranks[r] : r;
+        }
+        for (int32_t r = 0; r < job->n_ranks; r++) {
+            int32_t same = 0;
+            for (int32_t k = 0; k < job->n_ranks; k++)
+                same += job->ranks[k].group_rank == job->ranks[r].group_rank;
+            job->ranks[r].local_world_size = same;
+        }
+        if (!fully_started(job))
+            job->launch_deadline = core->now_mono + core->cfg.launch_timeout_ms;
+        job->reconcile_deadline = job->awaiting ? core->now_mono + core->cfg.reconnect_deadline_ms : 0;
+    }
+    tide__job_rearm(core, job);
+    return 0;
+}
+
+void tide_core_restore_done(tide_core_t *core)
+{
+    tide_list_t *pos;
+
+    tide_list_for_each(pos, &core->jobs_by_seq) {
+        tide_job_t *job = tide_list_entry(pos, tide_job_t, all_node);
+        if (job->state == TIDE_JOB_PENDING)
+            tide__queue_push(core, job, false);
+    }
+    core->restoring = false;
+    core->need_schedule = true;
+    tide__schedule(core);
+}

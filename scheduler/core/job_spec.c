@@ -1,0 +1,86 @@
+/* Job specs: validation, deep copy and free. A valid spec has a command, 1 <= min <= max workers and
+ * no negative time limit. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_private.h"
+#include "xmalloc.h"
+
+int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err)
+{
+    if (spec->argc == 0 || !spec->argv || !spec->argv[0] || !spec->argv[0][0]) {
+        tide_errprintf(err, "command must not be empty");
+        return -EINVAL;
+    }
+    if (spec->min_workers < 1) {
+        tide_errprintf(err, "min_workers must be >= 1 (got %d)", spec->min_workers);
+        return -EINVAL;
+    }
+    if (spec->max_workers != 0 && spec->max_workers < spec->min_workers) {
+        tide_errprintf(err, "max_workers (%d) must be >= min_workers (%d)", spec->max_workers,
+                       spec->min_workers);
+        return -EINVAL;
+    }
+    if (spec->max_workers > 65536 || spec->min_workers > 65536) {
+        tide_errprintf(err, "max_workers must be <= 65536");
+        return -EINVAL;
+    }
+    if (spec->time_limit_s < 0) {
+        tide_errprintf(err, "time_limit_seconds must be >= 0 (got %lld)",
+                       (long long)spec->time_limit_s);
+        return -EINVAL;
+    }
+    if ((unsigned)spec->priority >= TIDE_PRIO_COUNT) {
+        tide_errprintf(err, "priority %d is not a priority class", (int)spec->priority);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < spec->n_env; i++) {
+        const char *k = spec->env[i].key;
+        if (!k || !k[0] || strchr(k, '=')) {
+            tide_errprintf(err, "env key \"%s\" must be non-empty and contain no '='", k ? k : "");
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static tide_kv_t *kv_copy(const tide_kv_t *src, size_t n)
+{
+    tide_kv_t *dst = n ? tide_xcalloc(n, sizeof(*dst)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        dst[i].key = tide_xstrdup(src[i].key);
+        dst[i].value = tide_xstrdup(src[i].value ? src[i].value : "");
+    }
+    return dst;
+}
+
+void tide_job_spec_copy(tide_job_spec_t *dst, const tide_job_spec_t *src)
+{
+    *dst = *src;
+    dst->name = tide_xstrdup(src->name ? src->name : "");
+    dst->argv = tide_xcalloc(src->argc + 1, sizeof(char *));
+    for (size_t i = 0; i < src->argc; i++)
+        dst->argv[i] = tide_xstrdup(src->argv[i]);
+    dst->env = kv_copy(src->env, src->n_env);
+    dst->workdir = tide_xstrdup(src->workdir ? src->workdir : "");
+    if (dst->max_workers == 0)
+        dst->max_workers = dst->min_workers;
+}
+
+void tide_job_spec_free(tide_job_spec_t *spec)
+{
+    if (!spec)
+        return;
+    free(spec->name);
+    for (size_t i = 0; i < spec->argc; i++)
+        free(spec->argv[i]);
+    free(spec->argv);
+    for (size_t i = 0; i < spec->n_env; i++) {
+        free(spec->env[i].key);
+        free(spec->env[i].value);
+    }
+    free(spec->env);
+    free(spec->workdir);
+    memset(spec, 0, sizeof(*spec));
+}

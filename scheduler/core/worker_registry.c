@@ -1,0 +1,500 @@
+/* Worker registry and failure detector. Invariants: a worker is in core->alive (READY/BUSY, connected)
+ * or core->suspect (SUSPECT, may come back) or neither (DEAD, or a placeholder awaiting reconnect), and
+ * both lists are ordered by last_seen_mono, so a heartbeat is O(1) and a tick touches only the workers
+ * whose deadline passed. A worker is in its node's free list exactly when it can take a rank. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_private.h"
+#include "xmalloc.h"
+
+/* --- nodes and the free index --- */
+
+static tide_node_t *node_get(tide_core_t *core, const char *name)
+{
+    tide_node_t *n;
+
+    HASH_FIND_STR(core->nodes, name, n);
+    if (n)
+        return n;
+    n = tide_xcalloc(1, sizeof(*n));
+    n->name = tide_xstrdup(name);
+    tide_list_init(&n->free);
+    tide_list_init(&n->bucket);
+    HASH_ADD_KEYPTR(hh, core->nodes, n->name, strlen(n->name), n);
+    return n;
+}
+
+void tide__node_free_all(tide_core_t *core)
+{
+    tide_node_t *n, *tmp;
+
+    HASH_ITER(hh, core->nodes, n, tmp) {
+        HASH_DEL(core->nodes, n);
+        free(n->name);
+        free(n);
+    }
+}
+
+static void node_rebucket(tide_core_t *core, tide_node_t *n)
+{
+    tide_list_remove(&n->bucket);
+    if (n->n_free > 0) {
+        int c = n->n_free < TIDE_NODE_BUCKETS ? n->n_free : TIDE_NODE_BUCKETS;
+        tide_list_push_back(&core->buckets[c], &n->bucket);
+    }
+}
+
+static bool schedulable(const tide_worker_t *w)
+{
+    return w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job && w->node;
+}
+
+static bool usable(const tide_worker_t *w)
+{
+    return w->connected && !w->cordoned &&
+           (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY);
+}
+
+void tide__worker_update_free(tide_core_t *core, tide_worker_t *w)
+{
+    bool in = tide_list_linked(&w->free_node);
+    bool want = schedulable(w);
+    bool u = usable(w);
+
+    if (u != w->usable) {
+        core->n_usable += u ? 1 : -1;
+        w->usable = u;
+        core->need_schedule = true;
+    }
+    if (in == want)
+        return;
+    if (want) {
+        /* Keep the node's free list in gpu_index order: ranks on a node get ascending GPUs. */
+        tide_list_t *pos = w->node->free.prev;
+        while (pos != &w->node->free &&
+               tide_list_entry(pos, tide_worker_t, free_node)->gpu_index > w->gpu_index)
+            pos = pos->prev;
+        tide_list__insert(&w->free_node, pos, pos->next);
+        w->node->n_free++;
+        core->n_free++;
+        core->need_schedule = true;
+    } else {
+        tide_list_remove(&w->free_node);
+        w->node->n_free--;
+        core->n_free--;
+    }
+    node_rebucket(core, w->node);
+}
+
+/* --- state --- */
+
+void tide__worker_set_state(tide_core_t *core, tide_worker_t *w, tide_worker_state_t st)
+{
+    if (w->state == st)
+        return;
+    core->worker_counts[w->state]--;
+    core->worker_counts[st]++;
+    w->state = st;
+    tide__worker_update_free(core, w);
+}
+
+static tide_worker_t *worker_add(tide_core_t *core, const char *id)
+{
+    tide_worker_t *w = tide_xcalloc(1, sizeof(*w));
+
+    w->id = tide_xstrdup(id);
+    w->rank = -1;
+    w->state = TIDE_WORKER_DEAD;
+    core->worker_counts[TIDE_WORKER_DEAD]++;
+    tide_list_init(&w->live_node);
+    tide_list_init(&w->free_node);
+    HASH_ADD_KEYPTR(hh, core->workers, w->id, strlen(w->id), w);
+    return w;
+}
+
+tide_worker_t *tide__worker_get_or_add(tide_core_t *core, const char *id)
+{
+    tide_worker_t *w = tide_core_worker_find(core, id);
+    return w ? w : worker_add(core, id);
+}
+
+static void kv_free(tide_kv_t *kv, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(kv[i].key);
+        free(kv[i].value);
+    }
+    free(kv);
+}
+
+void tide__worker_free(tide_worker_t *w)
+{
+    if (!w)
+        return;
+    free(w->id);
+    free(w->node_name);
+    free(w->device);
+    kv_free(w->labels, w->n_labels);
+    free(w->address);
+    free(w->version);
+    free(w);
+}
+
+tide_worker_t *tide_core_worker_find(const tide_core_t *core, const char *id)
+{
+    tide_worker_t *w;
+
+    HASH_FIND_STR(core->workers, id, w);
+    return w;
+}
+
+void tide__worker_assign(tide_core_t *core, tide_worker_t *w, tide_job_t *job, int32_t rank)
+{
+    w->job = job;
+    w->rank = rank;
+    w->generation = job->generation;
+    if (w->state == TIDE_WORKER_READY)
+        tide__worker_set_state(core, w, TIDE_WORKER_BUSY);
+    else
+        tide__worker_update_free(core, w);
+}
+
+void tide__worker_release(tide_core_t *core, tide_worker_t *w)
+{
+    w->job = NULL;
+    w->rank = -1;
+    w->generation = 0;
+    if (w->state == TIDE_WORKER_BUSY)
+        tide__worker_set_state(core, w, TIDE_WORKER_READY);
+    else
+        tide__worker_update_free(core, w);
+    core->need_schedule = true;
+}
+
+/* Inserts w into the suspect list in last_seen order (a disconnect can make a recently seen worker
+ * suspect before older ones expire). */
+static void suspect_insert(tide_core_t *core, tide_worker_t *w)
+{
+    tide_list_t *pos = core->suspect.prev;
+
+    tide_list_remove(&w->live_node);
+    while (pos != &core->suspect &&
+           tide_list_entry(pos, tide_worker_t, live_node)->last_seen_mono > w->last_seen_mono)
+        pos = pos->prev;
+    tide_list__insert(&w->live_node, pos, pos->next);
+}
+
+static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why)
+{
+    tide_job_t *job = w->job;
+
+    tide_list_remove(&w->live_node);
+    if (w->connected) {
+        /* Connected but silent (hung agent): drop the stream so that it re-registers. */
+        tide_action_t *a = tide__act(core, TIDE_ACT_CLOSE_STREAM);
+        a->worker = w;
+        a->conn = w->conn;
+        w->connected = false;
+        w->conn = NULL;
+    }
+    tide__worker_set_state(core, w, TIDE_WORKER_DEAD);
+    tide__event(core, "worker.dead", job, w, "worker %s is dead: %s", w->id, why);
+    if (job) {
+        int32_t rank = w->rank;
+        if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation && rank >= 0 &&
+            rank < job->n_ranks && job->ranks[rank].worker == w) {
+            char *text = tide_xasprintf("worker %s died (%s)", w->id, why);
+            tide__job_rank_lost(core, job, rank, text);
+            free(text);
+        }
+        if (w->job)
+            tide__worker_release(core, w);
+    }
+}
+
+void tide__liveness_tick(tide_core_t *core)
+{
+    int64_t hb = core->cfg.heartbeat_interval_ms;
+    int64_t suspect_ms = hb * core->cfg.suspect_after_missed;
+    int64_t dead_ms = hb * core->cfg.dead_after_missed;
+
+    while (!tide_list_empty(&core->alive)) {
+        tide_worker_t *w = tide_list_entry(core->alive.next, tide_worker_t, live_node);
+        if (core->now_mono - w->last_seen_mono < suspect_ms)
+            break;
+        suspect_insert(core, w);
+        tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
+        tide__event(core, "worker.suspect", w->job, w, "worker %s missed heartbeats for %lldms",
+                    w->id, (long long)(core->now_mono - w->last_seen_mono));
+    }
+    while (!tide_list_empty(&core->suspect)) {
+        tide_worker_t *w = tide_list_entry(core->suspect.next, tide_worker_t, live_node);
+        int64_t silent = core->now_mono - w->last_seen_mono;
+        char why[96];
+        if (silent < dead_ms)
+            break;
+        snprintf(why, sizeof(why), "no heartbeat for %lldms", (long long)silent);
+        worker_dead(core, w, why);
+    }
+}
+
+/* --- events from workers --- */
+
+static void set_str(char **dst, const char *src)
+{
+    free(*dst);
+    *dst = tide_xstrdup(src ? src : "");
+}
+
+static void worker_set_info(tide_core_t *core, tide_worker_t *w, const tide_worker_info_t *info)
+{
+    if (!w->node_name || strcmp(w->node_name, info->node) != 0) {
+        if (tide_list_linked(&w->free_node)) {
+            tide_list_remove(&w->free_node);
+            w->node->n_free--;
+            core->n_free--;
+            node_rebucket(core, w->node);
+        }
+        set_str(&w->node_name, info->node);
+        w->node = node_get(core, info->node);
+    }
+    w->gpu_index = info->gpu_index;
+    set_str(&w->device, info->device);
+    w->peak_flops = info->peak_flops;
+    w->memory_bytes = info->memory_bytes;
+    kv_free(w->labels, w->n_labels);
+    w->labels = info->n_labels ? tide_xcalloc(info->n_labels, sizeof(*w->labels)) : NULL;
+    for (size_t i = 0; i < info->n_labels; i++) {
+        w->labels[i].key = tide_xstrdup(info->labels[i].key);
+        w->labels[i].value = tide_xstrdup(info->labels[i].value);
+    }
+    w->n_labels = info->n_labels;
+    set_str(&w->address, info->address);
+    set_str(&w->version, info->version);
+}
+
+static tide_job_rank_t *slot_of(tide_job_t *job, tide_worker_t *w, int32_t generation, int32_t rank)
+{
+    if (!job || job->state != TIDE_JOB_RUNNING || job->generation != generation || rank < 0 ||
+        rank >= job->n_ranks)
+        return NULL;
+    if (strcmp(job->ranks[rank].worker_id, w->id) != 0)
+        return NULL;
+    return &job->ranks[rank];
+}
+
+static void stop_stale(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t gen,
+                       int32_t rank, const char *why)
+{
+    tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+    a->worker = w;
+    a->conn = w->conn;
+    a->job_id = tide__keep(core, job_id);
+    a->generation = gen;
+    a->rank = rank;
+    a->grace_ms = core->cfg.stop_grace_ms;
+    a->text = why;
+}
+
+int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info, void *conn,
+                              const tide_rank_report_t *ranks, size_t n_ranks, tide_worker_t **out,
+                              tide_error_t *err)
+{
+    tide_worker_t *w;
+    bool known_rank_reported = false;
+    tide_worker_state_t before;
+
+    if (!info->id || !info->id[0]) {
+        tide_errprintf(err, "worker_id must not be empty");
+        return -EINVAL;
+    }
+    if (!info->node || !info->node[0]) {
+        tide_errprintf(err, "node must not be empty");
+        return -EINVAL;
+    }
+    w = tide__worker_get_or_add(core, info->id);
+    before = w->state;
+    if (w->connected && w->conn != conn) {
+        tide_action_t *a = tide__act(core, TIDE_ACT_CLOSE_STREAM);
+        a->worker = w;
+        a->conn = w->conn;
+    }
+    worker_set_info(core, w, info);
+    w->conn = conn;
+    w->connected = true;
+    w->last_seen_mono = core->now_mono;
+    w->last_heartbeat_ms = core->now_wall;
+    tide_list_move_back(&core->alive, &w->live_node);
+    tide__worker_set_state(core, w, w->job ? TIDE_WORKER_BUSY : TIDE_WORKER_READY);
+    tide__worker_update_free(core, w);
+    {
+        tide_action_t *a = tide__act(core, TIDE_ACT_WELCOME);
+        a->worker = w;
+        a->conn = conn;
+    }
+    tide__event(core, before == TIDE_WORKER_SUSPECT ? "worker.recovered" : "worker.registered",
+                w->job, w, "worker %s on %s (%s, gpu %d) registered with %zu rank(s) to report",
+                w->id, w->node_name, w->device, w->gpu_index, n_ranks);
+
+    /* Reconcile what the worker says it runs with what the core believes. */
+    for (size_t i = 0; i < n_ranks; i++) {
+        const tide_rank_report_t *r = &ranks[i];
+        tide_job_t *job = tide_core_job_find(core, r->job_id ? r->job_id : "");
+        tide_job_rank_t *slot = slot_of(job, w, r->generation, r->rank);
+
+        if (!slot || slot->state == TIDE_RANK_EXITED || slot->state == TIDE_RANK_LOST) {
+            /* Not ours (any more): a still-running one is stopped; an exit is just forgotten,
+             * except that it frees the worker from a rank it was stopping. */
+            if (r->running)
+                stop_stale(core, w, r->job_id ? r->job_id : "", r->generation, r->rank,
+                           "rank unknown to the scheduler");
+            else if (w->job && job == w->job && w->generation == r->generation && w->rank == r->rank)
+                tide__worker_release(core, w);
+            continue;
+        }
+        if (w->job != job || w->rank != r->rank)
+            continue; /* the core bound w elsewhere; its rank there is handled below */
+        known_rank_reported = true;
+        if (slot->awaiting) {
+            slot->awaiting = false;
+            job->awaiting--;
+        }
+        if (r->running)
+            tide__rank_started(core, w, job->id, r->generation, r->rank, r->pid, r->master_port);
+        else
+            tide__rank_exited(core, w, job->id, r->generation, r->rank, r->exit_code, r->error);
+    }
+
+    if (w->job && !known_rank_reported) {
+        tide_job_t *job = w->job;
+        tide_job_rank_t *slot = slot_of(job, w, w->generation, w->rank);
+        if (slot && slot->awaiting) {
+            slot->awaiting = false;
+            job->awaiting--;
+        }
+        if (slot && (slot->state == TIDE_RANK_LAUNCHED || slot->state == TIDE_RANK_RUNNING)) {
+            char *why = tide_xasprintf("worker %s re-registered without rank %d", w->id, w->rank);
+            tide__job_rank_lost(core, job, w->rank, why);
+            free(why);
+            if (w->job)
+                tide__worker_release(core, w);
+        } else if (!slot) {
+            /* A rank of an ended job or generation that the worker no longer has. */
+            tide__worker_release(core, w);
+        }
+        /* ASSIGNED ranks wait for rank 0's port; they are launched below. */
+    }
+    if (w->job && w->job->state == TIDE_JOB_RUNNING) {
+        tide_job_t *job = w->job;
+        if (job->awaiting == 0 && job->reconcile_deadline) {
+            job->reconcile_deadline = 0;
+            tide__event(core, "job.reconciled", job, NULL,
+                        "every worker of job %s re-registered after the scheduler restart", job->id);
+            tide__job_rearm(core, job);
+        }
+        if (job->master_port > 0 && w->rank > 0 && w->rank < job->n_ranks &&
+            job->ranks[w->rank].state == TIDE_RANK_ASSIGNED) {
+            tide_action_t *a = tide__act(core, TIDE_ACT_LAUNCH);
+            a->worker = w;
+            a->conn = w->conn;
+            a->job = job;
+            a->generation = job->generation;
+            a->rank = w->rank;
+            a->master_port = job->master_port;
+            job->ranks[w->rank].state = TIDE_RANK_LAUNCHED;
+        }
+    }
+    *out = w;
+    tide__schedule(core);
+    return 0;
+}
+
+void tide_core_worker_heartbeat(tide_core_t *core, tide_worker_t *w, const tide_telemetry_t *t)
+{
+    if (!w->connected)
+        return;
+    if (t)
+        w->telemetry = *t;
+    w->last_seen_mono = core->now_mono;
+    w->last_heartbeat_ms = core->now_wall;
+    tide_list_move_back(&core->alive, &w->live_node);
+    if (w->state == TIDE_WORKER_SUSPECT) {
+        tide__worker_set_state(core, w, w->job ? TIDE_WORKER_BUSY : TIDE_WORKER_READY);
+        tide__event(core, "worker.recovered", w->job, w, "worker %s is heartbeating again", w->id);
+        tide__schedule(core);
+    }
+}
+
+void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *conn, bool goodbye)
+{
+    if (!w->connected || w->conn != conn)
+        return;
+    w->connected = false;
+    w->conn = NULL;
+    if (goodbye) {
+        worker_dead(core, w, "it shut down");
+    } else {
+        suspect_insert(core, w);
+        tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
+        tide__event(core, "worker.suspect", w->job, w, "worker %s lost its stream", w->id);
+    }
+    tide__schedule(core);
+}
+
+int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide_worker_t **out,
+                            tide_error_t *err)
+{
+    tide_worker_t *w = tide_core_worker_find(core, id);
+
+    if (!w) {
+        tide_errprintf(err, "worker %s not found", id);
+        return -ENOENT;
+    }
+    if (w->cordoned != cordon) {
+        w->cordoned = cordon;
+        core->worker_counts[0] += cordon ? 1 : -1;
+        tide__worker_update_free(core, w);
+        tide__persist_worker(core, w);
+        tide__event(core, cordon ? "worker.cordoned" : "worker.uncordoned", NULL, w,
+                    "worker %s %s", w->id, cordon ? "cordoned: no new ranks" : "uncordoned");
+    }
+    *out = w;
+    tide__schedule(core);
+    return 0;
+}
+
+void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned)
+{
+    tide_worker_t *w = tide__worker_get_or_add(core, id);
+
+    if (w->cordoned != cordoned) {
+        w->cordoned = cordoned;
+        core->worker_counts[0] += cordoned ? 1 : -1;
+    }
+}
+
+static int cmp_worker_id(const void *a, const void *b)
+{
+    const tide_worker_t *x = *(tide_worker_t *const *)a, *y = *(tide_worker_t *const *)b;
+    return strcmp(x->id, y->id);
+}
+
+tide_worker_t **tide_core_workers_sorted(const tide_core_t *core, size_t *n)
+{
+    size_t count = HASH_COUNT(core->workers), i = 0;
+    tide_worker_t **arr = tide_xcalloc(count + 1, sizeof(*arr));
+    tide_worker_t *w, *tmp;
+
+    HASH_ITER(hh, core->workers, w, tmp) arr[i++] = w;
+    qsort(arr, count, sizeof(*arr), cmp_worker_id);
+    *n = count;
+    return arr;
+}
+
+void tide_core_worker_counts(const tide_core_t *core, int counts[5])
+{
+    memcpy(counts, core->worker_counts, sizeof(core->worker_counts));
+}

@@ -1,0 +1,205 @@
+/* Test harness for the scheduler core, see core_harness.h. It reaches into core_private.h to check
+ * invariants that the public API cannot see. */
+#include "core_harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core_private.h"
+
+static int conn_tokens[4096];
+
+void h_init(h_t *h, const tide_core_config_t *cfg)
+{
+    h->mono = 1000;
+    h->core = tide_core_new(cfg);
+    tide_core_set_time(h->core, h->mono, H_WALL0);
+}
+
+void h_fini(h_t *h)
+{
+    tide_core_free(h->core);
+}
+
+void h_advance(h_t *h, int64_t ms)
+{
+    h->mono += ms;
+    tide_core_set_time(h->core, h->mono, H_WALL0 + h->mono);
+    tide_core_tick(h->core);
+}
+
+void h_advance_alive(h_t *h, int64_t ms, const char *except)
+{
+    int64_t step = tide_core_config(h->core)->heartbeat_interval_ms;
+    for (int64_t t = 0; t < ms; t += step) {
+        tide_worker_t *w, *tmp;
+        h_advance(h, step);
+        HASH_ITER(hh, h->core->workers, w, tmp) {
+            if (w->connected && (!except || strcmp(w->id, except) != 0))
+                tide_core_worker_heartbeat(h->core, w, NULL);
+        }
+    }
+}
+
+tide_worker_t *h_register(h_t *h, const char *id, const char *node, int gpu)
+{
+    static int next;
+    tide_worker_info_t info = {.id = id, .node = node, .gpu_index = gpu, .device = "sim:h100",
+                               .peak_flops = 989e12, .memory_bytes = 80ULL << 30,
+                               .address = "127.0.0.1", .version = "test"};
+    tide_worker_t *w = NULL;
+    tide_error_t err;
+    int rc = tide_core_worker_register(h->core, &info, &conn_tokens[next++ % 4096], NULL, 0, &w, &err);
+    assert_int_equal(rc, 0);
+    return w;
+}
+
+tide_job_t *h_submit(h_t *h, int min, int max, tide_prio_t prio)
+{
+    char *argv[] = {"/bin/true", NULL};
+    tide_job_spec_t spec = {.name = "t", .argv = argv, .argc = 1, .min_workers = min,
+                            .max_workers = max, .priority = prio};
+    tide_job_t *job = NULL;
+    tide_error_t err;
+    assert_int_equal(tide_core_job_submit(h->core, &spec, &job, &err), 0);
+    return job;
+}
+
+const tide_action_t *h_find(h_t *h, tide_action_type_t type, const char *worker_id, int rank)
+{
+    size_t n;
+    const tide_action_t *a = tide_core_actions(h->core, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (a[i].type != type)
+            continue;
+        if (worker_id && (!a[i].worker || strcmp(a[i].worker->id, worker_id) != 0))
+            continue;
+        if (rank >= 0 && a[i].rank != rank)
+            continue;
+        return &a[i];
+    }
+    return NULL;
+}
+
+size_t h_count(h_t *h, tide_action_type_t type)
+{
+    size_t n, c = 0;
+    const tide_action_t *a = tide_core_actions(h->core, &n);
+    for (size_t i = 0; i < n; i++)
+        c += a[i].type == type;
+    return c;
+}
+
+const tide_action_t *h_find_event(h_t *h, const char *event_type)
+{
+    size_t n;
+    const tide_action_t *a = tide_core_actions(h->core, &n);
+    for (size_t i = 0; i < n; i++)
+        if (a[i].type == TIDE_ACT_EVENT && strcmp(a[i].event_type, event_type) == 0)
+            return &a[i];
+    return NULL;
+}
+
+void h_start_all(h_t *h)
+{
+    for (int round = 0; round < 8; round++) {
+        size_t n;
+        const tide_action_t *a = tide_core_actions(h->core, &n);
+        struct launch {
+            tide_worker_t *w;
+            char job[32];
+            int32_t gen, rank;
+        } *l = calloc(n + 1, sizeof(*l));
+        size_t nl = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (a[i].type != TIDE_ACT_LAUNCH)
+                continue;
+            l[nl].w = a[i].worker;
+            snprintf(l[nl].job, sizeof(l[nl].job), "%s", a[i].job->id);
+            l[nl].gen = a[i].generation;
+            l[nl].rank = a[i].rank;
+            nl++;
+        }
+        tide_core_actions_clear(h->core);
+        for (size_t i = 0; i < nl; i++)
+            tide_core_rank_started(h->core, l[i].w, l[i].job, l[i].gen, l[i].rank, 1000 + l[i].rank,
+                                   l[i].rank == 0 ? 29400 : 0);
+        free(l);
+        if (nl == 0)
+            return;
+    }
+}
+
+void h_clear(h_t *h)
+{
+    tide_core_actions_clear(h->core);
+}
+
+void h_check_invariants(h_t *h)
+{
+    tide_core_t *core = h->core;
+    tide_worker_t *w, *tmp;
+    tide_job_t *job, *jtmp;
+    tide_node_t *n, *ntmp;
+    int wcounts[5] = {0}, jcounts[6] = {0};
+    int32_t n_free = 0, n_usable = 0;
+
+    HASH_ITER(hh, core->workers, w, tmp) {
+        bool sched = w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job;
+        wcounts[w->state]++;
+        wcounts[0] += w->cordoned;
+        assert_int_equal(tide_list_linked(&w->free_node), sched);
+        n_free += sched;
+        n_usable += w->usable;
+        assert_int_equal(w->usable, w->connected && !w->cordoned &&
+                                        (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY));
+        if (w->state == TIDE_WORKER_READY)
+            assert_null(w->job);
+        if (w->state == TIDE_WORKER_BUSY)
+            assert_non_null(w->job);
+        if (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY)
+            assert_true(w->connected);
+        if (w->job) {
+            /* bound to a live slot of its generation, or stopping a rank of an ended generation */
+            tide_job_t *j = w->job;
+            if (j->state == TIDE_JOB_RUNNING && j->generation == w->generation)
+                assert_true(w->rank >= 0 && w->rank < j->n_ranks);
+        }
+    }
+    assert_int_equal(n_free, core->n_free);
+    assert_int_equal(n_usable, core->n_usable);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(wcounts[i], core->worker_counts[i]);
+    HASH_ITER(hh, core->nodes, n, ntmp) {
+        int32_t c = 0;
+        tide_list_t *pos;
+        tide_list_for_each(pos, &n->free) c++;
+        assert_int_equal(c, n->n_free);
+        assert_int_equal(tide_list_linked(&n->bucket), n->n_free > 0);
+    }
+    HASH_ITER(hh, core->jobs, job, jtmp) {
+        jcounts[job->state]++;
+        assert_int_equal(tide_list_linked(&job->queue_node), job->state == TIDE_JOB_PENDING);
+        if (job->state == TIDE_JOB_RUNNING) {
+            int32_t running = 0;
+            assert_true(job->n_ranks >= job->spec.min_workers && job->n_ranks <= job->spec.max_workers);
+            for (int32_t r = 0; r < job->n_ranks; r++) {
+                tide_job_rank_t *s = &job->ranks[r];
+                running += s->state == TIDE_RANK_RUNNING;
+                if (s->worker) {
+                    assert_ptr_equal(s->worker->job, job);
+                    assert_int_equal(s->worker->rank, r);
+                    assert_int_equal(s->worker->generation, job->generation);
+                }
+                if (s->state == TIDE_RANK_LAUNCHED || s->state == TIDE_RANK_RUNNING ||
+                    s->state == TIDE_RANK_ASSIGNED)
+                    assert_non_null(s->worker);
+            }
+            assert_int_equal(running, job->ranks_running);
+        } else {
+            assert_int_equal(job->n_ranks == 0 || job->state != TIDE_JOB_PENDING, 1);
+        }
+    }
+    for (int i = 1; i < 6; i++)
+        assert_int_equal(jcounts[i], core->job_counts[i]);
+}
