@@ -1,0 +1,51 @@
+# tide: a thin wrapper around CMake (the way neovim does it). `make help` lists the targets.
+BUILD      ?= build
+TEST_BUILD ?= build/asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE      ?= cmake
+
+.PHONY: all deps build test test-unit demo demo-quick bench format clean help
+
+all: build
+
+help:
+	@echo "make            build release binaries into $(BUILD)/bin (tide-scheduler, tide-worker, tidectl)"
+	@echo "make test       install what is missing, build with ASan+UBSan into $(TEST_BUILD), run every test"
+	@echo "make test-unit  the same, unit tests only"
+	@echo "make demo       a local scheduler, 4 simulated GPUs on 2 nodes and a 4-rank job, end to end"
+	@echo "make bench      run the benchmarks in bench/"
+	@echo "make format     clang-format every C file"
+
+deps:
+	@./scripts/deps.sh
+
+build: deps
+	@$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF >/dev/null
+	@$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+$(TEST_BUILD)/CMakeCache.txt:
+	@$(CMAKE) -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=ON -DTIDE_WERROR=ON >/dev/null
+
+test: deps $(TEST_BUILD)/CMakeCache.txt
+	@$(CMAKE) -S . -B $(TEST_BUILD) >/dev/null
+	@$(CMAKE) --build $(TEST_BUILD) -j $(JOBS)
+	@cd $(TEST_BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
+
+test-unit: deps $(TEST_BUILD)/CMakeCache.txt
+	@$(CMAKE) --build $(TEST_BUILD) -j $(JOBS)
+	@cd $(TEST_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
+
+demo: build
+	@./scripts/demo.sh $(BUILD)/bin
+
+demo-quick: build
+	@TIDE_DEMO_QUICK=1 ./scripts/demo.sh $(BUILD)/bin
+
+bench: build
+	@./bench/run.sh $(BUILD)
+
+format:
+	@git ls-files '*.c' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,200 @@
+/* Core <-> tide.v1 message conversions, see convert.h. The enum values of JobState, WorkerState and
+ * RankPhase equal the core's; Priority is shifted by one (UNSPECIFIED means NORMAL). */
+#include "convert.h"
+
+#include <errno.h>
+#include <string.h>
+
+static char *s(const char *p)
+{
+    return (char *)(p ? p : "");
+}
+
+int tide_conv_prio_from_pb(int pb, tide_prio_t *out)
+{
+    if (pb == TIDE__V1__PRIORITY__PRIORITY_UNSPECIFIED) {
+        *out = TIDE_PRIO_NORMAL;
+        return 0;
+    }
+    if (pb < TIDE__V1__PRIORITY__PRIORITY_LOW || pb > TIDE__V1__PRIORITY__PRIORITY_CRITICAL)
+        return -EINVAL;
+    *out = (tide_prio_t)(pb - 1);
+    return 0;
+}
+
+static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_arena_t *a)
+{
+    tide__v1__job_spec__init(out);
+    out->name = s(spec->name);
+    out->n_command = spec->argc;
+    out->command = spec->argv;
+    out->min_workers = spec->min_workers;
+    out->max_workers = spec->max_workers;
+    out->priority = (Tide__V1__Priority)(spec->priority + 1);
+    out->n_env = spec->n_env;
+    out->env = tide_arena_calloc(a, spec->n_env + 1, sizeof(*out->env));
+    for (size_t i = 0; i < spec->n_env; i++) {
+        Tide__V1__JobSpec__EnvEntry *e = tide_arena_alloc(a, sizeof(*e));
+        tide__v1__job_spec__env_entry__init(e);
+        e->key = spec->env[i].key;
+        e->value = spec->env[i].value;
+        out->env[i] = e;
+    }
+    out->workdir = s(spec->workdir);
+    out->time_limit_seconds = spec->time_limit_s;
+}
+
+void tide_conv_job(const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
+{
+    Tide__V1__JobSpec *spec = tide_arena_alloc(a, sizeof(*spec));
+
+    tide__v1__job__init(out);
+    conv_spec(&job->spec, spec, a);
+    out->id = job->id;
+    out->spec = spec;
+    out->state = (Tide__V1__JobState)job->state;
+    out->generation = job->generation;
+    out->n_worker_ids = (size_t)job->n_ranks;
+    out->worker_ids = tide_arena_calloc(a, (size_t)job->n_ranks + 1, sizeof(char *));
+    out->n_ranks = (size_t)job->n_ranks;
+    out->ranks = tide_arena_calloc(a, (size_t)job->n_ranks + 1, sizeof(*out->ranks));
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        const tide_job_rank_t *slot = &job->ranks[r];
+        Tide__V1__JobRank *jr = tide_arena_alloc(a, sizeof(*jr));
+        tide__v1__job_rank__init(jr);
+        jr->rank = r;
+        jr->worker_id = slot->worker_id;
+        jr->phase = (Tide__V1__RankPhase)slot->state;
+        jr->exit_code = slot->exit_code;
+        jr->pid = slot->pid;
+        jr->local_rank = slot->local_rank;
+        jr->group_rank = slot->group_rank;
+        out->ranks[r] = jr;
+        out->worker_ids[r] = slot->worker_id;
+    }
+    out->message = s(job->message);
+    out->submit_time_ms = job->submit_ms;
+    out->start_time_ms = job->start_ms;
+    out->end_time_ms = job->end_ms;
+    out->gpu_seconds = job->gpu_seconds;
+    out->exit_code = job->exit_code;
+    out->failed_rank = job->failed_rank;
+    out->generation_start_time_ms = job->gen_start_ms;
+    out->ranks_running = job->ranks_running;
+    out->master_addr = s(job->master_addr);
+    out->master_port = job->master_port;
+}
+
+void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a)
+{
+    Tide__V1__Telemetry *t = tide_arena_alloc(a, sizeof(*t));
+
+    tide__v1__worker__init(out);
+    tide__v1__telemetry__init(t);
+    out->id = w->id;
+    out->node = s(w->node_name);
+    out->gpu_index = w->gpu_index;
+    out->device = s(w->device);
+    out->peak_flops = w->peak_flops;
+    out->state = (Tide__V1__WorkerState)w->state;
+    out->job_id = w->job ? w->job->id : "";
+    out->rank = w->job ? w->rank : -1;
+    out->cordoned = w->cordoned;
+    out->n_labels = w->n_labels;
+    out->labels = tide_arena_calloc(a, w->n_labels + 1, sizeof(*out->labels));
+    for (size_t i = 0; i < w->n_labels; i++) {
+        Tide__V1__Worker__LabelsEntry *e = tide_arena_alloc(a, sizeof(*e));
+        tide__v1__worker__labels_entry__init(e);
+        e->key = w->labels[i].key;
+        e->value = w->labels[i].value;
+        out->labels[i] = e;
+    }
+    out->memory_bytes = w->memory_bytes;
+    out->address = s(w->address);
+    t->gpu_util = w->telemetry.gpu_util;
+    t->mem_used_bytes = w->telemetry.mem_used_bytes;
+    t->mem_total_bytes = w->telemetry.mem_total_bytes;
+    t->temperature_c = w->telemetry.temperature_c;
+    t->power_w = w->telemetry.power_w;
+    out->telemetry = t;
+    out->last_heartbeat_ms = w->last_heartbeat_ms;
+    out->version = s(w->version);
+}
+
+int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, tide_arena_t *a,
+                           tide_error_t *err)
+{
+    memset(spec, 0, sizeof(*spec));
+    if (!pb) {
+        tide_errprintf(err, "spec is required");
+        return -EINVAL;
+    }
+    if (tide_conv_prio_from_pb(pb->priority, &spec->priority) < 0) {
+        tide_errprintf(err, "spec.priority %d is not a Priority", (int)pb->priority);
+        return -EINVAL;
+    }
+    spec->name = pb->name;
+    spec->argv = pb->command;
+    spec->argc = pb->n_command;
+    spec->min_workers = pb->min_workers;
+    spec->max_workers = pb->max_workers;
+    spec->n_env = pb->n_env;
+    spec->env = tide_arena_calloc(a, pb->n_env + 1, sizeof(*spec->env));
+    for (size_t i = 0; i < pb->n_env; i++) {
+        spec->env[i].key = pb->env[i]->key;
+        spec->env[i].value = pb->env[i]->value;
+    }
+    spec->workdir = pb->workdir;
+    spec->time_limit_s = pb->time_limit_seconds;
+    return 0;
+}
+
+int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, tide_job_spec_t *spec,
+                             tide_arena_t *a, tide_error_t *err)
+{
+    int rc = tide_conv_spec_from_pb(pb->spec, spec, a, err);
+    size_t n = pb->n_ranks;
+    const char **ids = tide_arena_calloc(a, n + 1, sizeof(*ids));
+    tide_rank_state_t *st = tide_arena_calloc(a, n + 1, sizeof(*st));
+    int32_t *codes = tide_arena_calloc(a, n + 1, sizeof(*codes));
+    int32_t *local = tide_arena_calloc(a, n + 1, sizeof(*local));
+    int32_t *group = tide_arena_calloc(a, n + 1, sizeof(*group));
+
+    if (rc < 0)
+        return rc;
+    for (size_t r = 0; r < n; r++) {
+        const Tide__V1__JobRank *jr = pb->ranks[r];
+        if (jr->phase < TIDE__V1__RANK_PHASE__RANK_PHASE_ASSIGNED ||
+            jr->phase > TIDE__V1__RANK_PHASE__RANK_PHASE_LOST) {
+            tide_errprintf(err, "job %s rank %zu has phase %d", pb->id, r, (int)jr->phase);
+            return -EINVAL;
+        }
+        ids[r] = jr->worker_id;
+        st[r] = (tide_rank_state_t)jr->phase;
+        codes[r] = jr->exit_code;
+        local[r] = jr->local_rank;
+        group[r] = jr->group_rank;
+    }
+    memset(rec, 0, sizeof(*rec));
+    rec->id = pb->id;
+    rec->spec = spec;
+    rec->state = (tide_job_state_t)pb->state;
+    rec->generation = pb->generation;
+    rec->worker_ids = ids;
+    rec->n_workers = (int32_t)n;
+    rec->rank_states = st;
+    rec->rank_exit_codes = codes;
+    rec->rank_local_ranks = local;
+    rec->rank_group_ranks = group;
+    rec->master_addr = pb->master_addr;
+    rec->master_port = pb->master_port;
+    rec->message = pb->message;
+    rec->submit_ms = pb->submit_time_ms;
+    rec->start_ms = pb->start_time_ms;
+    rec->end_ms = pb->end_time_ms;
+    rec->gen_start_ms = pb->generation_start_time_ms;
+    rec->gpu_seconds = pb->gpu_seconds;
+    rec->exit_code = pb->exit_code;
+    rec->failed_rank = pb->failed_rank;
+    return 0;
+}

@@ -1,0 +1,27 @@
+/* Conversions between the core's structs and the tide.v1 protobuf messages. Built messages borrow
+ * strings from the core object and take arrays from the arena: valid until the core changes the object
+ * or the arena is reset. */
+#ifndef TIDE_CONVERT_H
+#define TIDE_CONVERT_H
+
+#include "arena.h"
+#include "core.h"
+#include "error.h"
+
+#include "tide/v1/types.pb-c.h"
+
+/* Job -> tide.v1.Job (also the stored record). */
+void tide_conv_job(const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a);
+/* Worker -> tide.v1.Worker. */
+void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a);
+/* tide.v1.JobSpec -> core spec (borrowing the message's strings; arrays from the arena). -EINVAL with
+ * err naming the field for a bad enum value. */
+int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, tide_arena_t *a,
+                           tide_error_t *err);
+/* A stored tide.v1.Job -> a restore record (borrowing from pb and the arena). */
+int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, tide_job_spec_t *spec,
+                             tide_arena_t *a, tide_error_t *err);
+/* tide.v1.Priority <-> core class. */
+int tide_conv_prio_from_pb(int pb, tide_prio_t *out);
+
+#endif

@@ -1,0 +1,206 @@
+/* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker) and the standard
+ * grpc.health.v1.Health service (Check, Watch) that Kubernetes gRPC probes use. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "daemon.h"
+#include "xmalloc.h"
+
+#include "grpc/health/v1/health.pb-c.h"
+#include "tide/v1/cluster_service.pb-c.h"
+
+static void unary_close(tide_rpc_call_t *call)
+{
+    tide_daemon_forget_call(tide_rpc_call_server_data(call), call);
+}
+
+static void list_workers(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    Tide__V1__ListWorkersRequest *req = tide__v1__list_workers_request__unpack(NULL, len, data);
+    Tide__V1__ListWorkersResponse resp = TIDE__V1__LIST_WORKERS_RESPONSE__INIT;
+    tide_worker_t **ws;
+    unsigned states = 0;
+    size_t n;
+
+    if (!req) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
+                             "request is not a valid tide.v1.ListWorkersRequest");
+        return;
+    }
+    for (size_t i = 0; i < req->n_states; i++) {
+        if (req->states[i] < TIDE__V1__WORKER_STATE__WORKER_STATE_READY ||
+            req->states[i] > TIDE__V1__WORKER_STATE__WORKER_STATE_DEAD) {
+            tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
+                                 "states has a value that is not a WorkerState");
+            goto done;
+        }
+        states |= 1u << req->states[i];
+    }
+    ws = tide_core_workers_sorted(d->core, &n);
+    resp.workers = tide_arena_calloc(&d->arena, n + 1, sizeof(*resp.workers));
+    for (size_t i = 0; i < n; i++) {
+        Tide__V1__Worker *pb;
+        if (states && !(states & (1u << ws[i]->state)))
+            continue;
+        pb = tide_arena_alloc(&d->arena, sizeof(*pb));
+        tide_conv_worker(ws[i], pb, &d->arena);
+        resp.workers[resp.n_workers++] = pb;
+    }
+    free(ws);
+    tide_daemon_reply(d, call, &resp.base);
+    tide_arena_reset(&d->arena);
+done:
+    tide__v1__list_workers_request__free_unpacked(req, NULL);
+}
+
+static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    Tide__V1__GetClusterStatusRequest *req = tide__v1__get_cluster_status_request__unpack(NULL, len, data);
+    Tide__V1__ClusterStatus st = TIDE__V1__CLUSTER_STATUS__INIT;
+    int w[5], j[6];
+
+    if (!req) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
+                             "request is not a valid tide.v1.GetClusterStatusRequest");
+        return;
+    }
+    tide__v1__get_cluster_status_request__free_unpacked(req, NULL);
+    tide_core_worker_counts(d->core, w);
+    tide_core_job_counts(d->core, j);
+    st.version = TIDE_VERSION;
+    st.uptime_ms = (int64_t)uv_now(d->loop) - d->start_mono;
+    st.leader_epoch = d->epoch;
+    st.workers_ready = w[TIDE_WORKER_READY];
+    st.workers_busy = w[TIDE_WORKER_BUSY];
+    st.workers_suspect = w[TIDE_WORKER_SUSPECT];
+    st.workers_dead = w[TIDE_WORKER_DEAD];
+    st.workers_cordoned = w[0];
+    st.workers_total = w[1] + w[2] + w[3] + w[4];
+    st.jobs_pending = j[TIDE_JOB_PENDING];
+    st.jobs_running = j[TIDE_JOB_RUNNING];
+    st.jobs_succeeded = j[TIDE_JOB_SUCCEEDED];
+    st.jobs_failed = j[TIDE_JOB_FAILED];
+    st.jobs_cancelled = j[TIDE_JOB_CANCELLED];
+    st.store = (char *)tide_store_scheme(d->store);
+    tide_daemon_reply(d, call, &st.base);
+}
+
+static void cordon_common(tide_rpc_call_t *call, const uint8_t *data, size_t len, bool cordon)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    Tide__V1__WorkerRef *req = tide__v1__worker_ref__unpack(NULL, len, data);
+    tide_worker_t *w;
+    tide_error_t err;
+    int rc;
+
+    if (!req) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "request is not a valid tide.v1.WorkerRef");
+        return;
+    }
+    if (!req->id[0]) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "id must not be empty");
+        goto done;
+    }
+    tide_daemon_now(d);
+    rc = tide_core_worker_cordon(d->core, req->id, cordon, &w, &err);
+    if (rc < 0) {
+        tide_rpc_call_finish(call, tide_daemon_code(rc), err.text);
+    } else {
+        Tide__V1__Worker pb;
+        tide_conv_worker(w, &pb, &d->arena);
+        tide_daemon_reply(d, call, &pb.base);
+        tide_arena_reset(&d->arena);
+        tide_daemon_absorb(d);
+    }
+done:
+    tide__v1__worker_ref__free_unpacked(req, NULL);
+}
+
+static void cordon(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    cordon_common(call, data, len, true);
+}
+
+static void uncordon(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    cordon_common(call, data, len, false);
+}
+
+const tide_rpc_method_t tide_svc_cluster[] = {
+    {.path = "/tide.v1.ClusterService/ListWorkers", .on_message = list_workers, .on_close = unary_close},
+    {.path = "/tide.v1.ClusterService/GetClusterStatus", .on_message = cluster_status,
+     .on_close = unary_close},
+    {.path = "/tide.v1.ClusterService/CordonWorker", .on_message = cordon, .on_close = unary_close},
+    {.path = "/tide.v1.ClusterService/UncordonWorker", .on_message = uncordon, .on_close = unary_close},
+};
+const size_t tide_svc_cluster_count = sizeof(tide_svc_cluster) / sizeof(tide_svc_cluster[0]);
+
+/* --- grpc.health.v1.Health --- */
+
+static const char *const known_services[] = {"", "tide.v1.JobService", "tide.v1.ClusterService",
+                                             "tide.v1.WorkerService"};
+
+static int health_status(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    Grpc__Health__V1__HealthCheckRequest *req = grpc__health__v1__health_check_request__unpack(NULL, len, data);
+    int known = 0;
+
+    if (!req)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof(known_services) / sizeof(known_services[0]); i++)
+        known |= strcmp(req->service, known_services[i]) == 0;
+    grpc__health__v1__health_check_request__free_unpacked(req, NULL);
+    if (!known)
+        return -ENOENT;
+    return d->shutting_down ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+}
+
+static void health_check(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    int st = health_status(call, data, len);
+
+    if (st == -EINVAL) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
+                             "request is not a valid grpc.health.v1.HealthCheckRequest");
+        return;
+    }
+    if (st == -ENOENT) {
+        tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, "unknown service");
+        return;
+    }
+    resp.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
+    tide_rpc_call_send_pb(call, &resp.base);
+    tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+/* Watch: the current status, then the stream stays open (the status changes only at shutdown, when the
+ * server's GOAWAY ends it). */
+static void health_watch(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    int st = health_status(call, data, len);
+
+    if (st == -EINVAL) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
+                             "request is not a valid grpc.health.v1.HealthCheckRequest");
+        return;
+    }
+    resp.status = st == -ENOENT ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN
+                                : (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
+    tide_rpc_call_send_pb(call, &resp.base);
+}
+
+const tide_rpc_method_t tide_svc_health[] = {
+    {.path = "/grpc.health.v1.Health/Check", .no_auth = true, .on_message = health_check},
+    {.path = "/grpc.health.v1.Health/Watch", .kind = TIDE_RPC_SERVER_STREAMING, .no_auth = true,
+     .on_message = health_watch},
+};
+const size_t tide_svc_health_count = sizeof(tide_svc_health) / sizeof(tide_svc_health[0]);

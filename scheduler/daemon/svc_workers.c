@@ -1,0 +1,243 @@
+/* tide.v1.WorkerService/Connect: one bidirectional stream per worker (protocol in docs/architecture.md).
+ * The first message must be a hello of a protocol this scheduler speaks; then heartbeats, rank starts and
+ * exits, and log data. A heartbeat is O(1) and allocates nothing once warm: worker messages are unpacked
+ * into an arena that is reset after each one. The core knows a stream only by its id (conn handle), so a
+ * message queued for a stream that has since ended is simply dropped. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#include "tide/v1/worker_service.pb-c.h"
+
+struct wstream {
+    uint64_t id;
+    tide_daemon_t *d;
+    tide_rpc_call_t *call;
+    tide_worker_t *worker; /* set by the hello */
+    bool goodbye;
+    UT_hash_handle hh;
+};
+
+static void *rx_alloc(void *ud, size_t n)
+{
+    return tide_arena_alloc(ud, n);
+}
+
+static void rx_free(void *ud, void *p)
+{
+    (void)ud;
+    (void)p;
+}
+
+wstream_t *tide_wstream_find(tide_daemon_t *d, uint64_t id)
+{
+    wstream_t *ws;
+    HASH_FIND(hh, d->streams, &id, sizeof(id), ws);
+    return ws;
+}
+
+void tide_wstream_send(tide_daemon_t *d, uint64_t stream_id, const uint8_t *bytes, size_t len)
+{
+    wstream_t *ws = tide_wstream_find(d, stream_id);
+
+    if (!ws || !ws->call)
+        return;
+    if (tide_rpc_call_send(ws->call, bytes, len) == -ENOBUFS) {
+        tide_warn("worker %s does not read its stream; closing it", ws->worker ? ws->worker->id : "?");
+        tide_rpc_call_finish(ws->call, TIDE_GRPC_RESOURCE_EXHAUSTED, "worker stream not read");
+    }
+}
+
+void tide_wstream_close(tide_daemon_t *d, uint64_t stream_id, tide_grpc_code_t code, const char *msg)
+{
+    wstream_t *ws = tide_wstream_find(d, stream_id);
+
+    if (ws && ws->call)
+        tide_rpc_call_finish(ws->call, code, msg);
+}
+
+void tide_wstreams_free(tide_daemon_t *d)
+{
+    wstream_t *ws, *tmp;
+
+    HASH_ITER(hh, d->streams, ws, tmp) {
+        HASH_DEL(d->streams, ws);
+        if (ws->call)
+            tide_rpc_call_set_data(ws->call, NULL);
+        free(ws);
+    }
+}
+
+static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
+{
+    tide_daemon_t *d = ws->d;
+    tide_worker_info_t info = {0};
+    tide_kv_t *labels;
+    tide_rank_report_t *reps;
+    tide_error_t err;
+    char msg[300];
+    int rc;
+
+    if (h->protocol_version != TIDE__V1__WORKER_PROTOCOL__WORKER_PROTOCOL_CURRENT) {
+        snprintf(msg, sizeof(msg),
+                 "worker %s speaks worker protocol %u, this scheduler (tide %s) speaks %u; run the same "
+                 "tide version on both",
+                 h->worker_id, h->protocol_version, TIDE_VERSION,
+                 (unsigned)TIDE__V1__WORKER_PROTOCOL__WORKER_PROTOCOL_CURRENT);
+        tide_warn("%s", msg);
+        tide_rpc_call_finish(ws->call, TIDE_GRPC_FAILED_PRECONDITION, msg);
+        return;
+    }
+    labels = tide_arena_calloc(&d->rx_arena, h->n_labels + 1, sizeof(*labels));
+    for (size_t i = 0; i < h->n_labels; i++) {
+        labels[i].key = h->labels[i]->key;
+        labels[i].value = h->labels[i]->value;
+    }
+    reps = tide_arena_calloc(&d->rx_arena, h->n_ranks + 1, sizeof(*reps));
+    for (size_t i = 0; i < h->n_ranks; i++) {
+        const Tide__V1__RankStatus *r = h->ranks[i];
+        reps[i] = (tide_rank_report_t){.job_id = r->job_id, .generation = r->generation,
+                                       .rank = r->rank,
+                                       .running = r->state == TIDE__V1__RANK_STATE__RANK_STATE_RUNNING,
+                                       .exit_code = r->exit_code, .pid = r->pid,
+                                       .master_port = r->master_port, .error = r->error};
+    }
+    info.id = h->worker_id;
+    info.node = h->node;
+    info.gpu_index = h->gpu_index;
+    info.device = h->device;
+    info.peak_flops = h->peak_flops;
+    info.memory_bytes = h->memory_bytes;
+    info.labels = labels;
+    info.n_labels = h->n_labels;
+    info.address = h->address;
+    info.version = h->version;
+    tide_daemon_now(d);
+    rc = tide_core_worker_register(d->core, &info, tide_conn_handle(ws->id), reps, h->n_ranks,
+                                   &ws->worker, &err);
+    if (rc < 0) {
+        snprintf(msg, sizeof(msg), "hello.%s", err.text);
+        tide_rpc_call_finish(ws->call, TIDE_GRPC_INVALID_ARGUMENT, msg);
+        return;
+    }
+    tide_daemon_absorb(d);
+}
+
+static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    wstream_t *ws = tide_rpc_call_data(call);
+    ProtobufCAllocator alloc = {rx_alloc, rx_free, &d->rx_arena};
+    Tide__V1__WorkerMessage *m;
+
+    if (!ws) {
+        ws = tide_xcalloc(1, sizeof(*ws));
+        ws->id = ++d->next_stream_id;
+        ws->d = d;
+        ws->call = call;
+        HASH_ADD(hh, d->streams, id, sizeof(ws->id), ws);
+        tide_rpc_call_set_data(call, ws);
+    }
+    m = tide__v1__worker_message__unpack(&alloc, len, data);
+    if (!m) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "message is not a valid tide.v1.WorkerMessage");
+        goto done;
+    }
+    if (!ws->worker && m->msg_case != TIDE__V1__WORKER_MESSAGE__MSG_HELLO) {
+        tide_rpc_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, "the first message must be a hello");
+        goto done;
+    }
+    switch (m->msg_case) {
+    case TIDE__V1__WORKER_MESSAGE__MSG_HELLO:
+        if (ws->worker) {
+            tide_rpc_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, "hello sent twice on one stream");
+            break;
+        }
+        on_hello(ws, m->hello);
+        break;
+    case TIDE__V1__WORKER_MESSAGE__MSG_HEARTBEAT: {
+        tide_telemetry_t t = {0};
+        size_t n;
+        if (m->heartbeat->telemetry) {
+            const Tide__V1__Telemetry *pt = m->heartbeat->telemetry;
+            t = (tide_telemetry_t){pt->gpu_util, pt->mem_used_bytes, pt->mem_total_bytes,
+                                   pt->temperature_c, pt->power_w};
+        }
+        d->heartbeats_total++;
+        tide_daemon_now(d);
+        tide_core_worker_heartbeat(d->core, ws->worker, &t);
+        tide_core_actions(d->core, &n);
+        if (n)
+            tide_daemon_absorb(d);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED: {
+        const Tide__V1__RankStarted *r = m->rank_started;
+        tide_daemon_now(d);
+        tide_core_rank_started(d->core, ws->worker, r->job_id, r->generation, r->rank, r->pid,
+                               r->master_port);
+        tide_daemon_absorb(d);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED: {
+        const Tide__V1__RankStatus *r = m->rank_exited->status;
+        if (!r) {
+            tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "rank_exited.status is required");
+            break;
+        }
+        tide_daemon_now(d);
+        tide_core_rank_exited(d->core, ws->worker, r->job_id, r->generation, r->rank, r->exit_code,
+                              r->error);
+        tide_daemon_absorb(d);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA:
+        tide_logs_on_data(d, ws->id, m->log_data);
+        break;
+    case TIDE__V1__WORKER_MESSAGE__MSG_GOODBYE:
+        ws->goodbye = true;
+        tide_info("worker %s says goodbye: %s", ws->worker->id, m->goodbye->reason);
+        break;
+    default:
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "message has no known field set");
+        break;
+    }
+done:
+    tide_arena_reset(&d->rx_arena);
+}
+
+static void on_half_close(tide_rpc_call_t *call)
+{
+    tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void on_close(tide_rpc_call_t *call)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    wstream_t *ws = tide_rpc_call_data(call);
+
+    if (!ws)
+        return;
+    ws->call = NULL;
+    tide_logs_on_stream_closed(d, ws->id);
+    if (ws->worker && !d->shutting_down) {
+        tide_daemon_now(d);
+        tide_core_worker_disconnected(d->core, ws->worker, tide_conn_handle(ws->id), ws->goodbye);
+        tide_daemon_absorb(d);
+    }
+    HASH_DEL(d->streams, ws);
+    free(ws);
+}
+
+const tide_rpc_method_t tide_svc_worker_connect = {
+    .path = "/tide.v1.WorkerService/Connect",
+    .kind = TIDE_RPC_BIDI_STREAMING,
+    .on_message = on_message,
+    .on_half_close = on_half_close,
+    .on_close = on_close,
+};

@@ -1,0 +1,220 @@
+"""Integration-test harness: boots the real binaries on loopback with random ports and throwaway data
+dirs, waits on conditions with deadlines (never fixed sleeps), and cleans up every process it started,
+also when a test fails. Run with Debian's /usr/bin/python3 (grpcio, protobuf)."""
+
+import atexit
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ.get("TIDE_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "../../build")
+BIN = os.path.join(BUILD, "bin")
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+PROTO = os.path.join(SRC, "proto")
+
+_live = []
+
+
+def _cleanup():
+    for p in list(_live):
+        _kill_tree(p)
+
+
+atexit.register(_cleanup)
+for _sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(_sig, lambda *a: (_cleanup(), sys.exit(1)))
+
+
+def _kill_tree(p):
+    """SIGKILL a process we started and its process group."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        p.wait(timeout=10)
+    except Exception:
+        pass
+    if p in _live:
+        _live.remove(p)
+
+
+def wait_for(fn, timeout=20.0, what="condition", interval=0.02):
+    """Polls fn() until it returns a truthy value or the deadline passes (then raises)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except Exception as e:  # the condition may not be observable yet
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is dead for our purposes
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def gen_stubs(outdir):
+    """Generates Python stubs from the .proto files alone (grpc_tools)."""
+    from grpc_tools import protoc
+    import glob
+    files = glob.glob(os.path.join(PROTO, "tide/v1/*.proto"))
+    rc = protoc.main(["protoc", f"-I{PROTO}", f"--python_out={outdir}", f"--grpc_python_out={outdir}"] + files +
+                     [os.path.join(PROTO, "grpc/health/v1/health.proto")])
+    assert rc == 0, "grpc_tools.protoc failed"
+    sys.path.insert(0, outdir)
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Cluster:
+    """A scheduler and workers on 127.0.0.1 in a temporary directory."""
+
+    def __init__(self, name="tide"):
+        self.tmp = tempfile.mkdtemp(prefix=f"{name}-")
+        self.sched = None
+        self.sched_log = None
+        self.addr = None
+        self.port = None
+        self.token = None
+        self.workers = {}
+        self.data = os.path.join(self.tmp, "sched")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close(keep=exc_type is not None)
+        return False
+
+    def _spawn(self, argv, log, env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        f = open(log, "ab")
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        f.close()
+        _live.append(p)
+        return p
+
+    def start_scheduler(self, *extra, wait=True):
+        addr_file = os.path.join(self.data, "scheduler.addr")
+        if os.path.exists(addr_file):
+            os.unlink(addr_file)
+        self.sched_log = os.path.join(self.tmp, "scheduler.log")
+        listen = f"127.0.0.1:{self.port}" if self.addr else "127.0.0.1:0"
+        self.sched = self._spawn([os.path.join(BIN, "tide-scheduler"), "--listen", listen, "--data-dir", self.data,
+                                  *extra], self.sched_log)
+        if wait:
+            wait_for(lambda: os.path.exists(addr_file) or self.sched.poll() is not None, 20, "scheduler.addr")
+            assert self.sched.poll() is None, f"scheduler exited: {self.log('scheduler')}"
+            self.addr = open(addr_file).read().strip()
+            self.port = int(self.addr.rsplit(":", 1)[1])
+            self.token = open(os.path.join(self.data, "token")).read().strip()
+        return self.sched
+
+    def kill_scheduler(self, sig=signal.SIGKILL):
+        self.sched.send_signal(sig)
+        self.sched.wait(timeout=20)
+        _live.remove(self.sched)
+
+    def env(self):
+        return {"TIDE_SCHEDULER": self.addr, "TIDE_TOKEN": self.token}
+
+    def start_worker(self, node, gpu, *extra):
+        wid = f"{node}/gpu{gpu}"
+        log = os.path.join(self.tmp, f"worker-{node}-gpu{gpu}.log")
+        data = os.path.join(self.tmp, f"worker-{node}-gpu{gpu}")
+        p = self._spawn([os.path.join(BIN, "tide-worker"), "--scheduler", self.addr, "--node", node,
+                         "--gpu-index", str(gpu), "--gpu", "sim:h100", "--advertise", "127.0.0.1",
+                         "--data-dir", data, "--stop-grace-ms", "2000", *extra], log, env={"TIDE_TOKEN": self.token})
+        self.workers[wid] = p
+        return p
+
+    def tidectl(self, *args, check=True, timeout=60, input=None):
+        e = dict(os.environ)
+        e.update(self.env())
+        r = subprocess.run([os.path.join(BIN, "tidectl"), *args], capture_output=True, text=True, env=e,
+                           timeout=timeout, input=input)
+        if check and r.returncode != 0:
+            raise AssertionError(f"tidectl {' '.join(args)} exited {r.returncode}: {r.stderr}{r.stdout}")
+        return r
+
+    def tidectl_json(self, *args):
+        return json.loads(self.tidectl("-o", "json", *args).stdout)
+
+    def job(self, jid):
+        return self.tidectl_json("job", jid)
+
+    def workers_json(self):
+        return self.tidectl_json("workers").get("workers", [])
+
+    def wait_workers(self, n, state="WORKER_STATE_READY", timeout=20):
+        return wait_for(lambda: len([w for w in self.workers_json() if w.get("state") == state]) >= n, timeout,
+                        f"{n} workers {state}")
+
+    def wait_job(self, jid, states, timeout=60):
+        states = {states} if isinstance(states, str) else set(states)
+        return wait_for(lambda: (lambda j: j if j.get("state") in states else None)(self.job(jid)), timeout,
+                        f"job {jid} in {states}")
+
+    def log(self, which):
+        path = self.sched_log if which == "scheduler" else os.path.join(self.tmp, which)
+        try:
+            return open(path, errors="replace").read()[-4000:]
+        except FileNotFoundError:
+            return ""
+
+    def close(self, keep=False):
+        for p in list(self.workers.values()):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in list(self.workers.values()):
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+            _kill_tree(p)
+        if self.sched:
+            _kill_tree(self.sched)
+        if keep:
+            print(f"(logs kept in {self.tmp})", file=sys.stderr)
+            for f in sorted(os.listdir(self.tmp)):
+                if f.endswith(".log"):
+                    print(f"--- {f}\n{self.log(f) if f != 'scheduler.log' else self.log('scheduler')}",
+                          file=sys.stderr)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run(tests):
+    """Runs test functions in order; prints one line each; exits non-zero on the first failure."""
+    for t in tests:
+        t0 = time.monotonic()
+        t()
+        print(f"ok   {t.__name__} ({time.monotonic() - t0:.1f}s)", flush=True)
