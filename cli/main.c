@@ -1,0 +1,30 @@
+/* tidectl's process entry: wires stdout/stderr, the environment and the clock into a tide_cli_t and
+ * hands over to tide_cli_main (dispatch.c). Nothing else lives here, so the tests run the whole
+ * program minus this file. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "clock.h"
+
+int main(int argc, char **argv)
+{
+    tide_cli_t cli = {0};
+    char *cwd = getcwd(NULL, 0);
+    int rc;
+
+    cli.out = stdout;
+    cli.err = stderr;
+    cli.env_scheduler = getenv("TIDE_SCHEDULER");
+    cli.env_token = getenv("TIDE_TOKEN");
+    cli.env_token_file = getenv("TIDE_TOKEN_FILE");
+    cli.default_token_path = "/var/lib/tide/token";
+    cli.cwd = cwd;
+    cli.now_ms = tide_clock_wall_ms;
+    rc = tide_cli_main(&cli, argc, argv);
+    tide_cli_cleanup(&cli);
+    free(cwd);
+    if (fflush(stdout) != 0 && rc == 0)
+        rc = 1; /* a full disk or closed pipe must not look like success */
+    return rc;
+}

@@ -1,0 +1,423 @@
+/* Table and describe views for tidectl (see render.h). Everything the scheduler sends goes through
+ * tide_cli_sanitize (directly or via the table) before it reaches the output. */
+#include "render.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "duration.h"
+#include "table.h"
+#include "xmalloc.h"
+
+const char *tide_cli_enum_name(const ProtobufCEnumDescriptor *d, int value, const char *prefix, char *buf,
+                               size_t size)
+{
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(d, value);
+    size_t plen = strlen(prefix);
+
+    if (!v)
+        snprintf(buf, size, "%d", value);
+    else if (strncmp(v->name, prefix, plen) == 0)
+        snprintf(buf, size, "%s", v->name + plen);
+    else
+        snprintf(buf, size, "%s", v->name);
+    return buf;
+}
+
+static const char *job_state(int s, char *buf, size_t n)
+{
+    return tide_cli_enum_name(&tide__v1__job_state__descriptor, s, "JOB_STATE_", buf, n);
+}
+
+void tide_cli_time_format(int64_t ms, bool utc, char *buf, size_t size)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    if (ms <= 0) {
+        snprintf(buf, size, "-");
+        return;
+    }
+    if (utc ? !gmtime_r(&t, &tm) : !localtime_r(&t, &tm)) {
+        snprintf(buf, size, "%" PRId64, ms);
+        return;
+    }
+    if (strftime(buf, size, utc ? "%Y-%m-%d %H:%M:%S UTC" : "%Y-%m-%d %H:%M:%S", &tm) == 0 && size)
+        buf[0] = '\0';
+}
+
+static bool shell_safe(const char *w)
+{
+    if (!*w)
+        return false;
+    for (const char *p = w; *p; p++) {
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("_@%+=:,./-", c)))
+            return false;
+    }
+    return true;
+}
+
+char *tide_cli_shell_join(char *const *argv, size_t n)
+{
+    tide_buf_t b = TIDE_BUF_INIT;
+    char *s;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *w = argv[i] ? argv[i] : "";
+        if (i)
+            tide_buf_append(&b, " ", 1);
+        if (shell_safe(w)) {
+            tide_buf_append_str(&b, w);
+            continue;
+        }
+        tide_buf_append(&b, "'", 1);
+        for (const char *p = w; *p; p++) {
+            if (*p == '\'')
+                tide_buf_append_str(&b, "'\\''");
+            else
+                tide_buf_append(&b, p, 1);
+        }
+        tide_buf_append(&b, "'", 1);
+    }
+    s = tide_xstrdup(tide_buf_cstr(&b));
+    tide_buf_free(&b);
+    return s;
+}
+
+void tide_cli_exit_code_format(int32_t code, char *buf, size_t size)
+{
+    const char *abbrev = NULL;
+
+    if (code > 128 && code - 128 < NSIG)
+        abbrev = sigabbrev_np(code - 128);
+    if (abbrev)
+        snprintf(buf, size, "%d (SIG%s)", code, abbrev);
+    else
+        snprintf(buf, size, "%d", code);
+}
+
+static void workers_cell(const Tide__V1__Job *j, char *buf, size_t size)
+{
+    const Tide__V1__JobSpec *s = j->spec;
+    int32_t min, max;
+
+    if (!s) {
+        snprintf(buf, size, "%zu", j->n_worker_ids);
+        return;
+    }
+    min = s->min_workers;
+    max = s->max_workers > min ? s->max_workers : min;
+    if (min == max)
+        snprintf(buf, size, "%zu/%d", j->n_worker_ids, min);
+    else
+        snprintf(buf, size, "%zu/%d-%d", j->n_worker_ids, min, max);
+}
+
+void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out)
+{
+    static const char *const headers[] = {"ID", "NAME", "STATE", "WORKERS", "GEN", "AGE", "MESSAGE"};
+    tide_cli_table_t *t = tide_cli_table_new(7, headers);
+
+    for (size_t i = 0; i < n; i++) {
+        const Tide__V1__Job *j = jobs[i];
+        char state[32], workers[48], gen[16], age[16];
+        const char *cells[7];
+
+        workers_cell(j, workers, sizeof(workers));
+        snprintf(gen, sizeof(gen), "%d", j->generation);
+        if (j->submit_time_ms > 0)
+            tide_cli_age_format((now_ms - j->submit_time_ms) / 1000, age, sizeof(age));
+        else
+            snprintf(age, sizeof(age), "-");
+        cells[0] = j->id;
+        cells[1] = j->spec && j->spec->name && *j->spec->name ? j->spec->name : "-";
+        cells[2] = job_state(j->state, state, sizeof(state));
+        cells[3] = workers;
+        cells[4] = gen;
+        cells[5] = age;
+        cells[6] = j->message;
+        tide_cli_table_add_row(t, cells);
+    }
+    tide_cli_table_render(t, out);
+    tide_cli_table_free(t);
+}
+
+/* "Key:" padded to a fixed column, then the sanitized value. */
+static void kv(tide_buf_t *out, const char *key, const char *value)
+{
+    char *clean = tide_cli_sanitize(value && *value ? value : "-");
+    tide_buf_printf(out, "%-14s%s\n", key, clean);
+    free(clean);
+}
+
+static void kvf(tide_buf_t *out, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void kvf(tide_buf_t *out, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    kv(out, key, s);
+    free(s);
+}
+
+static void render_ranks(const Tide__V1__Job *j, tide_buf_t *out)
+{
+    tide_cli_table_t *t;
+    tide_buf_t tb = TIDE_BUF_INIT;
+    const char *p;
+
+    if (j->n_ranks > 0) {
+        static const char *const headers[] = {"RANK", "WORKER", "PHASE", "PID", "EXIT"};
+        t = tide_cli_table_new(5, headers);
+        for (size_t i = 0; i < j->n_ranks; i++) {
+            const Tide__V1__JobRank *r = j->ranks[i];
+            char rank[16], phase[32], pid[16], code[48];
+            const char *cells[5] = {rank, r->worker_id, phase, pid, code};
+            snprintf(rank, sizeof(rank), "%d", r->rank);
+            tide_cli_enum_name(&tide__v1__rank_phase__descriptor, r->phase, "RANK_PHASE_", phase, sizeof(phase));
+            if (r->pid > 0)
+                snprintf(pid, sizeof(pid), "%d", r->pid);
+            else
+                snprintf(pid, sizeof(pid), "-");
+            if (r->phase == TIDE__V1__RANK_PHASE__RANK_PHASE_EXITED)
+                tide_cli_exit_code_format(r->exit_code, code, sizeof(code));
+            else
+                snprintf(code, sizeof(code), "-");
+            tide_cli_table_add_row(t, cells);
+        }
+    } else if (j->n_worker_ids > 0) {
+        static const char *const headers[] = {"RANK", "WORKER"};
+        t = tide_cli_table_new(2, headers);
+        for (size_t i = 0; i < j->n_worker_ids; i++) {
+            char rank[24];
+            const char *cells[2] = {rank, j->worker_ids[i]};
+            snprintf(rank, sizeof(rank), "%zu", i);
+            tide_cli_table_add_row(t, cells);
+        }
+    } else {
+        kv(out, "Ranks:", "-");
+        return;
+    }
+    tide_buf_append_str(out, "Ranks:\n");
+    tide_cli_table_render(t, &tb);
+    /* Indent the table under its key. */
+    for (p = tide_buf_cstr(&tb); *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+        tide_buf_append_str(out, "  ");
+        tide_buf_append(out, p, len);
+        p += len;
+    }
+    tide_buf_free(&tb);
+    tide_cli_table_free(t);
+}
+
+void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_buf_t *out)
+{
+    const Tide__V1__JobSpec *s = j->spec;
+    char buf[64], buf2[64];
+
+    kv(out, "ID:", j->id);
+    kv(out, "Name:", s ? s->name : NULL);
+    kv(out, "State:", job_state(j->state, buf, sizeof(buf)));
+    kv(out, "Priority:",
+       tide_cli_enum_name(&tide__v1__priority__descriptor, s ? (int)s->priority : 0, "PRIORITY_", buf, sizeof(buf)));
+    if (s) {
+        int32_t max = s->max_workers > s->min_workers ? s->max_workers : s->min_workers;
+        kvf(out, "Workers:", "%zu (min %d, max %d)", j->n_worker_ids, s->min_workers, max);
+    } else {
+        kvf(out, "Workers:", "%zu", j->n_worker_ids);
+    }
+    kvf(out, "Generation:", "%d", j->generation);
+    render_ranks(j, out);
+    if (j->master_addr && *j->master_addr)
+        kvf(out, "Master:", "%s:%d", j->master_addr, j->master_port);
+    if (s) {
+        char *cmd = tide_cli_shell_join(s->command, s->n_command);
+        kv(out, "Command:", cmd);
+        free(cmd);
+        kv(out, "Workdir:", s->workdir);
+        if (s->n_env == 0)
+            kv(out, "Environment:", NULL);
+        for (size_t i = 0; i < s->n_env; i++) {
+            char *e = tide_xasprintf("%s=%s", s->env[i]->key, s->env[i]->value);
+            kv(out, i == 0 ? "Environment:" : "", e);
+            free(e);
+        }
+        if (s->time_limit_seconds > 0)
+            tide_cli_duration_format(s->time_limit_seconds, buf, sizeof(buf));
+        else
+            snprintf(buf, sizeof(buf), "none");
+        kv(out, "Time limit:", buf);
+    }
+    tide_cli_time_format(j->submit_time_ms, utc, buf, sizeof(buf));
+    if (j->submit_time_ms > 0) {
+        tide_cli_age_format((now_ms - j->submit_time_ms) / 1000, buf2, sizeof(buf2));
+        kvf(out, "Submitted:", "%s (%s ago)", buf, buf2);
+    } else {
+        kv(out, "Submitted:", buf);
+    }
+    tide_cli_time_format(j->start_time_ms, utc, buf, sizeof(buf));
+    kv(out, "Started:", buf);
+    tide_cli_time_format(j->end_time_ms, utc, buf, sizeof(buf));
+    kv(out, "Ended:", buf);
+    if (j->start_time_ms > 0) {
+        int64_t end = j->end_time_ms > 0 ? j->end_time_ms : now_ms;
+        tide_cli_duration_format((end - j->start_time_ms) / 1000, buf, sizeof(buf));
+        kvf(out, "Duration:", "%s%s", buf, j->end_time_ms > 0 ? "" : " (running)");
+    } else {
+        kv(out, "Duration:", NULL);
+    }
+    kvf(out, "GPU-seconds:", "%.1f", j->gpu_seconds);
+    if (j->failed_rank >= 0 && (j->state == TIDE__V1__JOB_STATE__JOB_STATE_FAILED || j->exit_code != 0)) {
+        tide_cli_exit_code_format(j->exit_code, buf, sizeof(buf));
+        kvf(out, "Exit code:", "%s (rank %d)", buf, j->failed_rank);
+    } else if (j->state == TIDE__V1__JOB_STATE__JOB_STATE_SUCCEEDED) {
+        kv(out, "Exit code:", "0");
+    } else {
+        kv(out, "Exit code:", NULL);
+    }
+    kv(out, "Message:", j->message);
+}
+
+void tide_cli_render_workers(Tide__V1__Worker *const *ws, size_t n, int64_t now_ms, tide_buf_t *out)
+{
+    static const char *const headers[] = {"ID",   "NODE",     "GPU",  "DEVICE", "STATE",    "JOB",
+                                          "RANK", "CORDONED", "UTIL", "TEMP",   "HEARTBEAT"};
+    tide_cli_table_t *t = tide_cli_table_new(11, headers);
+
+    for (size_t i = 0; i < n; i++) {
+        const Tide__V1__Worker *w = ws[i];
+        const Tide__V1__Telemetry *tm = w->telemetry;
+        bool has_job = w->job_id && *w->job_id;
+        char gpu[16], state[32], rank[16], util[16], temp[16], hb[16];
+        const char *cells[11];
+
+        snprintf(gpu, sizeof(gpu), "%d", w->gpu_index);
+        tide_cli_enum_name(&tide__v1__worker_state__descriptor, w->state, "WORKER_STATE_", state, sizeof(state));
+        if (has_job && w->rank >= 0)
+            snprintf(rank, sizeof(rank), "%d", w->rank);
+        else
+            snprintf(rank, sizeof(rank), "-");
+        if (tm)
+            snprintf(util, sizeof(util), "%.0f%%", tm->gpu_util * 100.0);
+        else
+            snprintf(util, sizeof(util), "-");
+        if (tm && tm->temperature_c != 0)
+            snprintf(temp, sizeof(temp), "%.0fC", tm->temperature_c);
+        else
+            snprintf(temp, sizeof(temp), "-");
+        if (w->last_heartbeat_ms > 0)
+            tide_cli_age_format((now_ms - w->last_heartbeat_ms) / 1000, hb, sizeof(hb));
+        else
+            snprintf(hb, sizeof(hb), "-");
+        cells[0] = w->id;
+        cells[1] = w->node && *w->node ? w->node : "-";
+        cells[2] = gpu;
+        cells[3] = w->device && *w->device ? w->device : "-";
+        cells[4] = state;
+        cells[5] = has_job ? w->job_id : "-";
+        cells[6] = rank;
+        cells[7] = w->cordoned ? "yes" : "no";
+        cells[8] = util;
+        cells[9] = temp;
+        cells[10] = hb;
+        tide_cli_table_add_row(t, cells);
+    }
+    tide_cli_table_render(t, out);
+    tide_cli_table_free(t);
+}
+
+static const char *or_dash(const char *s)
+{
+    return s && *s ? s : "-";
+}
+
+void tide_cli_render_event(const Tide__V1__Event *ev, bool utc, tide_buf_t *out)
+{
+    char when[64];
+    char *type = tide_cli_sanitize(or_dash(ev->type)), *job = tide_cli_sanitize(or_dash(ev->job_id));
+    char *worker = tide_cli_sanitize(or_dash(ev->worker_id)), *msg = tide_cli_sanitize(ev->message);
+
+    tide_cli_time_format(ev->time_ms, utc, when, sizeof(when));
+    tide_buf_printf(out, "%s  %-18s %-6s %-14s %s", when, type, job, worker, msg);
+    /* An empty message leaves padding behind. */
+    while (out->len > 0 && out->data[out->len - 1] == ' ')
+        out->len--;
+    tide_buf_append(out, "\n", 1);
+    free(type);
+    free(job);
+    free(worker);
+    free(msg);
+}
+
+void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *scheduler, tide_buf_t *out)
+{
+    char up[64];
+    char *version = tide_cli_sanitize(or_dash(st->version)), *store = tide_cli_sanitize(or_dash(st->store));
+
+    tide_cli_duration_format(st->uptime_ms / 1000, up, sizeof(up));
+    tide_buf_printf(out, "%-12s%s (tide %s, up %s, leader epoch %" PRIu64 ", store %s)\n", "Scheduler:",
+                    scheduler, version, up, st->leader_epoch, store);
+    tide_buf_printf(out, "%-12s%d total: %d ready, %d busy, %d suspect, %d dead; %d cordoned\n", "Workers:",
+                    st->workers_total, st->workers_ready, st->workers_busy, st->workers_suspect,
+                    st->workers_dead, st->workers_cordoned);
+    tide_buf_printf(out, "%-12s%d pending, %d running, %d succeeded, %d failed, %d cancelled\n", "Jobs:",
+                    st->jobs_pending, st->jobs_running, st->jobs_succeeded, st->jobs_failed,
+                    st->jobs_cancelled);
+    free(version);
+    free(store);
+}
+
+void tide_cli_render_job_change(const Tide__V1__Job *j, tide_buf_t *out)
+{
+    char state[32];
+    char *id = tide_cli_sanitize(j->id), *msg = tide_cli_sanitize(j->message);
+
+    job_state(j->state, state, sizeof(state));
+    tide_buf_printf(out, "job %s: %s", id, state);
+    switch (j->state) {
+    case TIDE__V1__JOB_STATE__JOB_STATE_PENDING:
+        if (*msg)
+            tide_buf_printf(out, " (%s)", msg);
+        break;
+    case TIDE__V1__JOB_STATE__JOB_STATE_RUNNING:
+        if (j->n_worker_ids > 0) {
+            tide_buf_append_str(out, " on ");
+            for (size_t i = 0; i < j->n_worker_ids; i++) {
+                char *w = tide_cli_sanitize(j->worker_ids[i]);
+                tide_buf_printf(out, "%s%s", i ? "," : "", w);
+                free(w);
+            }
+        }
+        tide_buf_printf(out, " (generation %d)", j->generation);
+        break;
+    case TIDE__V1__JOB_STATE__JOB_STATE_FAILED:
+        if (*msg) {
+            tide_buf_printf(out, ": %s", msg);
+        } else if (j->failed_rank >= 0) {
+            char code[48];
+            tide_cli_exit_code_format(j->exit_code, code, sizeof(code));
+            tide_buf_printf(out, ": rank %d exited with code %s", j->failed_rank, code);
+        }
+        break;
+    default:
+        if (*msg)
+            tide_buf_printf(out, ": %s", msg);
+        break;
+    }
+    tide_buf_append(out, "\n", 1);
+    free(id);
+    free(msg);
+}

@@ -1,0 +1,50 @@
+/* Human-readable views of the scheduler's messages for tidectl's table output: tables of jobs and
+ * workers, the describe view of one job, event lines, the cluster summary, the state-change lines of
+ * `submit --wait`. Pure: the current time is passed in; text from the scheduler is sanitized so it
+ * cannot drive the terminal. */
+#ifndef TIDE_CLI_RENDER_H
+#define TIDE_CLI_RENDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "tide/v1/cluster_service.pb-c.h"
+#include "tide/v1/job_service.pb-c.h"
+#include "tide/v1/types.pb-c.h"
+
+/* An enum value's name without its prefix ("JOB_STATE_RUNNING" -> "RUNNING"), or the number for values
+ * this tidectl does not know. Returns buf. */
+const char *tide_cli_enum_name(const ProtobufCEnumDescriptor *d, int value, const char *prefix, char *buf,
+                               size_t size);
+
+/* "2024-05-01 12:00:00" in local time (utc: in UTC with a trailing "Z"); "-" for 0. */
+void tide_cli_time_format(int64_t ms, bool utc, char *buf, size_t size);
+
+/* argv joined with spaces, each word quoted for a POSIX shell when it needs it. Caller frees. */
+char *tide_cli_shell_join(char *const *argv, size_t n);
+
+/* "137 (SIGKILL)" for exit codes that mean a signal (128+N), else the number. */
+void tide_cli_exit_code_format(int32_t code, char *buf, size_t size);
+
+/* Table ID NAME STATE WORKERS GEN AGE MESSAGE; WORKERS is "running/min" or "running/min-max". */
+void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
+
+/* The describe view of one job: "Key:  value" lines, ranks in rank order. */
+void tide_cli_render_job(const Tide__V1__Job *job, int64_t now_ms, bool utc, tide_buf_t *out);
+
+/* Table ID NODE GPU DEVICE STATE JOB RANK CORDONED UTIL TEMP HEARTBEAT (age of the last one). */
+void tide_cli_render_workers(Tide__V1__Worker *const *workers, size_t n, int64_t now_ms, tide_buf_t *out);
+
+/* One line per event: time, type, job, worker, message ("-" for empty fields). */
+void tide_cli_render_event(const Tide__V1__Event *ev, bool utc, tide_buf_t *out);
+
+/* The cluster summary of `tidectl status`: scheduler, workers and jobs lines. */
+void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *scheduler, tide_buf_t *out);
+
+/* One line for `submit --wait`: "job 17: RUNNING on node1/gpu0,node1/gpu1 (generation 1)",
+ * "job 17: PENDING (waiting for 2 workers)", "job 17: FAILED: rank 1 exited with code 3". */
+void tide_cli_render_job_change(const Tide__V1__Job *job, tide_buf_t *out);
+
+#endif

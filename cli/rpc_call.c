@@ -1,0 +1,307 @@
+/* Calls to the scheduler for tidectl (see rpc_call.h). Invariant: open_calls counts calls whose on_end
+ * has not fired yet; tide_cli_conn_run turns the loop until it is zero, so each command reads as
+ * straight-line code while streams and unary calls can still overlap (submit --wait). */
+#include "rpc_call.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "table.h"
+#include "rpc_client.h"
+#include "xmalloc.h"
+
+#define DEFAULT_CALL_TIMEOUT_MS 30000
+
+struct tide_cli_conn {
+    tide_cli_t *cli;
+    uv_loop_t loop;
+    tide_rpc_client_t *client;
+    char *address;
+    int open_calls;
+    bool connected;     /* the connection came up at least once */
+    int conn_status;    /* the connection's failure (-errno), 0 while none */
+    char conn_text[256];
+};
+
+struct tide_cli_call {
+    tide_cli_conn_t *conn;
+    tide_rpc_client_call_t *rpc;
+    const ProtobufCMessageDescriptor *resp_desc;
+    tide_cli_call_ops_t ops;
+    void *ud;
+    bool cancelled;     /* by us: on_message said stop, or a malformed response */
+    bool bad_response;
+};
+
+static void on_state(tide_rpc_client_t *client, int status, const char *text, void *ud)
+{
+    tide_cli_conn_t *c = ud;
+
+    (void)client;
+    if (status == 0) {
+        c->connected = true;
+        return;
+    }
+    c->conn_status = status;
+    snprintf(c->conn_text, sizeof(c->conn_text), "%s", text ? text : "");
+}
+
+int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
+{
+    tide_rpc_client_config_t cfg;
+    tide_error_t err = {{0}};
+    tide_cli_conn_t *c;
+    char *address = NULL, *token = NULL;
+    int rc;
+
+    if (tide_cli_scheduler_resolve(cli->scheduler_opt, cli->env_scheduler, &address, &err) < 0)
+        return tide_cli_usage_error(cli, NULL, "%s", err.text);
+    if (tide_cli_token_resolve(cli->token_file_opt, cli->env_token, cli->env_token_file,
+                               cli->default_token_path, &token, &err) < 0) {
+        tide_cli_errorf(cli, "%s", err.text);
+        free(address);
+        return TIDE_CLI_EXIT_FAILURE;
+    }
+    c = tide_xcalloc(1, sizeof(*c));
+    c->cli = cli;
+    c->address = address;
+    rc = uv_loop_init(&c->loop);
+    if (rc < 0) {
+        tide_cli_errorf(cli, "cannot start an event loop: %s", uv_strerror(rc));
+        goto fail;
+    }
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.hostport = address;
+    cfg.token = token;
+    cfg.on_state = on_state;
+    cfg.ud = c;
+    rc = tide_rpc_client_new(&c->loop, &cfg, &c->client, &err);
+    if (rc < 0) {
+        tide_cli_errorf(cli, "UNAVAILABLE: cannot reach scheduler at %s: %s", address,
+                        err.text[0] ? err.text : uv_strerror(rc));
+        uv_loop_close(&c->loop);
+        goto fail;
+    }
+    if (token) {
+        /* The client copied it; do not keep the secret around longer than needed. */
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+    *out = c;
+    return 0;
+fail:
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+    free(c->address);
+    free(c);
+    return TIDE_CLI_EXIT_FAILURE;
+}
+
+void tide_cli_conn_close(tide_cli_conn_t *c)
+{
+    if (!c)
+        return;
+    /* Fails any open call (their on_end fire now), then closes the socket through the loop. */
+    tide_rpc_client_free(c->client);
+    c->client = NULL;
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&c->loop) != 0) {
+        /* A handle outlived the client: let its close finish rather than leak the loop. */
+        uv_run(&c->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&c->loop);
+    }
+    free(c->address);
+    free(c);
+}
+
+const char *tide_cli_conn_address(const tide_cli_conn_t *c)
+{
+    return c->address;
+}
+
+static void call_on_message(tide_rpc_client_call_t *rpc, const uint8_t *data, size_t len, void *ud)
+{
+    tide_cli_call_t *call = ud;
+    ProtobufCMessage *msg;
+
+    if (call->cancelled)
+        return;
+    msg = protobuf_c_message_unpack(call->resp_desc, NULL, len, data);
+    if (!msg) {
+        call->bad_response = true;
+        call->cancelled = true;
+        tide_rpc_client_call_cancel(rpc);
+        return;
+    }
+    if (call->ops.on_message && call->ops.on_message(call, msg, call->ud) != 0 && !call->cancelled) {
+        call->cancelled = true;
+        tide_rpc_client_call_cancel(rpc);
+    }
+    protobuf_c_message_free_unpacked(msg, NULL);
+}
+
+static void call_on_status(tide_rpc_client_call_t *rpc, tide_grpc_code_t code, const char *message, void *ud)
+{
+    tide_cli_call_t *call = ud;
+    tide_cli_status_t st;
+
+    (void)rpc;
+    st.code = code;
+    snprintf(st.message, sizeof(st.message), "%s", message ? message : "");
+    if (call->bad_response) {
+        st.code = TIDE_GRPC_INTERNAL;
+        snprintf(st.message, sizeof(st.message), "malformed %s from the scheduler", call->resp_desc->name);
+    }
+    call->conn->open_calls--;
+    if (call->ops.on_end)
+        call->ops.on_end(call, &st, call->ud);
+    free(call);
+}
+
+int tide_cli_call_start(tide_cli_conn_t *c, const char *path, const ProtobufCMessage *req,
+                        const ProtobufCMessageDescriptor *resp_desc, int64_t timeout_ms,
+                        const tide_cli_call_ops_t *ops, void *ud, tide_cli_call_t **out)
+{
+    static const tide_rpc_client_call_cbs_t cbs = {call_on_message, call_on_status};
+    tide_cli_call_t *call = tide_xcalloc(1, sizeof(*call));
+    int rc;
+
+    call->conn = c;
+    call->resp_desc = resp_desc;
+    call->ops = *ops;
+    call->ud = ud;
+    rc = tide_rpc_client_unary(c->client, path, req, timeout_ms, &cbs, call, &call->rpc);
+    if (rc < 0) {
+        free(call);
+        return rc;
+    }
+    c->open_calls++;
+    if (out)
+        *out = call;
+    return 0;
+}
+
+void tide_cli_call_cancel(tide_cli_call_t *call)
+{
+    if (call->cancelled)
+        return;
+    call->cancelled = true;
+    tide_rpc_client_call_cancel(call->rpc);
+}
+
+void tide_cli_conn_run(tide_cli_conn_t *c)
+{
+    while (c->open_calls > 0)
+        uv_run(&c->loop, UV_RUN_ONCE);
+}
+
+typedef struct unary_result {
+    ProtobufCMessage *resp;
+    tide_cli_status_t st;
+    bool done;
+} unary_result_t;
+
+static int unary_on_message(tide_cli_call_t *call, const ProtobufCMessage *msg, void *ud)
+{
+    unary_result_t *r = ud;
+    size_t n;
+    uint8_t *buf;
+
+    (void)call;
+    if (r->resp)
+        return 0; /* a unary call has one response; ignore extras */
+    /* msg is freed after this callback: keep a copy. */
+    n = protobuf_c_message_get_packed_size(msg);
+    buf = tide_xmalloc(n ? n : 1);
+    protobuf_c_message_pack(msg, buf);
+    r->resp = protobuf_c_message_unpack(msg->descriptor, NULL, n, buf);
+    free(buf);
+    return 0;
+}
+
+static void unary_on_end(tide_cli_call_t *call, const tide_cli_status_t *st, void *ud)
+{
+    unary_result_t *r = ud;
+
+    (void)call;
+    r->st = *st;
+    r->done = true;
+}
+
+int tide_cli_unary(tide_cli_conn_t *c, const char *path, const ProtobufCMessage *req,
+                   const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, tide_cli_status_t *st)
+{
+    static const tide_cli_call_ops_t ops = {unary_on_message, unary_on_end};
+    unary_result_t r;
+    int64_t timeout = c->cli->call_timeout_ms > 0 ? c->cli->call_timeout_ms : DEFAULT_CALL_TIMEOUT_MS;
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    rc = tide_cli_call_start(c, path, req, resp_desc, timeout, &ops, &r, NULL);
+    if (rc < 0) {
+        st->code = TIDE_GRPC_INTERNAL;
+        snprintf(st->message, sizeof(st->message), "cannot start %s: %s", path, strerror(-rc));
+        return -1;
+    }
+    while (!r.done)
+        uv_run(&c->loop, UV_RUN_ONCE);
+    if (r.st.code == TIDE_GRPC_OK && !r.resp) {
+        r.st.code = TIDE_GRPC_INTERNAL;
+        snprintf(r.st.message, sizeof(r.st.message), "the scheduler sent no %s", resp_desc->name);
+    }
+    if (r.st.code != TIDE_GRPC_OK) {
+        protobuf_c_message_free_unpacked(r.resp, NULL);
+        *st = r.st;
+        return -1;
+    }
+    *st = r.st;
+    *resp = r.resp;
+    return 0;
+}
+
+void tide_cli_status_text(const tide_cli_conn_t *c, const tide_cli_status_t *st, char *buf, size_t size)
+{
+    const char *name = tide_grpc_code_name(st->code);
+    const char *reason = st->message;
+    char *clean;
+
+    if (st->code == TIDE_GRPC_UNAVAILABLE && c->conn_status < 0) {
+        /* The transport's own words say most ("resolve h: unknown node or service", "keepalive PING
+         * not answered"); its "connect to ADDR: " prefix repeats what this line already says. */
+        size_t alen = strlen(c->address);
+        reason = c->conn_text;
+        if (strncmp(reason, "connect to ", 11) == 0 && strncmp(reason + 11, c->address, alen) == 0 &&
+            strncmp(reason + 11 + alen, ": ", 2) == 0)
+            reason += 13 + alen;
+        if (!*reason)
+            reason = uv_strerror(c->conn_status);
+        snprintf(buf, size, "%s: %s scheduler at %s: %s", name,
+                 c->connected ? "lost connection to" : "cannot reach", c->address, reason);
+    } else if (st->code == TIDE_GRPC_UNAVAILABLE && !c->connected) {
+        snprintf(buf, size, "%s: cannot reach scheduler at %s%s%s", name, c->address, *reason ? ": " : "",
+                 reason);
+    } else if (*reason) {
+        snprintf(buf, size, "%s: %s", name, reason);
+    } else {
+        snprintf(buf, size, "%s", name);
+    }
+    /* The scheduler's text must not drive the terminal. */
+    clean = tide_cli_sanitize(buf);
+    snprintf(buf, size, "%s", clean);
+    free(clean);
+}
+
+void tide_cli_report(tide_cli_conn_t *c, const tide_cli_status_t *st)
+{
+    char text[800];
+
+    tide_cli_status_text(c, st, text, sizeof(text));
+    tide_cli_errorf(c->cli, "%s", text);
+}

@@ -1,0 +1,892 @@
+/* Whole tidectl commands through tide_cli_main against the in-process fake transport (fake_rpc.h):
+ * what goes on the wire, what the user sees on stdout and stderr, and the exit code. Every command must
+ * leave no client behind (its loop closed). */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli.h"
+#include "fake_rpc.h"
+#include "tide/v1/cluster_service.pb-c.h"
+#include "tide/v1/job_service.pb-c.h"
+#include "tide/v1/types.pb-c.h"
+
+#define NOW_MS 1714564800000LL /* 2024-05-01 12:00:00 UTC */
+
+typedef struct result {
+    int rc;
+    char *out, *err;
+    size_t out_len;
+} result_t;
+
+static const char *env_scheduler, *env_token;
+
+static int64_t fixed_now(void)
+{
+    return NOW_MS;
+}
+
+/* Runs "tidectl ARGS..." (NULL-terminated) and captures its output. */
+static result_t run(const char *first, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    result_t r;
+    size_t err_len;
+    FILE *out, *err;
+    tide_cli_t cli;
+
+    argv[argc++] = "tidectl";
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    memset(&r, 0, sizeof(r));
+    out = open_memstream(&r.out, &r.out_len);
+    err = open_memstream(&r.err, &err_len);
+    memset(&cli, 0, sizeof(cli));
+    cli.out = out;
+    cli.err = err;
+    cli.env_scheduler = env_scheduler;
+    cli.env_token = env_token;
+    cli.cwd = "/home/u/exp";
+    cli.now_ms = fixed_now;
+    r.rc = tide_cli_main(&cli, argc, argv);
+    tide_cli_cleanup(&cli);
+    fclose(out);
+    fclose(err);
+    /* Every connection is gone and its loop closed when a command returns. */
+    assert_int_equal(fake_rpc_live_clients(), 0);
+    return r;
+}
+
+static void result_free(result_t *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static void expect_str(const char *got, const char *want)
+{
+    if (strcmp(got, want) != 0)
+        print_error("want:\n%s\ngot:\n%s\n", want, got);
+    assert_string_equal(got, want);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    fake_rpc_reset();
+    env_scheduler = NULL;
+    env_token = NULL;
+    return 0;
+}
+
+/* ---- fixtures ---- */
+
+static Tide__V1__JobSpec spec_fixture(void)
+{
+    Tide__V1__JobSpec s = TIDE__V1__JOB_SPEC__INIT;
+    static char *cmd[] = {"python3", "train.py"};
+
+    s.name = "mnist";
+    s.n_command = 2, s.command = cmd;
+    s.min_workers = 2, s.max_workers = 2;
+    return s;
+}
+
+static void send_job(fake_call_t *call, const char *id, int state, int gen, const char *message)
+{
+    Tide__V1__JobSpec s = spec_fixture();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    char *wids[] = {"node1/gpu0", "node1/gpu1"};
+
+    j.id = (char *)id;
+    j.spec = &s;
+    j.state = state;
+    j.generation = gen;
+    if (gen > 0) {
+        j.n_worker_ids = 2;
+        j.worker_ids = wids;
+    }
+    j.message = (char *)(message ? message : "");
+    j.submit_time_ms = NOW_MS - 65000;
+    j.failed_rank = -1;
+    fake_call_send(call, &j.base);
+}
+
+/* ---- help and usage ---- */
+
+static void test_help_and_usage(void **state)
+{
+    result_t r;
+    (void)state;
+
+    r = run("--help", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "Usage: tidectl [GLOBAL OPTIONS] COMMAND"));
+    assert_non_null(strstr(r.out, "  submit     Submit a job\n"));
+    expect_str(r.err, "");
+    result_free(&r);
+
+    r = run(NULL);
+    assert_int_equal(r.rc, 2);
+    assert_non_null(strstr(r.err, "Usage: tidectl"));
+    result_free(&r);
+
+    r = run("bogus", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: unknown command 'bogus'\nRun 'tidectl --help' for usage.\n");
+    result_free(&r);
+
+    r = run("submit", "--help", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "Usage: tidectl submit [OPTIONS] [--] CMD [ARGS...]"));
+    assert_non_null(strstr(r.out, "  -n, --workers N"));
+    assert_non_null(strstr(r.out, "      --scheduler HOST:PORT"));
+    result_free(&r);
+
+    r = run("help", "logs", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "Usage: tidectl logs ID [--rank R]... [-f]"));
+    result_free(&r);
+
+    r = run("jobs", "--bogus", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: unknown option '--bogus'\nRun 'tidectl jobs --help' for usage.\n");
+    result_free(&r);
+
+    r = run("-o", "yaml", "jobs", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad --output 'yaml' (one of table, json)\nRun 'tidectl --help' for usage.\n");
+    result_free(&r);
+
+    r = run("jobs", "--state", "runing", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: unknown job state 'runing' (one of pending, running, succeeded, failed, "
+                      "cancelled)\nRun 'tidectl jobs --help' for usage.\n");
+    result_free(&r);
+
+    r = run("job", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: missing job ID\nRun 'tidectl job --help' for usage.\n");
+    result_free(&r);
+
+    r = run("job", "1", "2", NULL);
+    assert_int_equal(r.rc, 2);
+    result_free(&r);
+
+    r = run("logs", "5", "--rank", "x", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad --rank 'x': expected a rank number (0 or more)\n"
+                      "Run 'tidectl logs --help' for usage.\n");
+    result_free(&r);
+
+    /* Usage errors never reach the network. */
+    r = run("submit", "--time", "5x", "--", "true", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad --time '5x': expected e.g. 90s, 15m, 2h, 1h30m, 1d, MM:SS, HH:MM:SS or "
+                      "D-HH:MM:SS\nRun 'tidectl submit --help' for usage.\n");
+    result_free(&r);
+    r = run("submit", "--workers", "2", NULL);
+    assert_int_equal(r.rc, 2);
+    result_free(&r);
+    r = run("--scheduler", "a:b:c", "status", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad scheduler address 'a:b:c': IPv6 addresses need brackets, as in [::1]:7070\n"
+                      "Run 'tidectl --help' for usage.\n");
+    result_free(&r);
+    assert_null(fake_rpc_last_hostport());
+}
+
+/* ---- submit ---- */
+
+static void submit_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__SubmitJobRequest *r = tide__v1__submit_job_request__unpack(NULL, len, req);
+    Tide__V1__JobSpec **seen = ud;
+
+    assert_non_null(r);
+    assert_non_null(r->spec);
+    *seen = r->spec;
+    r->spec = NULL;
+    tide__v1__submit_job_request__free_unpacked(r, NULL);
+    send_job(call, "17", TIDE__V1__JOB_STATE__JOB_STATE_PENDING, 0, "queued");
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_submit(void **state)
+{
+    Tide__V1__JobSpec *seen = NULL;
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+    env_scheduler = "envhost:9000";
+    env_token = "  s3cret \n";
+    r = run("submit", "--min", "2", "--max", "4", "-e", "A=1", "--priority", "high", "-t", "1:30:00", "/usr/bin/python3",
+            "train.py", "--epochs", "3", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "17\n");
+    expect_str(r.err, "");
+    expect_str(fake_rpc_last_hostport(), "envhost:9000");
+    expect_str(fake_rpc_last_token(), "s3cret");
+    assert_non_null(seen);
+    assert_string_equal(seen->name, "python3");
+    assert_int_equal(seen->n_command, 4);
+    assert_string_equal(seen->command[2], "--epochs");
+    assert_int_equal(seen->min_workers, 2);
+    assert_int_equal(seen->max_workers, 4);
+    assert_int_equal(seen->priority, TIDE__V1__PRIORITY__PRIORITY_HIGH);
+    assert_int_equal(seen->n_env, 1);
+    assert_string_equal(seen->workdir, "/home/u/exp");
+    assert_int_equal(seen->time_limit_seconds, 5400);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+
+    /* The flag wins over the environment; -o json after the command prints the Job. */
+    seen = NULL;
+    r = run("--scheduler", "flaghost:7000", "submit", "-o", "json", "--", "true", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(fake_rpc_last_hostport(), "flaghost:7000");
+    expect_str(r.out, "{\n"
+                      "  \"id\": \"17\",\n"
+                      "  \"spec\": {\n"
+                      "    \"name\": \"mnist\",\n"
+                      "    \"command\": [\n"
+                      "      \"python3\",\n"
+                      "      \"train.py\"\n"
+                      "    ],\n"
+                      "    \"minWorkers\": 2,\n"
+                      "    \"maxWorkers\": 2\n"
+                      "  },\n"
+                      "  \"state\": \"JOB_STATE_PENDING\",\n"
+                      "  \"message\": \"queued\",\n"
+                      "  \"submitTimeMs\": \"1714564735000\",\n"
+                      "  \"failedRank\": -1\n"
+                      "}\n");
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+}
+
+static void test_submit_from_file(void **state)
+{
+    Tide__V1__JobSpec *seen = NULL;
+    char path[] = "/tmp/tidectl-spec-XXXXXX";
+    const char *json = "{\"name\": \"from-file\", \"command\": [\"bash\", \"run.sh\"], \"minWorkers\": 3,"
+                       " \"env\": {\"X\": \"1\"}, \"timeLimitSeconds\": \"60\"}";
+    int fd = mkstemp(path);
+    result_t r;
+    (void)state;
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+    close(fd);
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+    r = run("submit", "-f", path, "--env", "Y=2", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(seen->name, "from-file");
+    assert_int_equal(seen->n_command, 2);
+    assert_int_equal(seen->min_workers, 3);
+    assert_int_equal(seen->max_workers, 0); /* "0 means min_workers": left as the file had it */
+    assert_int_equal(seen->n_env, 2);
+    assert_int_equal(seen->time_limit_seconds, 60);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+
+    /* A bad file is reported with the field at fault, before anything is sent. */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "{\"minWorkers\": \"x\"}", 19), 19);
+    close(fd);
+    r = run("submit", "-f", path, NULL);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.err, ": minWorkers: expected an integer\n"));
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/SubmitJob"), 1);
+    result_free(&r);
+    unlink(path);
+}
+
+/* submit --wait: the watch replays one event per job step; each GetJob answers the next state. */
+typedef struct wait_script {
+    int step, n;
+    struct {
+        int state, gen;
+        const char *message;
+        int events_after; /* events to push on the watch after this answer */
+    } steps[8];
+    fake_call_t *watch;
+    tide_grpc_code_t watch_end; /* != OK: end the watch with this after the first event */
+} wait_script_t;
+
+static void push_event(wait_script_t *s, const char *type)
+{
+    Tide__V1__Event ev = TIDE__V1__EVENT__INIT;
+
+    if (!fake_call_alive(s->watch))
+        return;
+    ev.seq = (uint64_t)s->step + 1;
+    ev.type = (char *)type;
+    ev.job_id = "17";
+    fake_call_send(s->watch, &ev.base);
+}
+
+static void wait_watch_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    wait_script_t *s = ud;
+    Tide__V1__WatchEventsRequest *r = tide__v1__watch_events_request__unpack(NULL, len, req);
+
+    assert_string_equal(r->job_id, "17");
+    assert_true(r->follow);
+    assert_int_equal(r->since_seq, 0);
+    tide__v1__watch_events_request__free_unpacked(r, NULL);
+    s->watch = call;
+    push_event(s, "job.submitted");
+    if (s->watch_end != TIDE_GRPC_OK)
+        fake_call_finish(call, s->watch_end, "connection lost");
+}
+
+static void wait_get_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    wait_script_t *s = ud;
+    int i = s->step < s->n ? s->step++ : s->n - 1;
+
+    (void)req, (void)len;
+    send_job(call, "17", s->steps[i].state, s->steps[i].gen, s->steps[i].message);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+    for (int k = 0; k < s->steps[i].events_after; k++)
+        push_event(s, "job.changed");
+}
+
+static void test_submit_wait(void **state)
+{
+    Tide__V1__JobSpec *seen = NULL;
+    wait_script_t s = {.n = 5,
+                       .steps = {{TIDE__V1__JOB_STATE__JOB_STATE_PENDING, 0, "queued", 1},
+                                 /* two events at once: coalesced into one more GetJob */
+                                 {TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, 1, NULL, 2},
+                                 {TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, 1, NULL, 1},
+                                 {TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, 2, "migrated", 1},
+                                 {TIDE__V1__JOB_STATE__JOB_STATE_SUCCEEDED, 2, NULL, 0}}};
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+    fake_rpc_route("/tide.v1.JobService/WatchEvents", wait_watch_handler, &s);
+    fake_rpc_route("/tide.v1.JobService/GetJob", wait_get_handler, &s);
+    r = run("submit", "--wait", "-n", "2", "--", "python3", "train.py", NULL);
+    expect_str(r.out, "job 17: PENDING (queued)\n"
+                      "job 17: RUNNING on node1/gpu0,node1/gpu1 (generation 1)\n"
+                      "job 17: RUNNING on node1/gpu0,node1/gpu1 (generation 2)\n"
+                      "job 17: SUCCEEDED\n");
+    expect_str(r.err, "");
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/GetJob"), 5);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+}
+
+static void test_submit_wait_failed(void **state)
+{
+    Tide__V1__JobSpec *seen = NULL;
+    wait_script_t s = {.n = 2,
+                       .steps = {{TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, 1, NULL, 1},
+                                 {TIDE__V1__JOB_STATE__JOB_STATE_FAILED, 1, "rank 1 exited with code 3", 0}}};
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+    fake_rpc_route("/tide.v1.JobService/WatchEvents", wait_watch_handler, &s);
+    fake_rpc_route("/tide.v1.JobService/GetJob", wait_get_handler, &s);
+    r = run("submit", "-W", "-o", "json", "--", "false", NULL);
+    assert_int_equal(r.rc, 1);
+    /* One JSON object per line: the submitted job, then each change. */
+    assert_non_null(strstr(r.out, "{\"id\":\"17\""));
+    assert_non_null(strstr(r.out, "\"state\":\"JOB_STATE_FAILED\""));
+    assert_non_null(strstr(r.out, "\"message\":\"rank 1 exited with code 3\""));
+    {
+        int lines = 0;
+        for (const char *p = r.out; *p; p++)
+            lines += *p == '\n';
+        assert_int_equal(lines, 3);
+    }
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+}
+
+static void test_submit_wait_stream_lost(void **state)
+{
+    Tide__V1__JobSpec *seen = NULL;
+    wait_script_t s = {.n = 1,
+                       .steps = {{TIDE__V1__JOB_STATE__JOB_STATE_PENDING, 0, "queued", 0}},
+                       .watch_end = TIDE_GRPC_UNAVAILABLE};
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+    fake_rpc_route("/tide.v1.JobService/WatchEvents", wait_watch_handler, &s);
+    fake_rpc_route("/tide.v1.JobService/GetJob", wait_get_handler, &s);
+    r = run("submit", "--wait", "--", "sleep", "1000", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 17: PENDING (queued)\n");
+    expect_str(r.err, "tidectl: UNAVAILABLE: connection lost\n");
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+}
+
+/* ---- jobs, job, cancel ---- */
+
+typedef struct pages {
+    int calls;
+    const char *tokens[4]; /* next_page_token per page */
+    char seen_tokens[4][16];
+    size_t seen_states;
+} pages_t;
+
+static void list_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    pages_t *p = ud;
+    Tide__V1__ListJobsRequest *r = tide__v1__list_jobs_request__unpack(NULL, len, req);
+    Tide__V1__ListJobsResponse resp = TIDE__V1__LIST_JOBS_RESPONSE__INIT;
+    Tide__V1__JobSpec s = spec_fixture();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__Job *jobs[] = {&j};
+    char id[16];
+    int i = p->calls++;
+
+    snprintf(p->seen_tokens[i], sizeof(p->seen_tokens[i]), "%s", r->page_token);
+    p->seen_states = r->n_states;
+    tide__v1__list_jobs_request__free_unpacked(r, NULL);
+    snprintf(id, sizeof(id), "%d", i + 1);
+    j.id = id, j.spec = &s, j.state = TIDE__V1__JOB_STATE__JOB_STATE_SUCCEEDED, j.generation = 1;
+    j.submit_time_ms = NOW_MS - 7200000;
+    resp.n_jobs = 1, resp.jobs = jobs;
+    resp.next_page_token = (char *)p->tokens[i];
+    fake_call_send(call, &resp.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_jobs_pages(void **state)
+{
+    pages_t p = {.tokens = {"p2", "p3", ""}};
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/ListJobs", list_handler, &p);
+    r = run("jobs", "--state", "succeeded,failed", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "ID   NAME    STATE       WORKERS   GEN   AGE   MESSAGE\n"
+                      "1    mnist   SUCCEEDED   0/2       1     2h\n"
+                      "2    mnist   SUCCEEDED   0/2       1     2h\n"
+                      "3    mnist   SUCCEEDED   0/2       1     2h\n");
+    assert_int_equal(p.calls, 3);
+    assert_string_equal(p.seen_tokens[0], "");
+    assert_string_equal(p.seen_tokens[1], "p2");
+    assert_string_equal(p.seen_tokens[2], "p3");
+    assert_int_equal(p.seen_states, 2);
+    result_free(&r);
+
+    /* -A overrides --state; -o json is one document with every page's jobs. */
+    memset(&p, 0, sizeof(p));
+    p.tokens[0] = "p2", p.tokens[1] = "";
+    r = run("jobs", "--state", "failed", "-A", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(p.seen_states, 0);
+    assert_non_null(strstr(r.out, "{\n  \"jobs\": [\n    {\n      \"id\": \"1\""));
+    assert_non_null(strstr(r.out, "\"id\": \"2\""));
+    assert_null(strstr(r.out, "nextPageToken"));
+    result_free(&r);
+
+    /* A scheduler that repeats a page token is not followed forever. */
+    memset(&p, 0, sizeof(p));
+    p.tokens[0] = "same", p.tokens[1] = "same";
+    r = run("jobs", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: INTERNAL: the scheduler's job list does not end (page token 'same' repeats)\n");
+    result_free(&r);
+}
+
+static void empty_list_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__ListJobsResponse resp = TIDE__V1__LIST_JOBS_RESPONSE__INIT;
+    (void)req, (void)len, (void)ud;
+    fake_call_send(call, &resp.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_jobs_empty(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/ListJobs", empty_list_handler, NULL);
+    r = run("jobs", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "");
+    expect_str(r.err, "No jobs found.\n");
+    result_free(&r);
+}
+
+static void not_found_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__GetJobRequest *r = tide__v1__get_job_request__unpack(NULL, len, req);
+    char msg[64];
+
+    (void)ud;
+    snprintf(msg, sizeof(msg), "job %s not found", r->id);
+    tide__v1__get_job_request__free_unpacked(r, NULL);
+    fake_call_finish(call, TIDE_GRPC_NOT_FOUND, msg);
+}
+
+static void get_job_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    (void)req, (void)len, (void)ud;
+    send_job(call, "17", TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, 1, NULL);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_job(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/GetJob", get_job_handler, NULL);
+    r = run("job", "17", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "ID:           17\nName:         mnist\nState:        RUNNING\n"));
+    assert_non_null(strstr(r.out, "Submitted:    2024-05-01 11:58:55 (1m ago)\n"));
+    result_free(&r);
+
+    fake_rpc_reset();
+    fake_rpc_route("/tide.v1.JobService/GetJob", not_found_handler, NULL);
+    r = run("job", "42", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "");
+    expect_str(r.err, "tidectl: NOT_FOUND: job 42 not found\n");
+    result_free(&r);
+}
+
+static void garbage_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    (void)req, (void)len, (void)ud;
+    fake_call_send_raw(call, "\xff\xff\xff", 3);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_errors(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_refuse(-ECONNREFUSED);
+    r = run("status", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: UNAVAILABLE: cannot reach scheduler at 127.0.0.1:7070: connection refused\n");
+    result_free(&r);
+
+    fake_rpc_reset();
+    fake_rpc_route("/tide.v1.JobService/GetJob", garbage_handler, NULL);
+    r = run("job", "1", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: INTERNAL: malformed tide.v1.Job from the scheduler\n");
+    result_free(&r);
+
+    /* No route: the fake answers UNIMPLEMENTED like a scheduler without the method. */
+    r = run("workers", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: UNIMPLEMENTED: no route in the fake\n");
+    result_free(&r);
+
+    r = run("--token-file", "/nonexistent/token", "status", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: cannot read token file /nonexistent/token: No such file or directory\n");
+    result_free(&r);
+}
+
+static void cancel_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__CancelJobRequest *r = tide__v1__cancel_job_request__unpack(NULL, len, req);
+
+    (void)ud;
+    if (strcmp(r->id, "17") == 0) {
+        send_job(call, "17", TIDE__V1__JOB_STATE__JOB_STATE_CANCELLED, 1, "cancelled by user");
+        fake_call_finish(call, TIDE_GRPC_OK, NULL);
+    } else if (strcmp(r->id, "18") == 0) {
+        send_job(call, "18", TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, 1, NULL);
+        fake_call_finish(call, TIDE_GRPC_OK, NULL);
+    } else {
+        fake_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, "job 5 already ended");
+    }
+    tide__v1__cancel_job_request__free_unpacked(r, NULL);
+}
+
+static void test_cancel(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/CancelJob", cancel_handler, NULL);
+    r = run("cancel", "17", "5", "18", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 17 cancelled\njob 18: cancellation requested (state RUNNING)\n");
+    expect_str(r.err, "tidectl: FAILED_PRECONDITION: job 5 already ended\n");
+    result_free(&r);
+}
+
+/* ---- logs and events ---- */
+
+typedef struct log_script {
+    size_t n_ranks_seen;
+    int follow_seen;
+} log_script_t;
+
+static void send_chunk(fake_call_t *call, int rank, const void *data, size_t len)
+{
+    Tide__V1__LogChunk c = TIDE__V1__LOG_CHUNK__INIT;
+
+    c.rank = rank;
+    c.data.data = (uint8_t *)data;
+    c.data.len = len;
+    fake_call_send(call, &c.base);
+}
+
+static void logs_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    log_script_t *s = ud;
+    Tide__V1__GetJobLogsRequest *r = tide__v1__get_job_logs_request__unpack(NULL, len, req);
+
+    s->n_ranks_seen = r->n_ranks;
+    s->follow_seen = r->follow;
+    tide__v1__get_job_logs_request__free_unpacked(r, NULL);
+    send_chunk(call, 0, "epoch 1\nloss=", 13);
+    send_chunk(call, 1, "epoch 1\n", 8);
+    send_chunk(call, 0, "0.5\nbye", 7);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_logs(void **state)
+{
+    log_script_t s = {0};
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/GetJob", get_job_handler, NULL);
+    fake_rpc_route("/tide.v1.JobService/GetJobLogs", logs_handler, &s);
+    /* The job has two workers: every line is prefixed, the partial last line is flushed at the end. */
+    r = run("logs", "17", "-f", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "[rank 0] epoch 1\n[rank 1] epoch 1\n[rank 0] loss=0.5\n[rank 0] bye\n");
+    assert_int_equal(s.n_ranks_seen, 0);
+    assert_int_equal(s.follow_seen, 1);
+    result_free(&r);
+
+    /* One rank asked for: raw bytes, no GetJob needed. */
+    r = run("logs", "--rank", "0", "17", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.out_len, 28);
+    assert_memory_equal(r.out, "epoch 1\nloss=epoch 1\n0.5\nbye", 28);
+    assert_int_equal(s.n_ranks_seen, 1);
+    assert_int_equal(s.follow_seen, 0);
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/GetJob"), 1);
+    result_free(&r);
+
+    r = run("logs", "17", "-r", "0", "-r", "1", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(s.n_ranks_seen, 2);
+    /* Rank 0 is the proto3 default, so the JSON mapping leaves it out. */
+    expect_str(r.out, "{\"data\":\"ZXBvY2ggMQpsb3NzPQ==\"}\n"
+                      "{\"rank\":1,\"data\":\"ZXBvY2ggMQo=\"}\n"
+                      "{\"data\":\"MC41CmJ5ZQ==\"}\n");
+    result_free(&r);
+}
+
+static void events_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__WatchEventsRequest *r = tide__v1__watch_events_request__unpack(NULL, len, req);
+    Tide__V1__Event ev = TIDE__V1__EVENT__INIT;
+
+    (void)ud;
+    assert_int_equal(r->since_seq, 41);
+    assert_string_equal(r->job_id, "17");
+    assert_false(r->follow);
+    tide__v1__watch_events_request__free_unpacked(r, NULL);
+    ev.seq = 42, ev.time_ms = NOW_MS, ev.type = "job.started", ev.job_id = "17";
+    ev.worker_id = "node1/gpu0", ev.message = "generation 1";
+    fake_call_send(call, &ev.base);
+    ev.seq = 43, ev.type = "job.succeeded", ev.worker_id = "", ev.message = "";
+    fake_call_send(call, &ev.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_events(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/WatchEvents", events_handler, NULL);
+    r = run("--utc", "events", "--job", "17", "--since", "41", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "2024-05-01 12:00:00 UTC  job.started        17     node1/gpu0     generation 1\n"
+                      "2024-05-01 12:00:00 UTC  job.succeeded      17     -\n");
+    result_free(&r);
+}
+
+static void events_drop_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__Event ev = TIDE__V1__EVENT__INIT;
+
+    (void)req, (void)len, (void)ud;
+    ev.seq = 1, ev.time_ms = NOW_MS, ev.type = "job.started", ev.job_id = "3";
+    fake_call_send(call, &ev.base);
+    fake_rpc_drop(-ECONNRESET, "connection closed by the server");
+}
+
+static void test_events_connection_lost(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/WatchEvents", events_drop_handler, NULL);
+    r = run("events", "-f", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "2024-05-01 12:00:00  job.started        3      -\n");
+    expect_str(r.err, "tidectl: UNAVAILABLE: lost connection to scheduler at 127.0.0.1:7070: connection closed "
+                      "by the server\n");
+    result_free(&r);
+}
+
+/* ---- cluster ---- */
+
+static void workers_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__ListWorkersRequest *r = tide__v1__list_workers_request__unpack(NULL, len, req);
+    Tide__V1__ListWorkersResponse resp = TIDE__V1__LIST_WORKERS_RESPONSE__INIT;
+    Tide__V1__Worker w = TIDE__V1__WORKER__INIT;
+    Tide__V1__Worker *ws[] = {&w};
+
+    (void)ud;
+    assert_int_equal(r->n_states, 1);
+    assert_int_equal(r->states[0], TIDE__V1__WORKER_STATE__WORKER_STATE_READY);
+    tide__v1__list_workers_request__free_unpacked(r, NULL);
+    w.id = "n1/gpu0", w.node = "n1", w.device = "sim:h100", w.state = TIDE__V1__WORKER_STATE__WORKER_STATE_READY;
+    w.rank = -1, w.last_heartbeat_ms = NOW_MS - 2000;
+    resp.n_workers = 1, resp.workers = ws;
+    fake_call_send(call, &resp.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void cordon_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__WorkerRef *r = tide__v1__worker_ref__unpack(NULL, len, req);
+    Tide__V1__Worker w = TIDE__V1__WORKER__INIT;
+
+    w.id = r->id;
+    w.cordoned = ud != NULL;
+    fake_call_send(call, &w.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+    tide__v1__worker_ref__free_unpacked(r, NULL);
+}
+
+static void status_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__ClusterStatus cs = TIDE__V1__CLUSTER_STATUS__INIT;
+
+    (void)req, (void)len, (void)ud;
+    cs.version = "0.1.0", cs.uptime_ms = 61000, cs.leader_epoch = 1, cs.store = "sqlite";
+    cs.workers_total = 2, cs.workers_ready = 2, cs.jobs_succeeded = 3;
+    fake_call_send(call, &cs.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_cluster(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.ClusterService/ListWorkers", workers_handler, NULL);
+    fake_rpc_route("/tide.v1.ClusterService/CordonWorker", cordon_handler, (void *)1);
+    fake_rpc_route("/tide.v1.ClusterService/UncordonWorker", cordon_handler, NULL);
+    fake_rpc_route("/tide.v1.ClusterService/GetClusterStatus", status_handler, NULL);
+
+    r = run("workers", "--state", "ready", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "ID        NODE   GPU   DEVICE     STATE   JOB   RANK   CORDONED   UTIL   TEMP   HEARTBEAT\n"
+                      "n1/gpu0   n1     0     sim:h100   READY   -     -      no         -      -      2s\n");
+    result_free(&r);
+
+    r = run("cordon", "n1/gpu0", "n1/gpu1", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "worker n1/gpu0 cordoned\nworker n1/gpu1 cordoned\n");
+    result_free(&r);
+    r = run("uncordon", "n1/gpu0", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "worker n1/gpu0 uncordoned\n");
+    result_free(&r);
+    r = run("cordon", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: missing worker ID\nRun 'tidectl cordon --help' for usage.\n");
+    result_free(&r);
+
+    r = run("status", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "Scheduler:  127.0.0.1:7070 (tide 0.1.0, up 1m1s, leader epoch 1, store sqlite)\n"
+                      "Workers:    2 total: 2 ready, 0 busy, 0 suspect, 0 dead; 0 cordoned\n"
+                      "Jobs:       0 pending, 0 running, 3 succeeded, 0 failed, 0 cancelled\n");
+    result_free(&r);
+
+    r = run("version", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "tidectl " TIDE_VERSION "\nscheduler 0.1.0 at 127.0.0.1:7070\n");
+    result_free(&r);
+    r = run("version", "--client", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "{\n  \"client\": \"" TIDE_VERSION "\"\n}\n");
+    result_free(&r);
+
+    fake_rpc_refuse(-ECONNREFUSED);
+    r = run("version", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "tidectl " TIDE_VERSION "\n");
+    expect_str(r.err, "tidectl: UNAVAILABLE: cannot reach scheduler at 127.0.0.1:7070: connection refused\n");
+    result_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_help_and_usage, setup),
+        cmocka_unit_test_setup(test_submit, setup),
+        cmocka_unit_test_setup(test_submit_from_file, setup),
+        cmocka_unit_test_setup(test_submit_wait, setup),
+        cmocka_unit_test_setup(test_submit_wait_failed, setup),
+        cmocka_unit_test_setup(test_submit_wait_stream_lost, setup),
+        cmocka_unit_test_setup(test_jobs_pages, setup),
+        cmocka_unit_test_setup(test_jobs_empty, setup),
+        cmocka_unit_test_setup(test_job, setup),
+        cmocka_unit_test_setup(test_errors, setup),
+        cmocka_unit_test_setup(test_cancel, setup),
+        cmocka_unit_test_setup(test_logs, setup),
+        cmocka_unit_test_setup(test_events, setup),
+        cmocka_unit_test_setup(test_events_connection_lost, setup),
+        cmocka_unit_test_setup(test_cluster, setup),
+    };
+    int rc;
+
+    setenv("TZ", "UTC", 1);
+    tzset();
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    fake_rpc_reset();
+    return rc;
+}

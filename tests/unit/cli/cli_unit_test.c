@@ -1,0 +1,760 @@
+/* Unit tests of tidectl's socket-free parts: option parsing, durations, tables, address and token
+ * resolution, the views of jobs/workers/events/status, log line prefixing, submit spec building and
+ * JSON layout. Exact expected strings throughout (times in UTC). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "args.h"
+#include "cli.h"
+#include "config.h"
+#include "duration.h"
+#include "logmux.h"
+#include "output.h"
+#include "render.h"
+#include "spec.h"
+#include "table.h"
+
+#define NOW_MS 1714564800000LL /* 2024-05-01 12:00:00 UTC */
+
+static void expect_str(const char *got, const char *want)
+{
+    if (strcmp(got, want) != 0)
+        print_error("want:\n%s\ngot:\n%s\n", want, got);
+    assert_string_equal(got, want);
+}
+
+static const tide_cli_opt_t test_opts[] = {
+    {"name", 'n', true, 1, "N", "a name"},
+    {"all", 'A', false, 2, NULL, "all"},
+    {"follow", 'f', false, 3, NULL, "follow"},
+    {"output", 'o', true, 4, "F", "format"},
+    TIDE_CLI_OPT_END,
+};
+
+static void test_args(void **state)
+{
+    char *argv[] = {"cmd", "--name=x", "-Af", "-ojson", "pos1", "--name", "y", "-o", "table", "--", "--all", "-", NULL};
+    tide_cli_args_t a;
+    tide_error_t err = {{0}};
+    (void)state;
+
+    tide_cli_args_init(&a, 12, argv, 1, test_opts, NULL, NULL);
+    assert_int_equal(tide_cli_args_next(&a, &err), 1);
+    assert_string_equal(a.arg, "x");
+    assert_int_equal(tide_cli_args_next(&a, &err), 2);
+    assert_int_equal(tide_cli_args_next(&a, &err), 3);
+    assert_int_equal(tide_cli_args_next(&a, &err), 4);
+    assert_string_equal(a.arg, "json");
+    assert_int_equal(tide_cli_args_next(&a, &err), TIDE_CLI_ARG_POSITIONAL);
+    assert_string_equal(a.arg, "pos1");
+    /* Options after a positional still count (no stop mode). */
+    assert_int_equal(tide_cli_args_next(&a, &err), 1);
+    assert_string_equal(a.arg, "y");
+    assert_int_equal(tide_cli_args_next(&a, &err), 4);
+    assert_string_equal(a.arg, "table");
+    /* After "--" everything is positional. */
+    assert_int_equal(tide_cli_args_next(&a, &err), TIDE_CLI_ARG_POSITIONAL);
+    assert_string_equal(a.arg, "--all");
+    assert_int_equal(tide_cli_args_next(&a, &err), TIDE_CLI_ARG_POSITIONAL);
+    assert_string_equal(a.arg, "-");
+    assert_int_equal(tide_cli_args_next(&a, &err), TIDE_CLI_ARG_END);
+}
+
+static void test_args_stop_at_positional(void **state)
+{
+    char *argv[] = {"submit", "-A", "python3", "train.py", "--all", "-n", "3", NULL};
+    tide_cli_args_t a;
+    tide_error_t err = {{0}};
+    (void)state;
+
+    tide_cli_args_init(&a, 7, argv, 1, test_opts, NULL, NULL);
+    a.stop_at_positional = true;
+    assert_int_equal(tide_cli_args_next(&a, &err), 2);
+    for (int i = 2; i < 7; i++) {
+        assert_int_equal(tide_cli_args_next(&a, &err), TIDE_CLI_ARG_POSITIONAL);
+        assert_string_equal(a.arg, argv[i]);
+    }
+    assert_int_equal(tide_cli_args_next(&a, &err), TIDE_CLI_ARG_END);
+}
+
+static void expect_arg_error(char *arg, const char *want)
+{
+    char *argv[] = {"cmd", arg, NULL};
+    tide_cli_args_t a;
+    tide_error_t err = {{0}};
+
+    int id;
+
+    tide_cli_args_init(&a, 2, argv, 1, test_opts, NULL, NULL);
+    /* Good flags of a bundle come out before the bad one. */
+    while ((id = tide_cli_args_next(&a, &err)) > 0)
+        ;
+    assert_int_equal(id, TIDE_CLI_ARG_ERROR);
+    expect_str(err.text, want);
+}
+
+static void test_args_errors(void **state)
+{
+    (void)state;
+    expect_arg_error("--bogus", "unknown option '--bogus'");
+    expect_arg_error("--bogus=1", "unknown option '--bogus'");
+    expect_arg_error("-x", "unknown option '-x'");
+    expect_arg_error("-Ax", "unknown option '-x'");
+    expect_arg_error("--name", "option '--name' needs a value");
+    expect_arg_error("-n", "option '-n' needs a value");
+    expect_arg_error("--all=yes", "option '--all' takes no value");
+}
+
+static void test_parse_values(void **state)
+{
+    int64_t v;
+    char *key;
+    const char *value;
+    int *vals = NULL;
+    size_t n = 0;
+    tide_error_t err = {{0}};
+    (void)state;
+
+    assert_int_equal(tide_cli_parse_int("42", 0, 100, &v), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(tide_cli_parse_int("-1", 0, 100, &v), -ERANGE);
+    assert_int_equal(tide_cli_parse_int("101", 0, 100, &v), -ERANGE);
+    assert_int_equal(tide_cli_parse_int("4x", 0, 100, &v), -EINVAL);
+    assert_int_equal(tide_cli_parse_int("", 0, 100, &v), -EINVAL);
+    assert_int_equal(tide_cli_parse_int(" 4", 0, 100, &v), -EINVAL);
+    assert_int_equal(tide_cli_parse_int("99999999999999999999", 0, INT64_MAX, &v), -ERANGE);
+
+    assert_int_equal(tide_cli_parse_kv("A=b=c", &key, &value), 0);
+    assert_string_equal(key, "A");
+    assert_string_equal(value, "b=c");
+    free(key);
+    assert_int_equal(tide_cli_parse_kv("A=", &key, &value), 0);
+    assert_string_equal(value, "");
+    free(key);
+    assert_int_equal(tide_cli_parse_kv("=b", &key, &value), -EINVAL);
+    assert_int_equal(tide_cli_parse_kv("A", &key, &value), -EINVAL);
+
+    assert_int_equal(tide_cli_parse_enum_list("running,PENDING", &tide__v1__job_state__descriptor, "JOB_STATE_",
+                                              "job state", &vals, &n, &err),
+                     0);
+    assert_int_equal(tide_cli_parse_enum_list("job_state_failed", &tide__v1__job_state__descriptor, "JOB_STATE_",
+                                              "job state", &vals, &n, &err),
+                     0);
+    assert_int_equal(n, 3);
+    assert_int_equal(vals[0], TIDE__V1__JOB_STATE__JOB_STATE_RUNNING);
+    assert_int_equal(vals[1], TIDE__V1__JOB_STATE__JOB_STATE_PENDING);
+    assert_int_equal(vals[2], TIDE__V1__JOB_STATE__JOB_STATE_FAILED);
+    assert_int_equal(tide_cli_parse_enum_list("running,bogus", &tide__v1__job_state__descriptor, "JOB_STATE_",
+                                              "job state", &vals, &n, &err),
+                     -EINVAL);
+    expect_str(err.text, "unknown job state 'bogus' (one of pending, running, succeeded, failed, cancelled)");
+    /* UNSPECIFIED is not a filter, and an empty word is not a state. */
+    assert_int_equal(tide_cli_parse_enum_list("unspecified", &tide__v1__job_state__descriptor, "JOB_STATE_",
+                                              "job state", &vals, &n, &err),
+                     -EINVAL);
+    assert_int_equal(tide_cli_parse_enum_list("running,", &tide__v1__job_state__descriptor, "JOB_STATE_",
+                                              "job state", &vals, &n, &err),
+                     -EINVAL);
+    free(vals);
+}
+
+static void test_duration_parse(void **state)
+{
+    static const struct {
+        const char *in;
+        int64_t want;
+    } ok[] = {{"0", 0},          {"90", 90},          {"90s", 90},          {"15m", 900},
+              {"2h", 7200},      {"1h30m", 5400},     {"1d", 86400},        {"1d12h", 129600},
+              {"30m1h", 5400},   {"1h0m5s", 3605},    {"05:30", 330},       {"90:00", 5400},
+              {"01:02:03", 3723}, {"100:00:00", 360000}, {"2-03:04:05", 183845}, {"1-12", 129600},
+              {"1-12:30", 131400}, {"unlimited", 0},  {"UNLIMITED", 0},     {"36500d", 3153600000LL}};
+    static const char *const bad[] = {"",     "abc", "5x",   "1h1h", "h",     "1.5h", "-5",   "1:60",
+                                      "1:2:3:4", "1-24", "1-",  "-1-00", " 5",   "5 ",   "1m30", "15M",
+                                      "1:", ":30", "1-1:60", "1--1", "9999999999999"};
+    int64_t v;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        v = -1;
+        if (tide_cli_duration_parse(ok[i].in, &v) != 0 || v != ok[i].want)
+            print_error("duration '%s': got %lld\n", ok[i].in, (long long)v);
+        assert_int_equal(tide_cli_duration_parse(ok[i].in, &v), 0);
+        assert_int_equal(v, ok[i].want);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (tide_cli_duration_parse(bad[i], &v) != -EINVAL)
+            print_error("duration '%s' should be invalid\n", bad[i]);
+        assert_int_equal(tide_cli_duration_parse(bad[i], &v), -EINVAL);
+    }
+    assert_int_equal(tide_cli_duration_parse("36501d", &v), -ERANGE);
+    assert_int_equal(tide_cli_duration_parse("999999999999s", &v), -ERANGE);
+    assert_int_equal(tide_cli_duration_parse("36600-00:00:00", &v), -ERANGE);
+}
+
+static void test_duration_format(void **state)
+{
+    static const struct {
+        int64_t s;
+        const char *age, *exact;
+    } v[] = {{-5, "0s", "0s"},          {0, "0s", "0s"},          {59, "59s", "59s"},
+             {60, "1m", "1m"},          {3599, "59m", "59m59s"},  {3600, "1h", "1h"},
+             {5400, "1h", "1h30m"},     {86399, "23h", "23h59m59s"}, {86400, "1d", "1d"},
+             {4 * 86400 + 5, "4d", "4d5s"}, {365 * 86400, "1y", "365d"}};
+    char buf[32];
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        tide_cli_age_format(v[i].s, buf, sizeof(buf));
+        assert_string_equal(buf, v[i].age);
+        tide_cli_duration_format(v[i].s, buf, sizeof(buf));
+        assert_string_equal(buf, v[i].exact);
+    }
+    tide_cli_duration_format(183845, buf, 5); /* truncated at a unit, still terminated */
+    assert_string_equal(buf, "2d3h");
+}
+
+static void test_table(void **state)
+{
+    static const char *const h[] = {"ID", "NAME", "STATE", "MESSAGE"};
+    static const char *const r1[] = {"1", "mnist", "RUNNING", ""};
+    static const char *const r2[] = {"12", "h\xc3\xa9llo", "FAILED", "line1\nline2\x1b[31m\xc2\x9b"};
+    static const char *const r3[] = {"123", NULL, "PENDING", "waiting"};
+    tide_cli_table_t *t = tide_cli_table_new(4, h);
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    tide_cli_table_add_row(t, r1);
+    tide_cli_table_add_row(t, r2);
+    tide_cli_table_add_row(t, r3);
+    tide_cli_table_render(t, &b);
+    expect_str(tide_buf_cstr(&b), "ID    NAME    STATE     MESSAGE\n"
+                                  "1     mnist   RUNNING\n"
+                                  "12    h\xc3\xa9llo   FAILED    line1 line2 [31m\n"
+                                  "123           PENDING   waiting\n");
+    tide_buf_free(&b);
+    tide_cli_table_free(t);
+    tide_cli_table_free(NULL);
+    assert_int_equal(tide_cli_display_width("h\xc3\xa9llo \xe2\x82\xac"), 7);
+}
+
+static void test_scheduler_resolve(void **state)
+{
+    static const struct {
+        const char *opt, *env, *want;
+    } ok[] = {{NULL, NULL, "127.0.0.1:7070"},
+              {NULL, "", "127.0.0.1:7070"},
+              {NULL, "sched:9000", "sched:9000"},
+              {"flag:1", "sched:9000", "flag:1"},
+              {"node7", NULL, "node7:7070"},
+              {"[::1]:7443", NULL, "[::1]:7443"},
+              {"[::1]", NULL, "[::1]:7070"}};
+    static const struct {
+        const char *in, *err;
+    } bad[] = {{"::1", "bad scheduler address '::1': IPv6 addresses need brackets, as in [::1]:7070"},
+               {":7070", "bad scheduler address ':7070': missing host"},
+               {"h:0", "bad scheduler address 'h:0': port must be 1-65535"},
+               {"h:70000", "bad scheduler address 'h:70000': port must be 1-65535"},
+               {"h:x", "bad scheduler address 'h:x': port must be 1-65535"},
+               {"[::1", "bad scheduler address '[::1': unterminated '['"},
+               {"[::1]x", "bad scheduler address '[::1]x': expected ':' after ']'"},
+               {"a b:1", "bad scheduler address 'a b:1': contains blanks"}};
+    tide_error_t err = {{0}};
+    char *out;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        assert_int_equal(tide_cli_scheduler_resolve(ok[i].opt, ok[i].env, &out, &err), 0);
+        assert_string_equal(out, ok[i].want);
+        free(out);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(tide_cli_scheduler_resolve(bad[i].in, NULL, &out, &err), -EINVAL);
+        expect_str(err.text, bad[i].err);
+    }
+}
+
+static char *write_temp(const char *content)
+{
+    char *path = strdup("/tmp/tidectl-test-XXXXXX");
+    int fd = mkstemp(path);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+    close(fd);
+    return path;
+}
+
+static void test_token_resolve(void **state)
+{
+    char *f1 = write_temp("  flag-token\n"), *f2 = write_temp("env-file-token\n"), *f3 = write_temp("default\n");
+    char *empty = write_temp(" \n\t");
+    tide_error_t err = {{0}};
+    char *tok;
+    (void)state;
+
+    /* Precedence: --token-file, TIDE_TOKEN, TIDE_TOKEN_FILE, the default path. */
+    assert_int_equal(tide_cli_token_resolve(f1, "env-token", f2, f3, &tok, &err), 0);
+    assert_string_equal(tok, "flag-token");
+    free(tok);
+    assert_int_equal(tide_cli_token_resolve(NULL, " env-token ", f2, f3, &tok, &err), 0);
+    assert_string_equal(tok, "env-token");
+    free(tok);
+    assert_int_equal(tide_cli_token_resolve(NULL, "  ", f2, f3, &tok, &err), 0);
+    assert_string_equal(tok, "env-file-token");
+    free(tok);
+    assert_int_equal(tide_cli_token_resolve(NULL, NULL, NULL, f3, &tok, &err), 0);
+    assert_string_equal(tok, "default");
+    free(tok);
+    /* No default file: no token, no error. */
+    assert_int_equal(tide_cli_token_resolve(NULL, NULL, NULL, "/nonexistent/tide/token", &tok, &err), 0);
+    assert_null(tok);
+    /* A file that was asked for must be readable and non-empty. */
+    assert_int_equal(tide_cli_token_resolve("/nonexistent/tok", NULL, NULL, NULL, &tok, &err), -ENOENT);
+    expect_str(err.text, "cannot read token file /nonexistent/tok: No such file or directory");
+    assert_null(tok);
+    assert_int_equal(tide_cli_token_resolve(NULL, NULL, "/nonexistent/tok2", f3, &tok, &err), -ENOENT);
+    assert_int_equal(tide_cli_token_resolve(empty, NULL, NULL, NULL, &tok, &err), -EINVAL);
+    assert_null(tok);
+    assert_true(strstr(err.text, "is empty") != NULL);
+
+    unlink(f1), unlink(f2), unlink(f3), unlink(empty);
+    free(f1), free(f2), free(f3), free(empty);
+}
+
+static Tide__V1__JobSpec make_spec(void)
+{
+    Tide__V1__JobSpec s = TIDE__V1__JOB_SPEC__INIT;
+    static char *cmd[] = {"python3", "train.py", "--note", "it's fine"};
+    static Tide__V1__JobSpec__EnvEntry e1 = TIDE__V1__JOB_SPEC__ENV_ENTRY__INIT, e2 = TIDE__V1__JOB_SPEC__ENV_ENTRY__INIT;
+    static Tide__V1__JobSpec__EnvEntry *env[] = {&e1, &e2};
+
+    e1.key = "OMP_NUM_THREADS", e1.value = "4";
+    e2.key = "EMPTY", e2.value = "";
+    s.name = "mnist";
+    s.n_command = 4, s.command = cmd;
+    s.min_workers = 2, s.max_workers = 4;
+    s.priority = TIDE__V1__PRIORITY__PRIORITY_HIGH;
+    s.n_env = 2, s.env = env;
+    s.workdir = "/home/u";
+    s.time_limit_seconds = 5400;
+    return s;
+}
+
+static void test_render_jobs(void **state)
+{
+    Tide__V1__JobSpec s1 = make_spec(), s2 = make_spec();
+    Tide__V1__Job j1 = TIDE__V1__JOB__INIT, j2 = TIDE__V1__JOB__INIT, j3 = TIDE__V1__JOB__INIT;
+    Tide__V1__Job *jobs[] = {&j1, &j2, &j3};
+    char *wids[] = {"node1/gpu0", "node1/gpu1"};
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    s2.name = "resnet-long-name";
+    s2.min_workers = s2.max_workers = 1;
+    j1.id = "17", j1.spec = &s1, j1.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j1.generation = 1;
+    j1.n_worker_ids = 2, j1.worker_ids = wids, j1.submit_time_ms = NOW_MS - 185000;
+    j2.id = "18", j2.spec = &s2, j2.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING;
+    j2.message = "waiting for 1 free worker", j2.submit_time_ms = NOW_MS - 5000;
+    j3.id = "9", j3.state = 9, j3.submit_time_ms = NOW_MS - 4 * 86400000LL;
+    tide_cli_render_jobs(jobs, 3, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "ID   NAME               STATE     WORKERS   GEN   AGE   MESSAGE\n"
+                                  "17   mnist              RUNNING   2/2-4     1     3m\n"
+                                  "18   resnet-long-name   PENDING   0/1       0     5s    waiting for 1 free worker\n"
+                                  "9    -                  9         0         0     4d\n");
+    tide_buf_free(&b);
+}
+
+static void test_render_job(void **state)
+{
+    Tide__V1__JobSpec s = make_spec();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__JobRank r0 = TIDE__V1__JOB_RANK__INIT, r1 = TIDE__V1__JOB_RANK__INIT;
+    Tide__V1__JobRank *ranks[] = {&r0, &r1};
+    char *wids[] = {"node1/gpu0", "node2/gpu0"};
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    j.id = "17", j.spec = &s, j.state = TIDE__V1__JOB_STATE__JOB_STATE_FAILED, j.generation = 2;
+    j.n_worker_ids = 2, j.worker_ids = wids;
+    r0.rank = 0, r0.worker_id = "node1/gpu0", r0.phase = TIDE__V1__RANK_PHASE__RANK_PHASE_EXITED, r0.pid = 4242;
+    r0.exit_code = 137;
+    r1.rank = 1, r1.worker_id = "node2/gpu0", r1.phase = TIDE__V1__RANK_PHASE__RANK_PHASE_LOST;
+    j.n_ranks = 2, j.ranks = ranks;
+    j.master_addr = "node1", j.master_port = 29500;
+    j.submit_time_ms = NOW_MS - 600000;
+    j.start_time_ms = NOW_MS - 590000;
+    j.end_time_ms = NOW_MS - 5000;
+    j.gpu_seconds = 1170.04;
+    j.exit_code = 137, j.failed_rank = 0;
+    j.message = "rank 0 was killed\n(out of memory?)";
+    tide_cli_render_job(&j, NOW_MS, false, &b);
+    expect_str(tide_buf_cstr(&b), "ID:           17\n"
+                                  "Name:         mnist\n"
+                                  "State:        FAILED\n"
+                                  "Priority:     HIGH\n"
+                                  "Workers:      2 (min 2, max 4)\n"
+                                  "Generation:   2\n"
+                                  "Ranks:\n"
+                                  "  RANK   WORKER       PHASE    PID    EXIT\n"
+                                  "  0      node1/gpu0   EXITED   4242   137 (SIGKILL)\n"
+                                  "  1      node2/gpu0   LOST     -      -\n"
+                                  "Master:       node1:29500\n"
+                                  "Command:      python3 train.py --note 'it'\\''s fine'\n"
+                                  "Workdir:      /home/u\n"
+                                  "Environment:  OMP_NUM_THREADS=4\n"
+                                  "              EMPTY=\n"
+                                  "Time limit:   1h30m\n"
+                                  "Submitted:    2024-05-01 11:50:00 (10m ago)\n"
+                                  "Started:      2024-05-01 11:50:10\n"
+                                  "Ended:        2024-05-01 11:59:55\n"
+                                  "Duration:     9m45s\n"
+                                  "GPU-seconds:  1170.0\n"
+                                  "Exit code:    137 (SIGKILL) (rank 0)\n"
+                                  "Message:      rank 0 was killed (out of memory?)\n");
+    tide_buf_free(&b);
+
+    /* A pending job without spec details and a running one (worker ids only, UTC times). */
+    Tide__V1__Job p = TIDE__V1__JOB__INIT;
+    p.id = "3", p.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, p.n_worker_ids = 2, p.worker_ids = wids;
+    p.start_time_ms = NOW_MS - 61000, p.failed_rank = -1;
+    tide_cli_render_job(&p, NOW_MS, true, &b);
+    expect_str(tide_buf_cstr(&b), "ID:           3\n"
+                                  "Name:         -\n"
+                                  "State:        RUNNING\n"
+                                  "Priority:     UNSPECIFIED\n"
+                                  "Workers:      2\n"
+                                  "Generation:   0\n"
+                                  "Ranks:\n"
+                                  "  RANK   WORKER\n"
+                                  "  0      node1/gpu0\n"
+                                  "  1      node2/gpu0\n"
+                                  "Submitted:    -\n"
+                                  "Started:      2024-05-01 11:58:59 UTC\n"
+                                  "Ended:        -\n"
+                                  "Duration:     1m1s (running)\n"
+                                  "GPU-seconds:  0.0\n"
+                                  "Exit code:    -\n"
+                                  "Message:      -\n");
+    tide_buf_free(&b);
+}
+
+static void test_render_workers(void **state)
+{
+    Tide__V1__Worker w0 = TIDE__V1__WORKER__INIT, w1 = TIDE__V1__WORKER__INIT;
+    Tide__V1__Worker *ws[] = {&w0, &w1};
+    Tide__V1__Telemetry t = TIDE__V1__TELEMETRY__INIT;
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    t.gpu_util = 0.873, t.temperature_c = 64.6;
+    w0.id = "node1/gpu0", w0.node = "node1", w0.gpu_index = 0, w0.device = "sim:h100";
+    w0.state = TIDE__V1__WORKER_STATE__WORKER_STATE_BUSY, w0.job_id = "17", w0.rank = 1;
+    w0.telemetry = &t, w0.last_heartbeat_ms = NOW_MS - 400;
+    w1.id = "node1/gpu1", w1.node = "node1", w1.gpu_index = 1, w1.device = "sim:h100";
+    w1.state = TIDE__V1__WORKER_STATE__WORKER_STATE_DEAD, w1.rank = -1, w1.cordoned = 1;
+    w1.last_heartbeat_ms = NOW_MS - 3 * 3600000LL;
+    tide_cli_render_workers(ws, 2, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b),
+               "ID           NODE    GPU   DEVICE     STATE   JOB   RANK   CORDONED   UTIL   TEMP   HEARTBEAT\n"
+               "node1/gpu0   node1   0     sim:h100   BUSY    17    1      no         87%    65C    0s\n"
+               "node1/gpu1   node1   1     sim:h100   DEAD    -     -      yes        -      -      3h\n");
+    tide_buf_free(&b);
+}
+
+static void test_render_event_status_change(void **state)
+{
+    Tide__V1__Event ev = TIDE__V1__EVENT__INIT;
+    Tide__V1__ClusterStatus cs = TIDE__V1__CLUSTER_STATUS__INIT;
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    char *wids[] = {"node1/gpu0", "node1/gpu1"};
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    ev.seq = 5, ev.time_ms = NOW_MS, ev.type = "job.started", ev.job_id = "17", ev.worker_id = "node1/gpu0";
+    ev.message = "generation 1 on 2 workers";
+    tide_cli_render_event(&ev, false, &b);
+    ev.type = "worker.dead", ev.job_id = "", ev.message = "";
+    tide_cli_render_event(&ev, true, &b);
+    expect_str(tide_buf_cstr(&b),
+               "2024-05-01 12:00:00  job.started        17     node1/gpu0     generation 1 on 2 workers\n"
+               "2024-05-01 12:00:00 UTC  worker.dead        -      node1/gpu0\n");
+    tide_buf_reset(&b);
+
+    cs.version = "0.1.0", cs.uptime_ms = 11520000, cs.leader_epoch = 4, cs.store = "sqlite";
+    cs.workers_total = 16, cs.workers_ready = 4, cs.workers_busy = 10, cs.workers_suspect = 1;
+    cs.workers_dead = 1, cs.workers_cordoned = 2;
+    cs.jobs_pending = 5, cs.jobs_running = 3, cs.jobs_succeeded = 40, cs.jobs_failed = 2, cs.jobs_cancelled = 1;
+    tide_cli_render_status(&cs, "127.0.0.1:7070", &b);
+    expect_str(tide_buf_cstr(&b),
+               "Scheduler:  127.0.0.1:7070 (tide 0.1.0, up 3h12m, leader epoch 4, store sqlite)\n"
+               "Workers:    16 total: 4 ready, 10 busy, 1 suspect, 1 dead; 2 cordoned\n"
+               "Jobs:       5 pending, 3 running, 40 succeeded, 2 failed, 1 cancelled\n");
+    tide_buf_reset(&b);
+
+    j.id = "17", j.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j.failed_rank = -1;
+    tide_cli_render_job_change(&j, &b);
+    j.message = "waiting for 2 workers";
+    tide_cli_render_job_change(&j, &b);
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j.generation = 1, j.n_worker_ids = 2, j.worker_ids = wids;
+    tide_cli_render_job_change(&j, &b);
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_FAILED, j.message = "", j.failed_rank = 1, j.exit_code = 3;
+    tide_cli_render_job_change(&j, &b);
+    j.message = "rank 1 exited with code 3";
+    tide_cli_render_job_change(&j, &b);
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_SUCCEEDED, j.message = "";
+    tide_cli_render_job_change(&j, &b);
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_CANCELLED, j.message = "cancelled by user";
+    tide_cli_render_job_change(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 17: PENDING\n"
+                                  "job 17: PENDING (waiting for 2 workers)\n"
+                                  "job 17: RUNNING on node1/gpu0,node1/gpu1 (generation 1)\n"
+                                  "job 17: FAILED: rank 1 exited with code 3\n"
+                                  "job 17: FAILED: rank 1 exited with code 3\n"
+                                  "job 17: SUCCEEDED\n"
+                                  "job 17: CANCELLED: cancelled by user\n");
+    tide_buf_free(&b);
+}
+
+static void test_small_formats(void **state)
+{
+    char *argv[] = {"python3", "-c", "print('hi')", "a b", "", "x=1,y/z@w"};
+    char buf[64];
+    char *s;
+    (void)state;
+
+    s = tide_cli_shell_join(argv, 6);
+    expect_str(s, "python3 -c 'print('\\''hi'\\'')' 'a b' '' x=1,y/z@w");
+    free(s);
+    tide_cli_exit_code_format(137, buf, sizeof(buf));
+    assert_string_equal(buf, "137 (SIGKILL)");
+    tide_cli_exit_code_format(143, buf, sizeof(buf));
+    assert_string_equal(buf, "143 (SIGTERM)");
+    tide_cli_exit_code_format(3, buf, sizeof(buf));
+    assert_string_equal(buf, "3");
+    tide_cli_exit_code_format(128, buf, sizeof(buf));
+    assert_string_equal(buf, "128");
+    tide_cli_time_format(0, false, buf, sizeof(buf));
+    assert_string_equal(buf, "-");
+    assert_string_equal(tide_cli_enum_name(&tide__v1__job_state__descriptor, 2, "JOB_STATE_", buf, sizeof(buf)),
+                        "RUNNING");
+    assert_string_equal(tide_cli_enum_name(&tide__v1__job_state__descriptor, 99, "JOB_STATE_", buf, sizeof(buf)),
+                        "99");
+}
+
+static void feed(tide_cli_logmux_t *m, int rank, const char *s, tide_buf_t *out)
+{
+    tide_cli_logmux_feed(m, rank, (const uint8_t *)s, strlen(s), out);
+}
+
+static void test_logmux(void **state)
+{
+    tide_cli_logmux_t *m = tide_cli_logmux_new(true);
+    tide_buf_t b = TIDE_BUF_INIT;
+    char *big;
+    (void)state;
+
+    feed(m, 0, "epoch 1\nloss=", &b);
+    feed(m, 1, "epoch 1\n", &b);
+    feed(m, 0, "0.5\n", &b);
+    feed(m, 10, "no newline", &b);
+    feed(m, 1, "a\n\nb", &b);
+    expect_str(tide_buf_cstr(&b), "[rank 0] epoch 1\n"
+                                  "[rank 1] epoch 1\n"
+                                  "[rank 0] loss=0.5\n"
+                                  "[rank 1] a\n"
+                                  "[rank 1] \n");
+    tide_buf_reset(&b);
+    tide_cli_logmux_flush(m, &b);
+    expect_str(tide_buf_cstr(&b), "[rank 1] b\n[rank 10] no newline\n");
+    tide_buf_reset(&b);
+    tide_cli_logmux_flush(m, &b);
+    assert_int_equal(b.len, 0);
+
+    /* A line without end is written out at the bound, not held forever. */
+    big = malloc(TIDE_CLI_LOGMUX_MAX_PARTIAL + 11);
+    memset(big, 'x', TIDE_CLI_LOGMUX_MAX_PARTIAL + 10);
+    big[TIDE_CLI_LOGMUX_MAX_PARTIAL + 10] = '\0';
+    feed(m, 2, big, &b);
+    assert_int_equal(b.len, strlen("[rank 2] ") + TIDE_CLI_LOGMUX_MAX_PARTIAL + 1);
+    tide_buf_reset(&b);
+    tide_cli_logmux_flush(m, &b);
+    expect_str(tide_buf_cstr(&b), "[rank 2] xxxxxxxxxx\n");
+    free(big);
+    tide_buf_reset(&b);
+    tide_cli_logmux_free(m);
+
+    /* Without prefixes bytes pass through as they are, partial lines and NULs included. */
+    m = tide_cli_logmux_new(false);
+    tide_cli_logmux_feed(m, 0, (const uint8_t *)"a\0b\nc", 5, &b);
+    tide_cli_logmux_flush(m, &b);
+    assert_int_equal(b.len, 5);
+    assert_memory_equal(b.data, "a\0b\nc", 5);
+    tide_buf_free(&b);
+    tide_cli_logmux_free(m);
+    tide_cli_logmux_free(NULL);
+}
+
+static int apply(tide_cli_submit_t *s, int id, const char *arg, tide_error_t *err)
+{
+    return tide_cli_submit_apply(s, id, arg, err);
+}
+
+static void test_submit_spec(void **state)
+{
+    tide_cli_submit_t o;
+    tide_error_t err = {{0}};
+    Tide__V1__JobSpec *spec, base = make_spec();
+    char *cmd[] = {"/usr/bin/python3", "train.py"};
+    (void)state;
+
+    memset(&o, 0, sizeof(o));
+    o.command = cmd, o.n_command = 2;
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/work/here", &spec, &err), 0);
+    assert_string_equal(spec->name, "python3");
+    assert_int_equal(spec->n_command, 2);
+    assert_string_equal(spec->command[0], "/usr/bin/python3");
+    assert_int_equal(spec->min_workers, 1);
+    assert_int_equal(spec->max_workers, 0);
+    assert_string_equal(spec->workdir, "/work/here");
+    assert_int_equal(spec->priority, 0);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_NAME, "exp1", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MIN, "2", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MAX, "8", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_PRIORITY, "Critical", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_ENV, "A=1", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_ENV, "OMP_NUM_THREADS=8", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_ENV, "A=2", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_TIME, "1h30m", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_WORKDIR, "/data", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_WAIT, NULL, &err), 0);
+    assert_true(o.wait);
+    /* Options override a base spec (from --file); its env entries stay unless replaced. */
+    assert_int_equal(tide_cli_submit_build(&o, &base, "/ignored", &spec, &err), 0);
+    assert_string_equal(spec->name, "exp1");
+    assert_int_equal(spec->n_command, 2);
+    assert_string_equal(spec->command[1], "train.py");
+    assert_int_equal(spec->min_workers, 2);
+    assert_int_equal(spec->max_workers, 8);
+    assert_int_equal(spec->priority, TIDE__V1__PRIORITY__PRIORITY_CRITICAL);
+    assert_int_equal(spec->n_env, 3);
+    assert_string_equal(spec->env[0]->key, "OMP_NUM_THREADS");
+    assert_string_equal(spec->env[0]->value, "8");
+    assert_string_equal(spec->env[1]->key, "EMPTY");
+    assert_string_equal(spec->env[2]->key, "A");
+    assert_string_equal(spec->env[2]->value, "2");
+    assert_int_equal(spec->time_limit_seconds, 5400);
+    assert_string_equal(spec->workdir, "/data");
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+
+    /* --workers with --min/--max is ambiguous. */
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_WORKERS, "4", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), -EINVAL);
+    expect_str(err.text, "use either --workers N or --min N --max M, not both");
+    tide_cli_submit_clear(&o);
+
+    o.command = cmd, o.n_command = 2;
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_WORKERS, "4", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, &base, "/", &spec, &err), 0);
+    assert_int_equal(spec->min_workers, 4);
+    assert_int_equal(spec->max_workers, 4);
+    assert_string_equal(spec->name, "mnist"); /* from the base */
+    assert_string_equal(spec->workdir, "/home/u");
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    tide_cli_submit_clear(&o);
+
+    /* --max alone: elastic from 1; --min alone: fixed size. */
+    o.command = cmd, o.n_command = 2;
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MAX, "3", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), 0);
+    assert_int_equal(spec->min_workers, 1);
+    assert_int_equal(spec->max_workers, 3);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    tide_cli_submit_clear(&o);
+    o.command = cmd, o.n_command = 2;
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MIN, "3", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), 0);
+    assert_int_equal(spec->min_workers, 3);
+    assert_int_equal(spec->max_workers, 3);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MAX, "2", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), -EINVAL);
+    expect_str(err.text, "--min 3 is more than --max 2");
+    tide_cli_submit_clear(&o);
+
+    /* Bad values name the option. */
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_TIME, "5x", &err), -EINVAL);
+    expect_str(err.text, "bad --time '5x': expected e.g. 90s, 15m, 2h, 1h30m, 1d, MM:SS, HH:MM:SS or D-HH:MM:SS");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_TIME, "99999d", &err), -EINVAL);
+    expect_str(err.text, "bad --time '99999d': longer than 100 years");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_WORKERS, "0", &err), -EINVAL);
+    expect_str(err.text, "bad --workers '0': expected a number of workers (1 or more)");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_PRIORITY, "urgent", &err), -EINVAL);
+    expect_str(err.text, "bad --priority 'urgent' (one of low, normal, high, critical)");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_ENV, "NOVALUE", &err), -EINVAL);
+    expect_str(err.text, "bad --env 'NOVALUE': expected KEY=VALUE");
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), -EINVAL);
+    expect_str(err.text, "no command given (put it after --, as in: tidectl submit -- python3 train.py)");
+    tide_cli_submit_clear(&o);
+}
+
+static void test_json_pretty(void **state)
+{
+    cJSON *j = cJSON_Parse("{\"a\":1,\"b\":[1,\"x\",{}],\"c\":{\"d\":[],\"e\":\"q\\\"\"},\"f\":null}");
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    tide_cli_json_pretty(j, &b);
+    expect_str(tide_buf_cstr(&b), "{\n"
+                                  "  \"a\": 1,\n"
+                                  "  \"b\": [\n"
+                                  "    1,\n"
+                                  "    \"x\",\n"
+                                  "    {}\n"
+                                  "  ],\n"
+                                  "  \"c\": {\n"
+                                  "    \"d\": [],\n"
+                                  "    \"e\": \"q\\\"\"\n"
+                                  "  },\n"
+                                  "  \"f\": null\n"
+                                  "}");
+    tide_buf_free(&b);
+    cJSON_Delete(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_args),
+        cmocka_unit_test(test_args_stop_at_positional),
+        cmocka_unit_test(test_args_errors),
+        cmocka_unit_test(test_parse_values),
+        cmocka_unit_test(test_duration_parse),
+        cmocka_unit_test(test_duration_format),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_scheduler_resolve),
+        cmocka_unit_test(test_token_resolve),
+        cmocka_unit_test(test_render_jobs),
+        cmocka_unit_test(test_render_job),
+        cmocka_unit_test(test_render_workers),
+        cmocka_unit_test(test_render_event_status_change),
+        cmocka_unit_test(test_small_formats),
+        cmocka_unit_test(test_logmux),
+        cmocka_unit_test(test_submit_spec),
+        cmocka_unit_test(test_json_pretty),
+    };
+    setenv("TZ", "UTC", 1);
+    tzset();
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
