@@ -34,7 +34,7 @@ typedef struct tide_cli {
     const char *env_scheduler;      /* TIDE_SCHEDULER */
     const char *env_token;          /* TIDE_TOKEN */
     const char *env_token_file;     /* TIDE_TOKEN_FILE */
-    const char *default_token_path; /* /var/lib/tide/token; NULL: none */
+    const char *default_token_path; /* the default data dir's token (token.h); NULL: none */
     const char *cwd;                /* submit's default --workdir; borrowed */
     int64_t (*now_ms)(void);        /* wall clock in Unix ms; tests pin it */
     int64_t call_timeout_ms;        /* deadline of unary calls; 0: 30 s */

@@ -12,7 +12,6 @@
 
 #include "xmalloc.h"
 
-#define MAX_TOKEN_FILE 65536
 
 static int check_port(const char *p)
 {
@@ -60,69 +59,3 @@ int tide_cli_scheduler_resolve(const char *opt, const char *env, char **out, tid
     return 0;
 }
 
-static char *trim(const char *s, size_t n)
-{
-    while (n > 0 && isspace((unsigned char)*s))
-        s++, n--;
-    while (n > 0 && isspace((unsigned char)s[n - 1]))
-        n--;
-    return tide_xstrndup(s, n);
-}
-
-static int read_token_file(const char *path, char **out, tide_error_t *err)
-{
-    char *buf = tide_xmalloc(MAX_TOKEN_FILE + 1);
-    size_t len = 0;
-    ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-
-    if (fd < 0) {
-        rc = -errno;
-        tide_errprintf(err, "cannot read token file %s: %s", path, strerror(errno));
-        goto done;
-    }
-    while (len < MAX_TOKEN_FILE && (n = read(fd, buf + len, MAX_TOKEN_FILE - len)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            tide_errprintf(err, "cannot read token file %s: %s", path, strerror(errno));
-            goto done;
-        }
-        len += (size_t)n;
-    }
-    /* A token has no NUL in it; stop there (a binary file then fails the emptiness check). */
-    buf[len] = '\0';
-    *out = trim(buf, strlen(buf));
-    if (!**out) {
-        free(*out);
-        *out = NULL;
-        rc = -EINVAL;
-        tide_errprintf(err, "token file %s is empty", path);
-    }
-done:
-    if (fd >= 0)
-        close(fd);
-    free(buf);
-    return rc;
-}
-
-int tide_cli_token_resolve(const char *token_file_opt, const char *env_token, const char *env_token_file,
-                           const char *default_path, char **out, tide_error_t *err)
-{
-    *out = NULL;
-    if (token_file_opt && *token_file_opt)
-        return read_token_file(token_file_opt, out, err);
-    if (env_token && *env_token) {
-        *out = trim(env_token, strlen(env_token));
-        if (**out)
-            return 0;
-        free(*out);
-        *out = NULL;
-    }
-    if (env_token_file && *env_token_file)
-        return read_token_file(env_token_file, out, err);
-    if (default_path && access(default_path, R_OK) == 0)
-        return read_token_file(default_path, out, err);
-    return 0;
-}

@@ -7,18 +7,10 @@
 
 #define TIDE_CLI_DEFAULT_SCHEDULER "127.0.0.1:7070"
 #define TIDE_CLI_DEFAULT_PORT "7070"
-#define TIDE_CLI_DEFAULT_TOKEN_FILE "/var/lib/tide/token"
 
 /* The scheduler address: opt (--scheduler) if set, else env (TIDE_SCHEDULER) if non-empty, else
  * 127.0.0.1:7070. "HOST" gets the default port; IPv6 hosts need brackets ("[::1]:7070"). Returns 0 with
  * *out (caller frees), or -EINVAL with err ("bad scheduler address 'x:y': ..."). */
 int tide_cli_scheduler_resolve(const char *opt, const char *env, char **out, tide_error_t *err);
-
-/* The bearer token: the file token_file_opt (--token-file), else env_token (TIDE_TOKEN, the value),
- * else the file env_token_file (TIDE_TOKEN_FILE), else default_path when it exists and is readable
- * (no token otherwise). Surrounding whitespace is trimmed. Returns 0 with *out (caller frees; NULL when
- * there is no token), or -errno with err when a file that was asked for cannot be read or is empty. */
-int tide_cli_token_resolve(const char *token_file_opt, const char *env_token, const char *env_token_file,
-                           const char *default_path, char **out, tide_error_t *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "token.h"
 #include "table.h"
 #include "rpc_client.h"
 #include "xmalloc.h"
@@ -61,7 +62,7 @@ int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
 
     if (tide_cli_scheduler_resolve(cli->scheduler_opt, cli->env_scheduler, &address, &err) < 0)
         return tide_cli_usage_error(cli, NULL, "%s", err.text);
-    if (tide_cli_token_resolve(cli->token_file_opt, cli->env_token, cli->env_token_file,
+    if (tide_token_resolve(cli->token_file_opt, cli->env_token, cli->env_token_file,
                                cli->default_token_path, &token, &err) < 0) {
         tide_cli_errorf(cli, "%s", err.text);
         free(address);

@@ -2,6 +2,7 @@
  * anyone can read it. */
 #include "token.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,44 +23,52 @@ char *tide_default_data_dir(void)
     return tide_xasprintf("%s/.local/share/tide", home);
 }
 
-static char *trim(char *s)
+static char *trim(const char *s, size_t n)
 {
-    char *end;
-
-    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
-        s++;
-    end = s + strlen(s);
-    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
-        *--end = '\0';
-    return s;
+    while (n > 0 && isspace((unsigned char)*s))
+        s++, n--;
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        n--;
+    return tide_xstrndup(s, n);
 }
 
 int tide_token_read(const char *path, char **out, tide_error_t *err)
 {
-    char buf[1024];
+    char *buf = tide_xmalloc(TIDE_TOKEN_FILE_MAX + 1);
+    size_t len = 0;
     ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
 
+    *out = NULL;
     if (fd < 0) {
         rc = -errno;
         tide_errprintf(err, "cannot read token file %s: %s", path, strerror(errno));
-        return rc;
+        goto done;
     }
-    n = read(fd, buf, sizeof(buf) - 1);
-    rc = n < 0 ? -errno : 0;
-    close(fd);
-    if (rc < 0) {
-        tide_errprintf(err, "cannot read token file %s: %s", path, strerror(-rc));
-        return rc;
+    while (len < TIDE_TOKEN_FILE_MAX && (n = read(fd, buf + len, TIDE_TOKEN_FILE_MAX - len)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            tide_errprintf(err, "cannot read token file %s: %s", path, strerror(errno));
+            goto done;
+        }
+        len += (size_t)n;
     }
-    buf[n] = '\0';
-    if (!trim(buf)[0]) {
+    /* A token has no NUL in it; stop there (a binary file then fails the emptiness check). */
+    buf[len] = '\0';
+    *out = trim(buf, strlen(buf));
+    if (!**out) {
+        free(*out);
+        *out = NULL;
+        rc = -EINVAL;
         tide_errprintf(err, "token file %s is empty", path);
-        return -EINVAL;
     }
-    *out = tide_xstrdup(trim(buf));
-    return 0;
+done:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return rc;
 }
 
 int tide_token_load_or_create(const char *path, char **out, tide_error_t *err)
@@ -99,30 +108,24 @@ int tide_token_load_or_create(const char *path, char **out, tide_error_t *err)
     return 0;
 }
 
-int tide_token_resolve(const char *flag_file, char **out, tide_error_t *err)
+int tide_token_resolve(const char *flag_file, const char *env_token, const char *env_token_file,
+                       const char *default_path, char **out, tide_error_t *err)
 {
-    const char *env = getenv("TIDE_TOKEN");
-    const char *env_file = getenv("TIDE_TOKEN_FILE");
-    char *dir, *path;
-    int rc;
-
     *out = NULL;
-    if (flag_file && flag_file[0])
+    if (flag_file && *flag_file)
         return tide_token_read(flag_file, out, err);
-    if (env && env[0]) {
-        char *copy = tide_xstrdup(env);
-        *out = tide_xstrdup(trim(copy));
-        free(copy);
-        return 0;
+    if (env_token && *env_token) {
+        *out = trim(env_token, strlen(env_token));
+        if (**out)
+            return 0;
+        free(*out);
+        *out = NULL;
     }
-    if (env_file && env_file[0])
-        return tide_token_read(env_file, out, err);
-    dir = tide_default_data_dir();
-    path = tide_xasprintf("%s/token", dir);
-    free(dir);
-    rc = access(path, R_OK) == 0 ? tide_token_read(path, out, err) : 0;
-    free(path);
-    return rc;
+    if (env_token_file && *env_token_file)
+        return tide_token_read(env_token_file, out, err);
+    if (default_path && access(default_path, R_OK) == 0)
+        return tide_token_read(default_path, out, err);
+    return 0;
 }
 
 bool tide_token_equal(const char *a, const char *b)

@@ -17,6 +17,7 @@
 #include "args.h"
 #include "cli.h"
 #include "config.h"
+#include "token.h"
 #include "duration.h"
 #include "logmux.h"
 #include "output.h"
@@ -303,27 +304,27 @@ static void test_token_resolve(void **state)
     (void)state;
 
     /* Precedence: --token-file, TIDE_TOKEN, TIDE_TOKEN_FILE, the default path. */
-    assert_int_equal(tide_cli_token_resolve(f1, "env-token", f2, f3, &tok, &err), 0);
+    assert_int_equal(tide_token_resolve(f1, "env-token", f2, f3, &tok, &err), 0);
     assert_string_equal(tok, "flag-token");
     free(tok);
-    assert_int_equal(tide_cli_token_resolve(NULL, " env-token ", f2, f3, &tok, &err), 0);
+    assert_int_equal(tide_token_resolve(NULL, " env-token ", f2, f3, &tok, &err), 0);
     assert_string_equal(tok, "env-token");
     free(tok);
-    assert_int_equal(tide_cli_token_resolve(NULL, "  ", f2, f3, &tok, &err), 0);
+    assert_int_equal(tide_token_resolve(NULL, "  ", f2, f3, &tok, &err), 0);
     assert_string_equal(tok, "env-file-token");
     free(tok);
-    assert_int_equal(tide_cli_token_resolve(NULL, NULL, NULL, f3, &tok, &err), 0);
+    assert_int_equal(tide_token_resolve(NULL, NULL, NULL, f3, &tok, &err), 0);
     assert_string_equal(tok, "default");
     free(tok);
     /* No default file: no token, no error. */
-    assert_int_equal(tide_cli_token_resolve(NULL, NULL, NULL, "/nonexistent/tide/token", &tok, &err), 0);
+    assert_int_equal(tide_token_resolve(NULL, NULL, NULL, "/nonexistent/tide/token", &tok, &err), 0);
     assert_null(tok);
     /* A file that was asked for must be readable and non-empty. */
-    assert_int_equal(tide_cli_token_resolve("/nonexistent/tok", NULL, NULL, NULL, &tok, &err), -ENOENT);
+    assert_int_equal(tide_token_resolve("/nonexistent/tok", NULL, NULL, NULL, &tok, &err), -ENOENT);
     expect_str(err.text, "cannot read token file /nonexistent/tok: No such file or directory");
     assert_null(tok);
-    assert_int_equal(tide_cli_token_resolve(NULL, NULL, "/nonexistent/tok2", f3, &tok, &err), -ENOENT);
-    assert_int_equal(tide_cli_token_resolve(empty, NULL, NULL, NULL, &tok, &err), -EINVAL);
+    assert_int_equal(tide_token_resolve(NULL, NULL, "/nonexistent/tok2", f3, &tok, &err), -ENOENT);
+    assert_int_equal(tide_token_resolve(empty, NULL, NULL, NULL, &tok, &err), -EINVAL);
     assert_null(tok);
     assert_true(strstr(err.text, "is empty") != NULL);
 
