@@ -162,7 +162,10 @@ static int health_status(tide_rpc_call_t *call, const uint8_t *data, size_t len)
                             : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
 }
 
-static void health_check(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+/* Check answers once and ends; Watch answers the current status and stays open (the status changes only
+ * at shutdown, when the server's GOAWAY ends the stream). Per the health protocol, Check on an unknown
+ * service is NOT_FOUND and Watch answers SERVICE_UNKNOWN. */
+static void health_answer(tide_rpc_call_t *call, const uint8_t *data, size_t len, bool watch)
 {
     Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
     int st = health_status(call, data, len);
@@ -172,30 +175,25 @@ static void health_check(tide_rpc_call_t *call, const uint8_t *data, size_t len)
                              "request is not a valid grpc.health.v1.HealthCheckRequest");
         return;
     }
-    if (st == -ENOENT) {
+    if (st == -ENOENT && !watch) {
         tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, "unknown service");
-        return;
-    }
-    resp.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
-    tide_rpc_call_send_pb(call, &resp.base);
-    tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
-}
-
-/* Watch: the current status, then the stream stays open (the status changes only at shutdown, when the
- * server's GOAWAY ends it). */
-static void health_watch(tide_rpc_call_t *call, const uint8_t *data, size_t len)
-{
-    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    int st = health_status(call, data, len);
-
-    if (st == -EINVAL) {
-        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
-                             "request is not a valid grpc.health.v1.HealthCheckRequest");
         return;
     }
     resp.status = st == -ENOENT ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN
                                 : (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
     tide_rpc_call_send_pb(call, &resp.base);
+    if (!watch)
+        tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void health_check(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    health_answer(call, data, len, false);
+}
+
+static void health_watch(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    health_answer(call, data, len, true);
 }
 
 const tide_rpc_method_t tide_svc_health[] = {
