@@ -169,6 +169,8 @@ static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
                                    pt->temperature_c, pt->power_w};
         }
         d->heartbeats_total++;
+        if (ws->worker->conn != tide_conn_handle(ws->id))
+            break; /* an older stream of a worker that has re-registered: it no longer speaks for it */
         tide_daemon_now(d);
         tide_core_worker_heartbeat(d->core, ws->worker, &t);
         tide_core_actions(d->core, &n);
