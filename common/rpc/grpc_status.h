@@ -27,4 +27,9 @@ typedef enum tide_grpc_code {
 /* "INVALID_ARGUMENT" etc.; "UNKNOWN" for values out of range. */
 const char *tide_grpc_code_name(int code);
 
+/* The code a client reports for a response without grpc-status, from its HTTP :status (the gRPC spec's
+ * table: 400 INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 429/502/503/504
+ * UNAVAILABLE, anything else, 200 included, UNKNOWN). */
+tide_grpc_code_t tide_grpc_code_from_http(int http_status);
+
 #endif

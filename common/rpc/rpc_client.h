@@ -1,6 +1,10 @@
 /* gRPC client over one HTTP/2 connection (h2c, prior knowledge) with nghttp2 on a libuv loop: unary,
  * server-streaming and bidirectional calls multiplexed on that connection. The owner reconnects by making
- * a new client. Everything runs on the loop thread. */
+ * a new client. Everything runs on the loop thread.
+ *
+ * Safe from inside on_message, on_status and on_state: starting calls, send/close_send/cancel on any
+ * call, and tide_rpc_client_free (open calls then get on_status inline; memory goes once every handle
+ * has closed). No callback ever runs inside tide_rpc_client_new, call_start or cancel. */
 #ifndef TIDE_RPC_CLIENT_H
 #define TIDE_RPC_CLIENT_H
 
@@ -55,7 +59,8 @@ bool tide_rpc_client_connected(const tide_rpc_client_t *c);
 int tide_rpc_client_call_start(tide_rpc_client_t *c, const char *path, int64_t timeout_ms,
                                const tide_rpc_client_call_cbs_t *cbs, void *ud,
                                tide_rpc_client_call_t **out);
-/* Queues one request message (copied) / packs msg. Returns 0, -EPIPE after close_send or the end. */
+/* Queues one request message (copied) / packs msg. Returns 0, -EPIPE after close_send or once the
+ * call's status is decided (its on_status may still be on the way). */
 int tide_rpc_client_call_send(tide_rpc_client_call_t *call, const uint8_t *data, size_t len);
 int tide_rpc_client_call_send_pb(tide_rpc_client_call_t *call, const ProtobufCMessage *msg);
 /* Half-closes (END_STREAM after the queued messages). */

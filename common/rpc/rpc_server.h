@@ -41,13 +41,15 @@ typedef struct tide_rpc_method {
     /* Optional: the client half-closed its side (streaming kinds). */
     void (*on_half_close)(tide_rpc_call_t *call);
     /* Optional: the call is over (finished by the handler, reset by the peer, deadline exceeded,
-     * connection lost, or server shut down). Called once for every call whose on_message ran; the call is
-     * freed after it returns. */
+     * connection lost, or server shut down). Called once for every call whose on_message or
+     * on_half_close ran; the call is freed after it returns. A streaming call that half-closes without
+     * any message and has no on_half_close is finished with OK by the transport. */
     void (*on_close)(tide_rpc_call_t *call);
 } tide_rpc_method_t;
 
 /* HTTP/1.1 handler for non-gRPC requests on the same port. Fills body and *content_type (a static
- * string) and returns the HTTP status. Request bodies are not read (GET only). */
+ * string; NULL means text/plain) and returns the HTTP status. path is the request target without its
+ * query string. Only GET reaches the handler (other methods get 405); request bodies are not read. */
 typedef int (*tide_http_handler_fn)(const char *method, const char *path, tide_buf_t *body,
                                     const char **content_type, void *ud);
 
@@ -74,7 +76,8 @@ int tide_rpc_server_port(const tide_rpc_server_t *s);
 /* Sends GOAWAY on every connection and stops accepting; calls in flight may finish. */
 void tide_rpc_server_shutdown(tide_rpc_server_t *s);
 /* Closes every connection (on_close fires for open calls) and the listener, then frees the server once
- * its handles are closed; close_cb (optional) runs then. NULL is fine. */
+ * its handles are closed; close_cb (optional) runs then. NULL is fine. Not from inside a method
+ * callback (use tide_rpc_server_shutdown there and free from the loop). */
 void tide_rpc_server_free(tide_rpc_server_t *s, void (*close_cb)(void *ud), void *ud);
 
 /* Per-method counts of finished calls by status code, for /metrics. Calls to unknown paths are

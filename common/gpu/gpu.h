@@ -1,0 +1,60 @@
+/* GPU telemetry backends behind one ops struct (design.md: "dispatch tables and ops structs"). A
+ * device is named "BACKEND:MODEL" ("sim:h100"); today only the simulated backend exists, the NVML
+ * and cpu backends of a later issue plug in beside it through tide_gpu_ops_t.
+ *
+ * Pure by construction: readings take the time as an argument, so the simulator can drive the same
+ * backends on a virtual clock. */
+#ifndef TIDE_GPU_H
+#define TIDE_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Static facts about one device, filled by open. */
+typedef struct tide_gpu_info {
+    char device[64];       /* "sim:h100": what the worker reports as WorkerHello.device */
+    double peak_flops;     /* dense BF16 FLOP/s (the MFU denominator) */
+    uint64_t memory_bytes; /* device memory */
+    double tdp_w;          /* board power limit */
+} tide_gpu_info_t;
+
+/* One reading. Mirrors tide.v1.Telemetry. */
+typedef struct tide_gpu_telemetry {
+    double gpu_util; /* 0..1 */
+    uint64_t mem_used_bytes;
+    uint64_t mem_total_bytes;
+    double temperature_c;
+    double power_w;
+} tide_gpu_telemetry_t;
+
+/* A backend. `model` is the part of the name after "BACKEND:". `busy` tells simulated backends
+ * whether work runs on the GPU from now_ms on (real backends ignore it and measure). All return 0
+ * or -errno. */
+typedef struct tide_gpu_ops {
+    const char *name; /* "sim" */
+    int (*open)(const char *model, int index, int64_t now_ms, void **state, tide_gpu_info_t *info,
+                tide_error_t *err);
+    int (*read)(void *state, int64_t now_ms, bool busy, tide_gpu_telemetry_t *out);
+    void (*close)(void *state); /* NULL state is fine */
+} tide_gpu_ops_t;
+
+/* The simulated backend (gpu_sim.c). */
+extern const tide_gpu_ops_t tide_gpu_sim_ops;
+
+typedef struct tide_gpu tide_gpu_t;
+
+/* Opens device `spec` ("sim:h100") as GPU number `index`. An unknown backend or model fails with
+ * -ENOENT and an err text that lists the known ones. *out is the caller's; free with
+ * tide_gpu_close. */
+int tide_gpu_open(const char *spec, int index, int64_t now_ms, tide_gpu_t **out, tide_error_t *err);
+/* Borrowed; valid until tide_gpu_close. */
+const tide_gpu_info_t *tide_gpu_info(const tide_gpu_t *g);
+/* Reads telemetry at now_ms; `busy` as in tide_gpu_ops_t.read. Returns 0 or -errno. */
+int tide_gpu_read(tide_gpu_t *g, int64_t now_ms, bool busy, tide_gpu_telemetry_t *out);
+/* NULL is fine. */
+void tide_gpu_close(tide_gpu_t *g);
+
+#endif

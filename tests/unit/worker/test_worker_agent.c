@@ -1,0 +1,738 @@
+/* Tests of the whole worker shell (worker/agent.c) on a real loop with real rank processes and a
+ * fake transport (fake_rpc_client.c) in the scheduler's seat: registration, heartbeats,
+ * launch/exit, logs with backpressure and follow, epoch filtering, reconnect with remembered exits,
+ * stop, shutdown, fatal statuses and the startup cleanup of a previous worker's ranks. Every wait
+ * has a deadline; each test ends with uv_loop_close() == 0. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cmocka.h>
+
+#include "agent.h"
+#include "datadir.h"
+#include "fake_rpc.h"
+#include "worker_test_util.h"
+
+#define WAIT_MS 15000
+#define QMAX    256
+
+typedef struct fixture {
+    char *tmp, *data;
+    uv_loop_t loop;
+    tide_worker_config_t cfg;
+    tide_gpu_t *gpu;
+    tide_worker_agent_t *agent;
+    uint32_t welcome_timeout_ms;
+    /* what the worker sent, heartbeats counted apart */
+    Tide__V1__WorkerMessage *q[QMAX];
+    int qserial[QMAX];
+    size_t qlen;
+    int heartbeats;
+    uint64_t last_seq;
+    double last_temp;
+    uint64_t last_mem_total;
+} fixture_t;
+
+static void pump_sent(fixture_t *fx)
+{
+    Tide__V1__WorkerMessage *m;
+    int serial;
+
+    while ((m = fake_rpc_pop(&serial)) != NULL) {
+        if (m->msg_case == TIDE__V1__WORKER_MESSAGE__MSG_HEARTBEAT) {
+            assert_true(m->heartbeat->seq > fx->last_seq);
+            fx->heartbeats++;
+            fx->last_seq = m->heartbeat->seq;
+            assert_non_null(m->heartbeat->telemetry);
+            fx->last_temp = m->heartbeat->telemetry->temperature_c;
+            fx->last_mem_total = m->heartbeat->telemetry->mem_total_bytes;
+            tide__v1__worker_message__free_unpacked(m, NULL);
+            continue;
+        }
+        assert_true(fx->qlen < QMAX);
+        fx->qserial[fx->qlen] = serial;
+        fx->q[fx->qlen++] = m;
+    }
+}
+
+static bool cond_have_msg(void *arg)
+{
+    fixture_t *fx = arg;
+
+    pump_sent(fx);
+    return fx->qlen > 0;
+}
+
+static const char *case_name(int c)
+{
+    static const char *names[] = {"none",        "hello",    "heartbeat", "rank_started",
+                                  "rank_exited", "log_data", "goodbye"};
+    return c >= 0 && c <= 6 ? names[c] : "?";
+}
+
+/* Waits for the next non-heartbeat message and checks its kind. Caller frees it. */
+static Tide__V1__WorkerMessage *expect(fixture_t *fx, Tide__V1__WorkerMessage__MsgCase mc,
+                                       int *serial)
+{
+    Tide__V1__WorkerMessage *m;
+
+    if (!wt_run_until(&fx->loop, cond_have_msg, fx, WAIT_MS))
+        fail_msg("no %s from the worker", case_name(mc));
+    m = fx->q[0];
+    if (serial)
+        *serial = fx->qserial[0];
+    memmove(fx->q, fx->q + 1, (fx->qlen - 1) * sizeof(fx->q[0]));
+    memmove(fx->qserial, fx->qserial + 1, (fx->qlen - 1) * sizeof(fx->qserial[0]));
+    fx->qlen--;
+    if (m->msg_case != mc)
+        fail_msg("expected %s, got %s", case_name(mc), case_name(m->msg_case));
+    return m;
+}
+
+static void drop(Tide__V1__WorkerMessage *m)
+{
+    tide__v1__worker_message__free_unpacked(m, NULL);
+}
+
+typedef struct hb_cond {
+    fixture_t *fx;
+    int n;
+} hb_cond_t;
+
+static bool cond_heartbeats(void *arg)
+{
+    hb_cond_t *c = arg;
+
+    pump_sent(c->fx);
+    return c->fx->heartbeats >= c->n;
+}
+
+static void wait_heartbeats(fixture_t *fx, int more)
+{
+    hb_cond_t c = {fx, fx->heartbeats + more};
+    assert_true(wt_run_until(&fx->loop, cond_heartbeats, &c, WAIT_MS));
+}
+
+static bool cond_done(void *arg)
+{
+    return tide_worker_agent_done(((fixture_t *)arg)->agent);
+}
+
+/* --- scheduler messages --- */
+
+static void send_welcome(uint64_t epoch, uint32_t hb)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__Welcome w = TIDE__V1__WELCOME__INIT;
+
+    w.protocol_version = 1;
+    w.heartbeat_interval_ms = hb;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_WELCOME;
+    m.welcome = &w;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+static void send_launch(uint64_t epoch, const char *job, int gen, const char *script,
+                        const char *workdir)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__LaunchRank l = TIDE__V1__LAUNCH_RANK__INIT;
+    char *sh[] = {"/bin/sh", "-c", (char *)script};
+    char *bare[] = {(char *)script};
+
+    l.job_id = (char *)job;
+    l.generation = gen;
+    l.world_size = 1;
+    l.local_world_size = 1;
+    if (strchr(script, ' ')) {
+        l.command = sh;
+        l.n_command = 3;
+    } else {
+        l.command = bare;
+        l.n_command = 1;
+    }
+    if (workdir)
+        l.workdir = (char *)workdir;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_LAUNCH;
+    m.launch = &l;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+static void send_stop(uint64_t epoch, const char *job, int gen, uint32_t grace)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__StopRank s = TIDE__V1__STOP_RANK__INIT;
+
+    s.job_id = (char *)job;
+    s.generation = gen;
+    s.grace_ms = grace;
+    s.reason = "test";
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_STOP;
+    m.stop = &s;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+static void send_log_request(uint64_t epoch, uint64_t id, const char *job, bool follow, bool cancel)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__LogRequest r = TIDE__V1__LOG_REQUEST__INIT;
+
+    r.request_id = id;
+    r.job_id = (char *)job;
+    r.follow = follow;
+    r.cancel = cancel;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_LOG_REQUEST;
+    m.log_request = &r;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+/* Collects LogData of request id until eof; returns the bytes (caller frees) and the error text. */
+static char *collect_log(fixture_t *fx, uint64_t id, size_t *len, char *error, size_t error_size)
+{
+    char *out = calloc(1, 1);
+    size_t n = 0;
+
+    for (;;) {
+        Tide__V1__WorkerMessage *m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA, NULL);
+        Tide__V1__LogData *d = m->log_data;
+        bool eof = d->eof;
+
+        assert_int_equal(d->request_id, id);
+        assert_true(d->data.len <= 64 * 1024);
+        out = realloc(out, n + d->data.len + 1);
+        if (d->data.len)
+            memcpy(out + n, d->data.data, d->data.len);
+        n += d->data.len;
+        out[n] = '\0';
+        if (eof)
+            snprintf(error, error_size, "%s", d->error);
+        drop(m);
+        if (eof)
+            break;
+    }
+    if (len)
+        *len = n;
+    return out;
+}
+
+/* --- fixture --- */
+
+static void agent_start(fixture_t *fx)
+{
+    tide_worker_agent_config_t ac = {
+        .cfg = &fx->cfg,
+        .exec_helper = TIDE_EXEC_PATH,
+        .gpu = fx->gpu,
+        .handle_signals = false,
+        .seed = 7,
+        .welcome_timeout_ms = fx->welcome_timeout_ms,
+        .drain_timeout_ms = 5000,
+        .log_follow_poll_ms = 20,
+    };
+    tide_error_t err;
+
+    if (tide_worker_agent_new(&fx->loop, &ac, &fx->agent, &err) < 0)
+        fail_msg("agent: %s", err.text);
+}
+
+static int setup_noagent(void **state)
+{
+    fixture_t *fx = calloc(1, sizeof(*fx));
+    tide_error_t err;
+    char *argv[20];
+    int argc = 0;
+
+    fake_rpc_reset();
+    fx->tmp = wt_tmpdir();
+    assert_true(asprintf(&fx->data, "%s/data", fx->tmp) > 0);
+    setenv("TIDE_TOKEN", "sekrit", 1);
+    argv[argc++] = "tide-worker";
+    argv[argc++] = "--scheduler";
+    argv[argc++] = "127.0.0.1:1";
+    argv[argc++] = "--id";
+    argv[argc++] = "w1";
+    argv[argc++] = "--node";
+    argv[argc++] = "n1";
+    argv[argc++] = "--advertise";
+    argv[argc++] = "127.0.0.1";
+    argv[argc++] = "--data-dir";
+    argv[argc++] = fx->data;
+    argv[argc++] = "--labels";
+    argv[argc++] = "rack=r1";
+    argv[argc] = NULL;
+    assert_int_equal(tide_worker_config_parse(argc, argv, &fx->cfg, &err), 0);
+    unsetenv("TIDE_TOKEN");
+    assert_int_equal(tide_gpu_open(fx->cfg.gpu, 0, 0, &fx->gpu, &err), 0);
+    assert_int_equal(uv_loop_init(&fx->loop), 0);
+    *state = fx;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    setup_noagent(state);
+    agent_start(*state);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *fx = *state;
+
+    tide_worker_agent_free(fx->agent);
+    assert_int_equal(wt_loop_finish(&fx->loop), 0);
+    for (size_t i = 0; i < fx->qlen; i++)
+        drop(fx->q[i]);
+    tide_gpu_close(fx->gpu);
+    tide_worker_config_free(&fx->cfg);
+    fake_rpc_reset();
+    wt_rmrf(fx->tmp);
+    free(fx->data);
+    free(fx->tmp);
+    free(fx);
+    return 0;
+}
+
+/* Registers: waits for the hello, welcomes at epoch. */
+static void register_worker(fixture_t *fx, uint64_t epoch, uint32_t hb)
+{
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, NULL));
+    send_welcome(epoch, hb);
+}
+
+static char *record_path(fixture_t *fx, const char *job, int gen)
+{
+    char *p;
+    assert_true(asprintf(&p, "%s/ranks/%s.%d.0", fx->data, job, gen) > 0);
+    return p;
+}
+
+/* --- tests --- */
+
+static void test_register_heartbeat_launch_logs(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+    Tide__V1__WorkerHello *h;
+    char *log, err[256], *rec, *epoch;
+    int32_t pid;
+    int serial;
+
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, &serial);
+    h = m->hello;
+    assert_int_equal(serial, 1);
+    assert_string_equal(fake_rpc_last_path(), "/tide.v1.WorkerService/Connect");
+    assert_string_equal(fake_rpc_last_token(), "sekrit");
+    assert_string_equal(fake_rpc_last_hostport(), "127.0.0.1:1");
+    assert_int_equal(h->protocol_version, 1);
+    assert_string_equal(h->worker_id, "w1");
+    assert_string_equal(h->node, "n1");
+    assert_string_equal(h->device, "sim:h100");
+    assert_true(h->peak_flops == 989e12);
+    assert_int_equal(h->memory_bytes, 80ULL << 30);
+    assert_string_equal(h->address, "127.0.0.1");
+    assert_string_equal(h->version, TIDE_VERSION);
+    assert_int_equal(h->n_labels, 1);
+    assert_string_equal(h->labels[0]->key, "rack");
+    assert_int_equal(h->max_epoch_seen, 0);
+    assert_int_equal(h->n_ranks, 0);
+    drop(m);
+
+    send_welcome(5, 30);
+    wait_heartbeats(fx, 2);
+    assert_true(fx->last_seq >= 2);
+    assert_true(fx->last_temp > 34.0 && fx->last_temp < 36.0); /* idle */
+    assert_int_equal(fx->last_mem_total, 80ULL << 30);
+    assert_true(asprintf(&epoch, "%s/epoch", fx->data) > 0);
+    log = wt_read_file(epoch);
+    assert_string_equal(log, "5\n");
+    free(log);
+    free(epoch);
+
+    send_launch(5, "j1", 1, "echo hello-log; echo err-line >&2; exit 3", NULL);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL);
+    assert_string_equal(m->rank_started->job_id, "j1");
+    assert_int_equal(m->rank_started->generation, 1);
+    pid = m->rank_started->pid;
+    assert_true(pid > 1);
+    assert_true(m->rank_started->master_port > 0);
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 3);
+    assert_int_equal(m->rank_exited->status->pid, pid);
+    assert_int_equal(m->rank_exited->status->state, TIDE__V1__RANK_STATE__RANK_STATE_EXITED);
+    drop(m);
+    rec = record_path(fx, "j1", 1);
+    assert_true(access(rec, F_OK) < 0); /* removed once the exit was reported */
+    free(rec);
+
+    send_log_request(5, 7, "j1", false, false);
+    log = collect_log(fx, 7, NULL, err, sizeof(err));
+    assert_string_equal(log, "hello-log\nerr-line\n");
+    assert_string_equal(err, "");
+    free(log);
+
+    send_log_request(5, 8, "nope", false, false);
+    log = collect_log(fx, 8, NULL, err, sizeof(err));
+    assert_string_equal(log, "");
+    assert_string_equal(err, "no log for job nope rank 0 on worker w1");
+    free(log);
+
+    /* A deposed leader's launch is ignored: the next thing sent answers the barrier after it. */
+    send_launch(4, "j2", 1, "sleep 1000", NULL);
+    send_log_request(5, 9, "nope", false, false);
+    log = collect_log(fx, 9, NULL, err, sizeof(err));
+    free(log);
+    assert_int_equal(tide_worker_core_running(tide_worker_agent_core(fx->agent)), 0);
+
+    tide_worker_agent_shutdown(fx->agent, "test over", false);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_GOODBYE, NULL);
+    assert_string_equal(m->goodbye->reason, "test over");
+    drop(m);
+    assert_true(wt_run_until(&fx->loop, cond_done, fx, WAIT_MS));
+    assert_int_equal(tide_worker_agent_exit_code(fx->agent), 0);
+    assert_true(fake_rpc_half_closed(1));
+}
+
+typedef struct unreported_cond {
+    fixture_t *fx;
+} unreported_cond_t;
+
+static bool cond_one_unreported(void *arg)
+{
+    const tide_worker_core_t *c = tide_worker_agent_core(((fixture_t *)arg)->agent);
+    return tide_worker_core_running(c) == 0 && tide_worker_core_unreported(c) == 1;
+}
+
+static void test_idempotent_reconnect_remembers_exits(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+    Tide__V1__RankStatus *st;
+    char err[256], *s, *rec, *path;
+    int32_t pid;
+    int serial;
+
+    register_worker(fx, 1, 50);
+    send_launch(1, "j2", 1, "echo up; exec sleep 1000", NULL);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL);
+    pid = m->rank_started->pid;
+    drop(m);
+    /* The same launch again is answered, not started twice. */
+    send_launch(1, "j2", 1, "echo up; exec sleep 1000", NULL);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL);
+    assert_int_equal(m->rank_started->pid, pid);
+    drop(m);
+    assert_int_equal(tide_worker_core_running(tide_worker_agent_core(fx->agent)), 1);
+    rec = record_path(fx, "j2", 1);
+    assert_true(access(rec, F_OK) == 0);
+
+    /* The scheduler goes away and does not come back at once; meanwhile the rank dies. */
+    fake_rpc_refuse(true);
+    assert_true(fake_rpc_end(TIDE_GRPC_UNAVAILABLE, "scheduler restarting"));
+    assert_int_equal(kill(-pid, SIGKILL), 0);
+    assert_true(wt_run_until(&fx->loop, cond_one_unreported, fx, WAIT_MS));
+    assert_true(access(rec, F_OK) == 0); /* kept until reported */
+
+    /* It comes back: the new hello carries the exit. */
+    fake_rpc_refuse(false);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, &serial);
+    assert_true(serial > 1);
+    assert_true(fake_rpc_clients_created() >= 2);
+    assert_int_equal(m->hello->max_epoch_seen, 1);
+    assert_int_equal(m->hello->n_ranks, 1);
+    st = m->hello->ranks[0];
+    assert_string_equal(st->job_id, "j2");
+    assert_int_equal(st->state, TIDE__V1__RANK_STATE__RANK_STATE_EXITED);
+    assert_int_equal(st->exit_code, 137);
+    assert_int_equal(st->signal, 9);
+    assert_int_equal(st->pid, pid);
+    drop(m);
+    send_welcome(1, 50);
+    /* Welcome makes it reported: no RankExited follows, the record goes. The barrier proves it. */
+    send_log_request(1, 1, "nope", false, false);
+    free(collect_log(fx, 1, NULL, err, sizeof(err)));
+    assert_int_equal(tide_worker_core_unreported(tide_worker_agent_core(fx->agent)), 0);
+    assert_true(access(rec, F_OK) < 0);
+    free(rec);
+
+    /* Stop with grace: the rank traps SIGTERM and exits cleanly. */
+    send_launch(1, "j3", 1,
+                "trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done", NULL);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    path = tide_worker_log_path(fx->data, "j3", 1, 0);
+    {
+        wt_file_needle_t ready = {path, "ready"};
+        assert_true(wt_poll_until(wt_cond_file_contains, &ready, WAIT_MS));
+    }
+    send_stop(1, "j3", 1, 30000);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 0);
+    assert_int_equal(m->rank_exited->status->signal, 0);
+    drop(m);
+    s = wt_read_file(path);
+    assert_non_null(strstr(s, "bye"));
+    free(s);
+    free(path);
+
+    /* An incompatible protocol will not fix itself: exit 1, no reconnect. */
+    assert_true(fake_rpc_end(TIDE_GRPC_FAILED_PRECONDITION, "worker protocol 1 is not supported"));
+    assert_true(wt_run_until(&fx->loop, cond_done, fx, WAIT_MS));
+    assert_int_equal(tide_worker_agent_exit_code(fx->agent), 1);
+}
+
+static void test_shutdown_stops_ranks(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+    char *path;
+    int calls;
+
+    register_worker(fx, 1, 50);
+    send_launch(1, "j4", 2,
+                "trap 'echo term; exit 0' TERM; echo ready; while :; do sleep 0.05; done", NULL);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    path = tide_worker_log_path(fx->data, "j4", 2, 0);
+    {
+        wt_file_needle_t ready = {path, "ready"};
+        assert_true(wt_poll_until(wt_cond_file_contains, &ready, WAIT_MS));
+    }
+    free(path);
+    calls = fake_rpc_calls_started();
+    tide_worker_agent_shutdown(fx->agent, "SIGTERM", false);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_GOODBYE, NULL);
+    assert_string_equal(m->goodbye->reason, "SIGTERM");
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_string_equal(m->rank_exited->status->job_id, "j4");
+    assert_int_equal(m->rank_exited->status->exit_code, 0);
+    drop(m);
+    assert_true(wt_run_until(&fx->loop, cond_done, fx, WAIT_MS));
+    assert_int_equal(tide_worker_agent_exit_code(fx->agent), 0);
+    assert_true(fake_rpc_half_closed(1));
+    assert_int_equal(fake_rpc_calls_started(), calls); /* no reconnect while going down */
+}
+
+static void test_shutdown_force_kills(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+
+    register_worker(fx, 1, 50);
+    send_launch(1, "j5", 1, "trap '' TERM; echo ready; exec sleep 1000", NULL);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    tide_worker_agent_shutdown(fx->agent, "SIGTERM", false);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_GOODBYE, NULL));
+    /* A second signal does not wait for the 10 s grace. */
+    tide_worker_agent_shutdown(fx->agent, "SIGTERM", true);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 137);
+    drop(m);
+    assert_true(wt_run_until(&fx->loop, cond_done, fx, WAIT_MS));
+    assert_int_equal(tide_worker_agent_exit_code(fx->agent), 0);
+}
+
+static void test_logs_backpressure_and_follow(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+    char err[256], *log, *go;
+    size_t len;
+
+    register_worker(fx, 1, 30);
+    /* 300 KiB of output. */
+    send_launch(1, "j6", 1, "head -c 307200 /dev/zero | tr '\\000' x", NULL);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 0);
+    drop(m);
+
+    /* The stream is full: nothing is queued, heartbeats still go out. */
+    fake_rpc_set_queued(1 << 20);
+    send_log_request(1, 21, "j6", false, false);
+    wait_heartbeats(fx, 3);
+    pump_sent(fx);
+    assert_int_equal(fx->qlen, 0);
+    /* It drains: everything arrives, in chunks of at most 64 KiB, then eof. */
+    fake_rpc_set_queued(0);
+    log = collect_log(fx, 21, &len, err, sizeof(err));
+    assert_int_equal(len, 307200);
+    assert_int_equal(strspn(log, "x"), 307200);
+    free(log);
+
+    /* Follow: output written after the request arrives is sent, and eof only after the exit. */
+    assert_true(asprintf(&go, "%s/go", fx->data) > 0);
+    send_launch(1, "j7", 1, "echo one; while [ ! -e go ]; do sleep 0.02; done; echo two", NULL);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    send_log_request(1, 22, "j7", true, false);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA, NULL);
+    assert_int_equal(m->log_data->request_id, 22);
+    assert_false(m->log_data->eof);
+    assert_int_equal(m->log_data->data.len, 4);
+    assert_memory_equal(m->log_data->data.data, "one\n", 4);
+    drop(m);
+    wt_write_file(go, "");
+    /* "two\n" then eof; RankExited may come in between. */
+    {
+        char got[64] = "";
+        bool eof = false, exited = false;
+        while (!eof || !exited) {
+            Tide__V1__WorkerMessage *x;
+            assert_true(wt_run_until(&fx->loop, cond_have_msg, fx, WAIT_MS));
+            x = fx->q[0];
+            memmove(fx->q, fx->q + 1, (fx->qlen - 1) * sizeof(fx->q[0]));
+            memmove(fx->qserial, fx->qserial + 1, (fx->qlen - 1) * sizeof(fx->qserial[0]));
+            fx->qlen--;
+            if (x->msg_case == TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED) {
+                assert_false(eof); /* eof never comes before the rank exited */
+                exited = true;
+            } else {
+                assert_int_equal(x->msg_case, TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA);
+                if (x->log_data->data.len)
+                    strncat(got, (const char *)x->log_data->data.data,
+                            x->log_data->data.len < 32 ? x->log_data->data.len : 32);
+                eof = x->log_data->eof;
+            }
+            drop(x);
+        }
+        assert_string_equal(got, "two\n");
+    }
+    free(go);
+
+    /* Cancel: a follow request on a running rank ends with one eof when cancelled. */
+    send_launch(1, "j8", 1, "echo a; exec sleep 1000", NULL);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    send_log_request(1, 23, "j8", true, false);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA, NULL);
+    assert_false(m->log_data->eof);
+    drop(m);
+    send_log_request(1, 23, "", false, true);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA, NULL);
+    assert_int_equal(m->log_data->request_id, 23);
+    assert_true(m->log_data->eof);
+    drop(m);
+}
+
+static void test_spawn_failures_reported(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+
+    register_worker(fx, 1, 50);
+    send_launch(1, "j9", 1, "no-such-command-xyz", NULL);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 127);
+    assert_string_equal(m->rank_exited->status->error,
+                        "spawn no-such-command-xyz: no such file or directory");
+    drop(m);
+    send_launch(1, "j9", 2, "echo never here", "/nonexistent-dir-xyz");
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 127);
+    assert_string_equal(m->rank_exited->status->error,
+                        "workdir /nonexistent-dir-xyz: no such file or directory");
+    drop(m);
+    send_launch(1, "../evil", 1, "echo never here", NULL);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 127);
+    assert_non_null(strstr(m->rank_exited->status->error, "invalid LaunchRank: job_id"));
+    drop(m);
+    assert_int_equal(tide_worker_core_running(tide_worker_agent_core(fx->agent)), 0);
+}
+
+static void test_unauthenticated_is_fatal(void **state)
+{
+    fixture_t *fx = *state;
+
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, NULL));
+    assert_true(fake_rpc_end(TIDE_GRPC_UNAUTHENTICATED, "bad token"));
+    assert_true(wt_run_until(&fx->loop, cond_done, fx, WAIT_MS));
+    assert_int_equal(tide_worker_agent_exit_code(fx->agent), 1);
+    assert_int_equal(fake_rpc_calls_started(), 1);
+}
+
+static void test_no_welcome_reconnects(void **state)
+{
+    fixture_t *fx;
+    Tide__V1__WorkerMessage *m;
+    int serial;
+
+    setup_noagent(state);
+    fx = *state;
+    fx->welcome_timeout_ms = 100;
+    agent_start(fx);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, &serial));
+    assert_int_equal(serial, 1);
+    /* No Welcome: the stream is given up and a new one says hello again. */
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, &serial);
+    assert_int_equal(serial, 2);
+    drop(m);
+    send_welcome(0, 50);
+    wait_heartbeats(fx, 1);
+}
+
+static void test_restart_kills_leftovers(void **state)
+{
+    fixture_t *fx;
+    tide_worker_record_t rec;
+    Tide__V1__WorkerMessage *m;
+    char *path;
+    pid_t p;
+    int status;
+
+    setup_noagent(state);
+    fx = *state;
+    /* What a crashed predecessor left: a running rank with its record, and the epoch it saw. */
+    assert_int_equal(tide_worker_datadir_prepare(fx->data, NULL), 0);
+    assert_int_equal(tide_worker_epoch_save(fx->data, 9, NULL), 0);
+    p = fork();
+    if (p == 0) {
+        setsid();
+        execl("/bin/sleep", "sleep", "1000", (char *)NULL);
+        _exit(127);
+    }
+    rec.pid = rec.pgid = p;
+    assert_int_equal(tide_proc_stat(p, NULL, &rec.start_time, NULL), 0);
+    assert_int_equal(tide_worker_record_write(fx->data, "old", 3, 0, &rec, NULL), 0);
+
+    agent_start(fx);
+    /* Killed before registering; nothing reported for it; the epoch survived. */
+    assert_int_equal(waitpid(p, &status, 0), p);
+    assert_true(WIFSIGNALED(status));
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, NULL);
+    assert_int_equal(m->hello->max_epoch_seen, 9);
+    assert_int_equal(m->hello->n_ranks, 0);
+    drop(m);
+    path = record_path(fx, "old", 3);
+    assert_true(access(path, F_OK) < 0);
+    free(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_register_heartbeat_launch_logs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idempotent_reconnect_remembers_exits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_stops_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_force_kills, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_logs_backpressure_and_follow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spawn_failures_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unauthenticated_is_fatal, setup, teardown),
+        cmocka_unit_test_teardown(test_no_welcome_reconnects, teardown),
+        cmocka_unit_test_teardown(test_restart_kills_leftovers, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Smoke test of tide-worker's main(): flags, exit statuses and SIGTERM, run on a build of main.c whose
+# transport is the fake (it never answers, so the worker stays unregistered). $1: that binary.
+set -u
+BIN=$1
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tide-worker-main-XXXXXX")
+PID=
+cleanup() {
+    [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$BIN" --help >"$TMP/out" 2>&1 || fail "--help exited $?"
+grep -q -- "--stop-grace-ms" "$TMP/out" || fail "--help text"
+
+"$BIN" --bogus >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--bogus exited $rc"
+[ "$(wc -l <"$TMP/out")" -eq 1 ] || fail "--bogus: not one line: $(cat "$TMP/out")"
+grep -q -- "--bogus" "$TMP/out" || fail "--bogus not named: $(cat "$TMP/out")"
+
+"$BIN" --gpu-index x >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--gpu-index" "$TMP/out" || fail "--gpu-index x: $rc $(cat "$TMP/out")"
+
+"$BIN" --gpu sim:h999 --data-dir "$TMP/d0" >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "unknown model exited $rc"
+grep -q "sim:h100, sim:a100, sim:l4, sim:b200" "$TMP/out" || fail "known models not listed: $(cat "$TMP/out")"
+
+# Runs, creates its data dir 0700, and exits 0 on SIGTERM.
+"$BIN" --scheduler 127.0.0.1:1 --advertise 127.0.0.1 --node n1 --data-dir "$TMP/d1/x" \
+    --log-level debug >"$TMP/log" 2>&1 &
+PID=$!
+i=0
+until grep -q "connecting to 127.0.0.1:1" "$TMP/log"; do
+    i=$((i + 1)); [ $i -lt 1000 ] || fail "worker did not start: $(cat "$TMP/log")"
+    kill -0 "$PID" 2>/dev/null || fail "worker died: $(cat "$TMP/log")"
+    sleep 0.01
+done
+[ "$(stat -c %a "$TMP/d1/x")" = 700 ] || fail "data dir mode $(stat -c %a "$TMP/d1/x")"
+[ -d "$TMP/d1/x/ranks" ] && [ -d "$TMP/d1/x/logs" ] || fail "data dir layout"
+grep -q "worker n1/gpu0 (sim:h100, n1)" "$TMP/log" || fail "default id: $(cat "$TMP/log")"
+kill -TERM "$PID"
+wait "$PID"; rc=$?
+PID=
+[ $rc -eq 0 ] || fail "SIGTERM: exit $rc: $(cat "$TMP/log")"
+echo "ok"

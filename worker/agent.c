@@ -1,0 +1,528 @@
+/* The tide-worker shell (see agent.h): turns transport callbacks, timers, signals and process exits
+ * into core events, and carries out the core's ops. Invariants: at most one stream (a->call) is
+ * current and callbacks of any other are ignored; the transport client is freed only outside its
+ * own callbacks (in a timer), never re-entrantly; once done, every handle is closing and nothing is
+ * started again. */
+#include "agent.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "clock.h"
+#include "datadir.h"
+#include "launcher.h"
+#include "log.h"
+#include "logs.h"
+#include "rpc_client.h"
+#include "xmalloc.h"
+
+#define CONNECT_PATH               "/tide.v1.WorkerService/Connect"
+#define WELCOME_TIMEOUT_DEFAULT_MS 10000
+#define DRAIN_TIMEOUT_DEFAULT_MS   2000
+#define DRAIN_POLL_MS              10
+#define REAP_WAIT_MS               5000
+#define FORCE_AFTER_MS             1000
+
+struct tide_worker_agent {
+    uv_loop_t *loop;
+    const tide_worker_config_t *cfg;
+    char *exec_helper;
+    tide_gpu_t *gpu;
+    uint32_t welcome_timeout_ms, drain_timeout_ms;
+
+    tide_worker_core_t *core;
+    tide_launcher_t *launcher;
+    tide_worker_logs_t *logs;
+    tide_rpc_client_t *client;
+    tide_rpc_client_call_t *call; /* the current stream, or NULL */
+
+    uv_timer_t heartbeat, reconnect, welcome, finish;
+    uv_signal_t sigterm, sigint;
+    bool signals;
+    int open_handles;
+
+    bool finishing; /* waiting for the stream to end before stopping */
+    uint64_t finish_deadline;
+    bool done; /* handles closing, nothing more happens */
+    bool free_requested;
+    int exit_code;
+    uint64_t first_signal_ms; /* loop time of the first SIGTERM/SIGINT; 0: none yet */
+};
+
+static void stop_io(tide_worker_agent_t *a);
+static void finish_soon(tide_worker_agent_t *a, int exit_code);
+static void connect_now(tide_worker_agent_t *a);
+static void on_reconnect(uv_timer_t *t);
+
+/* --- the core's effects --- */
+
+static int op_send(void *ud, const Tide__V1__WorkerMessage *msg)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (!a->call)
+        return -ENOTCONN;
+    return tide_rpc_client_call_send_pb(a->call, &msg->base);
+}
+
+static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
+                    tide_worker_spawned_t *out, tide_error_t *err)
+{
+    tide_worker_agent_t *a = ud;
+
+    return tide_launcher_spawn(a->launcher, id, launch, out, err);
+}
+
+static void op_stop(void *ud, uint64_t id, uint32_t grace_ms)
+{
+    tide_worker_agent_t *a = ud;
+
+    tide_launcher_stop(a->launcher, id, grace_ms);
+}
+
+static void op_forget(void *ud, uint64_t id, const char *job_id, int32_t generation, int32_t rank)
+{
+    tide_worker_agent_t *a = ud;
+
+    tide_launcher_forget(a->launcher, job_id, generation, rank);
+}
+
+static void op_save_epoch(void *ud, uint64_t epoch)
+{
+    tide_worker_agent_t *a = ud;
+    tide_error_t err;
+
+    if (tide_worker_epoch_save(a->cfg->data_dir, epoch, &err) < 0)
+        tide_warn("cannot persist epoch %llu: %s", (unsigned long long)epoch, err.text);
+}
+
+static void op_log_request(void *ud, const Tide__V1__LogRequest *req)
+{
+    tide_worker_agent_t *a = ud;
+
+    tide_debug("log request %llu: job %s rank %d%s%s", (unsigned long long)req->request_id,
+               req->job_id, req->rank, req->follow ? " follow" : "", req->cancel ? " cancel" : "");
+    tide_worker_logs_request(a->logs, req);
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+    tide_worker_agent_t *a = t->data;
+    Tide__V1__Telemetry tm = TIDE__V1__TELEMETRY__INIT;
+    tide_gpu_telemetry_t g;
+
+    if (tide_gpu_read(a->gpu, tide_clock_mono_ms(), tide_worker_core_running(a->core) > 0, &g) ==
+        0) {
+        tm.gpu_util = g.gpu_util;
+        tm.mem_used_bytes = g.mem_used_bytes;
+        tm.mem_total_bytes = g.mem_total_bytes;
+        tm.temperature_c = g.temperature_c;
+        tm.power_w = g.power_w;
+    }
+    tide_worker_core_heartbeat(a->core, &tm);
+}
+
+static void op_welcomed(void *ud, uint32_t interval_ms)
+{
+    tide_worker_agent_t *a = ud;
+
+    uv_timer_stop(&a->welcome);
+    tide_info("registered with %s as %s (heartbeat every %u ms)", a->cfg->scheduler, a->cfg->id,
+              interval_ms);
+    uv_timer_start(&a->heartbeat, on_heartbeat, interval_ms, interval_ms);
+}
+
+static void op_end_stream(void *ud, const char *why)
+{
+    tide_worker_agent_t *a = ud;
+
+    tide_warn("ending the stream to %s: %s", a->cfg->scheduler, why);
+    if (a->call)
+        tide_rpc_client_call_cancel(a->call); /* on_status(CANCELLED) follows from the loop */
+}
+
+static const tide_worker_core_ops_t core_ops = {
+    .send = op_send,
+    .spawn = op_spawn,
+    .stop = op_stop,
+    .forget = op_forget,
+    .save_epoch = op_save_epoch,
+    .log_request = op_log_request,
+    .welcomed = op_welcomed,
+    .end_stream = op_end_stream,
+};
+
+/* --- logs --- */
+
+static size_t logs_queued(void *ud)
+{
+    tide_worker_agent_t *a = ud;
+
+    return a->call ? tide_rpc_client_call_queued_bytes(a->call) : 0;
+}
+
+static bool logs_rank_running(void *ud, const char *job_id, int32_t generation, int32_t rank)
+{
+    tide_worker_agent_t *a = ud;
+
+    return tide_worker_core_rank_running(a->core, job_id, generation, rank);
+}
+
+static const tide_worker_logs_ops_t logs_ops = {
+    .send = op_send,
+    .queued = logs_queued,
+    .rank_running = logs_rank_running,
+};
+
+/* --- ranks --- */
+
+static void maybe_finish_shutdown(tide_worker_agent_t *a)
+{
+    if (tide_worker_core_shutting_down(a->core) && !a->finishing && !a->done &&
+        tide_worker_core_running(a->core) == 0)
+        finish_soon(a, 0);
+}
+
+static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void *ud)
+{
+    tide_worker_agent_t *a = ud;
+
+    tide_info("rank process %llu exited: status %lld, signal %d", (unsigned long long)id,
+              (long long)exit_status, term_signal);
+    tide_worker_core_rank_exited(a->core, id, exit_status, term_signal);
+    tide_worker_logs_kick(a->logs);
+    maybe_finish_shutdown(a);
+}
+
+/* --- the stream --- */
+
+static void on_message(tide_rpc_client_call_t *call, const uint8_t *data, size_t len, void *ud)
+{
+    tide_worker_agent_t *a = ud;
+    tide_error_t err;
+    int rc;
+
+    if (call != a->call || a->done)
+        return;
+    tide_error_clear(&err);
+    rc = tide_worker_core_handle_bytes(a->core, data, len, &err);
+    if (rc == 0 && err.text[0])
+        tide_info("%s", err.text);
+    else if (rc == -ESTALE)
+        tide_debug("%s", err.text);
+    else if (rc < 0)
+        tide_warn("%s", err.text);
+}
+
+static void on_status(tide_rpc_client_call_t *call, tide_grpc_code_t code, const char *message,
+                      void *ud)
+{
+    tide_worker_agent_t *a = ud;
+    bool was_welcomed;
+    tide_worker_next_t next;
+    int64_t delay = 0;
+
+    if (call != a->call || a->done)
+        return;
+    a->call = NULL;
+    was_welcomed = tide_worker_core_welcomed(a->core);
+    uv_timer_stop(&a->heartbeat);
+    uv_timer_stop(&a->welcome);
+    tide_worker_logs_reset(a->logs);
+    next = tide_worker_core_stream_ended(a->core, code, message, &delay);
+    switch (next) {
+    case TIDE_WORKER_FATAL:
+        tide_err("scheduler %s refused this worker: %s: %s", a->cfg->scheduler,
+                 tide_grpc_code_name(code), message ? message : "");
+        finish_soon(a, 1);
+        break;
+    case TIDE_WORKER_STAY_DOWN:
+        tide_info("stream to %s ended: %s %s", a->cfg->scheduler, tide_grpc_code_name(code),
+                  message ? message : "");
+        if (a->finishing)
+            finish_soon(a, a->exit_code);
+        break;
+    case TIDE_WORKER_RECONNECT:
+        tide_log(was_welcomed ? TIDE_LOG_WARN : TIDE_LOG_INFO,
+                 "stream to %s ended: %s %s; reconnecting in %lld ms", a->cfg->scheduler,
+                 tide_grpc_code_name(code), message ? message : "", (long long)delay);
+        uv_timer_start(&a->reconnect, on_reconnect, (uint64_t)delay, 0);
+        break;
+    }
+}
+
+static void on_client_state(tide_rpc_client_t *c, int status, const char *text, void *ud)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (c != a->client || a->done)
+        return;
+    if (status == 0)
+        tide_debug("connected to %s", a->cfg->scheduler);
+    else
+        tide_debug("connection to %s: %s", a->cfg->scheduler, text ? text : uv_strerror(status));
+}
+
+static void on_welcome_timeout(uv_timer_t *t)
+{
+    tide_worker_agent_t *a = t->data;
+
+    op_end_stream(a, "no Welcome in time");
+}
+
+static void connect_now(tide_worker_agent_t *a)
+{
+    tide_rpc_client_config_t cc;
+    tide_rpc_client_call_cbs_t cbs = {on_message, on_status};
+    tide_error_t err;
+    int rc;
+
+    tide_rpc_client_free(a->client); /* the previous attempt's, outside its callbacks */
+    a->client = NULL;
+    memset(&cc, 0, sizeof(cc));
+    cc.hostport = a->cfg->scheduler;
+    cc.token = a->cfg->token;
+    cc.on_state = on_client_state;
+    cc.ud = a;
+    tide_error_clear(&err);
+    rc = tide_rpc_client_new(a->loop, &cc, &a->client, &err);
+    if (rc == 0)
+        rc = tide_rpc_client_call_start(a->client, CONNECT_PATH, 0, &cbs, a, &a->call);
+    if (rc < 0) {
+        int64_t delay = 0;
+        tide_worker_next_t next;
+
+        tide_warn("cannot connect to %s: %s", a->cfg->scheduler,
+                  err.text[0] ? err.text : uv_strerror(rc));
+        a->call = NULL;
+        next = tide_worker_core_stream_ended(a->core, TIDE_GRPC_UNAVAILABLE, NULL, &delay);
+        if (next == TIDE_WORKER_RECONNECT)
+            uv_timer_start(&a->reconnect, on_reconnect, (uint64_t)delay, 0);
+        return;
+    }
+    tide_debug("connecting to %s", a->cfg->scheduler);
+    tide_worker_core_stream_opened(a->core);
+    uv_timer_start(&a->welcome, on_welcome_timeout, a->welcome_timeout_ms, 0);
+}
+
+static void on_reconnect(uv_timer_t *t)
+{
+    tide_worker_agent_t *a = t->data;
+
+    if (!a->done && !tide_worker_core_shutting_down(a->core))
+        connect_now(a);
+}
+
+/* --- finishing --- */
+
+static void on_finish_timer(uv_timer_t *t)
+{
+    tide_worker_agent_t *a = t->data;
+
+    if (a->call && uv_now(a->loop) < a->finish_deadline) {
+        uv_timer_start(&a->finish, on_finish_timer, DRAIN_POLL_MS, 0);
+        return;
+    }
+    stop_io(a);
+}
+
+/* Ends with exit_code: lets the scheduler end a half-closed stream (bounded), then stops. Always
+ * from a timer, so the transport is never freed inside its own callback. */
+static void finish_soon(tide_worker_agent_t *a, int exit_code)
+{
+    if (a->done)
+        return;
+    if (!a->finishing) {
+        a->finishing = true;
+        a->exit_code = exit_code;
+        a->finish_deadline = uv_now(a->loop) + (exit_code == 0 ? a->drain_timeout_ms : 0);
+        if (a->call && exit_code == 0)
+            tide_rpc_client_call_close_send(a->call);
+    }
+    uv_timer_start(&a->finish, on_finish_timer, 0, 0);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    tide_worker_agent_t *a = h->data;
+
+    if (--a->open_handles == 0 && a->free_requested) {
+        tide_worker_core_free(a->core);
+        free(a->exec_helper);
+        free(a);
+    }
+}
+
+static void stop_io(tide_worker_agent_t *a)
+{
+    if (a->done)
+        return;
+    a->done = true;
+    a->call = NULL; /* freeing the client fails it: that status is ignored */
+    tide_rpc_client_free(a->client);
+    a->client = NULL;
+    tide_launcher_free(a->launcher);
+    a->launcher = NULL;
+    tide_worker_logs_free(a->logs);
+    a->logs = NULL;
+    uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
+    uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
+    uv_close((uv_handle_t *)&a->welcome, on_handle_closed);
+    uv_close((uv_handle_t *)&a->finish, on_handle_closed);
+    if (a->signals) {
+        uv_close((uv_handle_t *)&a->sigterm, on_handle_closed);
+        uv_close((uv_handle_t *)&a->sigint, on_handle_closed);
+    }
+    tide_info("worker %s stops (exit status %d)", a->cfg->id, a->exit_code);
+}
+
+/* --- signals and the public API --- */
+
+void tide_worker_agent_shutdown(tide_worker_agent_t *a, const char *reason, bool force)
+{
+    if (a->done)
+        return;
+    tide_info("shutting down (%s): stopping %zu rank(s)%s", reason,
+              tide_worker_core_running(a->core), force ? " with SIGKILL" : "");
+    uv_timer_stop(&a->reconnect);
+    tide_worker_core_shutdown(a->core, reason, force);
+    maybe_finish_shutdown(a);
+}
+
+/* The first signal stops ranks with the grace; another one at least FORCE_AFTER_MS later kills
+ * them. (Tools such as timeout(1) deliver one SIGTERM twice in a row: that is not a second
+ * request.) */
+static void on_signal(uv_signal_t *s, int signum)
+{
+    tide_worker_agent_t *a = s->data;
+    uint64_t now = uv_now(a->loop);
+    bool force = a->first_signal_ms && now - a->first_signal_ms >= FORCE_AFTER_MS;
+
+    if (!a->first_signal_ms)
+        a->first_signal_ms = now ? now : 1;
+    else if (!force)
+        return;
+    tide_worker_agent_shutdown(a, signum == SIGINT ? "SIGINT" : "SIGTERM", force);
+}
+
+int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg,
+                          tide_worker_agent_t **out, tide_error_t *err)
+{
+    const tide_worker_config_t *wc = cfg->cfg;
+    const tide_gpu_info_t *gi = tide_gpu_info(cfg->gpu);
+    tide_worker_core_config_t cc;
+    tide_launcher_config_t lc;
+    tide_worker_logs_config_t logc;
+    tide_worker_reap_stats_t reaped;
+    tide_worker_agent_t *a;
+    uint64_t epoch = 0;
+    int rc;
+
+    rc = tide_worker_datadir_prepare(wc->data_dir, err);
+    if (rc < 0)
+        return rc;
+    /* Before registering: nothing a previous worker started may still hold the GPU. */
+    rc = tide_worker_records_reap(wc->data_dir, REAP_WAIT_MS, &reaped, err);
+    if (rc < 0)
+        return rc;
+    if (reaped.killed || reaped.stale || reaped.invalid)
+        tide_warn("previous worker's ranks: %u killed, %u already gone, %u unreadable records",
+                  reaped.killed, reaped.stale, reaped.invalid);
+    rc = tide_worker_epoch_load(wc->data_dir, &epoch, err);
+    if (rc < 0)
+        return rc;
+
+    a = tide_xcalloc(1, sizeof(*a));
+    a->loop = loop;
+    a->cfg = wc;
+    a->exec_helper = tide_xstrdup(cfg->exec_helper);
+    a->gpu = cfg->gpu;
+    a->welcome_timeout_ms =
+        cfg->welcome_timeout_ms ? cfg->welcome_timeout_ms : WELCOME_TIMEOUT_DEFAULT_MS;
+    a->drain_timeout_ms = cfg->drain_timeout_ms ? cfg->drain_timeout_ms : DRAIN_TIMEOUT_DEFAULT_MS;
+
+    memset(&cc, 0, sizeof(cc));
+    cc.worker_id = wc->id;
+    cc.node = wc->node;
+    cc.gpu_index = wc->gpu_index;
+    cc.device = gi->device;
+    cc.peak_flops = gi->peak_flops;
+    cc.memory_bytes = gi->memory_bytes;
+    cc.labels = wc->labels;
+    cc.n_labels = wc->n_labels;
+    cc.address = wc->advertise;
+    cc.version = TIDE_VERSION;
+    cc.max_epoch_seen = epoch;
+    cc.stop_grace_ms = wc->stop_grace_ms;
+    cc.seed = cfg->seed;
+    tide_worker_core_new(&cc, &core_ops, a, &a->core);
+
+    memset(&lc, 0, sizeof(lc));
+    lc.exec_helper = cfg->exec_helper;
+    lc.data_dir = wc->data_dir;
+    lc.worker_id = wc->id;
+    lc.advertise = wc->advertise;
+    lc.gpu_index = wc->gpu_index;
+    lc.on_exit = on_rank_exit;
+    lc.ud = a;
+    tide_launcher_new(loop, &lc, &a->launcher);
+
+    memset(&logc, 0, sizeof(logc));
+    logc.data_dir = wc->data_dir;
+    logc.worker_id = wc->id;
+    logc.queue_limit = cfg->log_queue_limit;
+    logc.follow_poll_ms = cfg->log_follow_poll_ms;
+    tide_worker_logs_new(loop, &logc, &logs_ops, a, &a->logs);
+
+    uv_timer_init(loop, &a->heartbeat);
+    uv_timer_init(loop, &a->reconnect);
+    uv_timer_init(loop, &a->welcome);
+    uv_timer_init(loop, &a->finish);
+    a->heartbeat.data = a->reconnect.data = a->welcome.data = a->finish.data = a;
+    a->open_handles = 4;
+    if (cfg->handle_signals) {
+        a->signals = true;
+        uv_signal_init(loop, &a->sigterm);
+        uv_signal_init(loop, &a->sigint);
+        a->sigterm.data = a->sigint.data = a;
+        uv_signal_start(&a->sigterm, on_signal, SIGTERM);
+        uv_signal_start(&a->sigint, on_signal, SIGINT);
+        a->open_handles += 2;
+    }
+    tide_info("worker %s (%s, %s) data dir %s, max epoch %llu", wc->id, gi->device, wc->node,
+              wc->data_dir, (unsigned long long)epoch);
+    connect_now(a);
+    *out = a;
+    return 0;
+}
+
+bool tide_worker_agent_done(const tide_worker_agent_t *a)
+{
+    return a->done;
+}
+
+int tide_worker_agent_exit_code(const tide_worker_agent_t *a)
+{
+    return a->exit_code;
+}
+
+const tide_worker_core_t *tide_worker_agent_core(const tide_worker_agent_t *a)
+{
+    return a->core;
+}
+
+void tide_worker_agent_free(tide_worker_agent_t *a)
+{
+    if (!a)
+        return;
+    stop_io(a);
+    a->free_requested = true;
+    if (a->open_handles == 0) {
+        tide_worker_core_free(a->core);
+        free(a->exec_helper);
+        free(a);
+    }
+}

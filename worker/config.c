@@ -1,0 +1,332 @@
+/* tide-worker flag parsing (see config.h). Invariant: on success every field of the config is set
+ * (a default or a checked value), so the rest of the worker never looks at argv or the environment
+ * again. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xmalloc.h"
+
+#define SCHEDULER_DEFAULT     "127.0.0.1:7070"
+#define GPU_DEFAULT           "sim:h100"
+#define STOP_GRACE_DEFAULT_MS 10000
+#define DATA_DIR_BASE         "/var/lib/tide/worker"
+
+static const char usage_text[] =
+    "usage: tide-worker [--scheduler HOST:PORT] [--id ID] [--node NAME] [--gpu-index N]\n"
+    "                   [--gpu sim:MODEL] [--labels k=v,...] [--advertise HOST]\n"
+    "                   [--data-dir DIR] [--token-file FILE] [--log-level debug|info|warn|error]\n"
+    "                   [--stop-grace-ms MS]\n"
+    "\n"
+    "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
+    "\n"
+    "  --scheduler HOST:PORT  scheduler to connect to (default: $TIDE_SCHEDULER "
+    "or " SCHEDULER_DEFAULT ")\n"
+    "  --id ID                stable worker id (default: NODE/gpuINDEX)\n"
+    "  --node NAME            node name (default: the hostname)\n"
+    "  --gpu-index N          GPU index on the node (default: 0)\n"
+    "  --gpu sim:MODEL        device: sim:h100, sim:a100, sim:l4, sim:b200 (default: " GPU_DEFAULT
+    ")\n"
+    "  --labels k=v,...       labels for placement (rack, switch, pool, ...)\n"
+    "  --advertise HOST       address peers use to reach ranks here, e.g. MASTER_ADDR\n"
+    "                         (default: the hostname)\n"
+    "  --data-dir DIR         logs, rank records, epoch (default: " DATA_DIR_BASE
+    "/NODE-gpuINDEX)\n"
+    "  --token-file FILE      bearer token for the scheduler (else $TIDE_TOKEN, else the file "
+    "named\n"
+    "                         by $TIDE_TOKEN_FILE)\n"
+    "  --log-level LEVEL      debug, info, warn or error (default: info)\n"
+    "  --stop-grace-ms MS     SIGTERM-to-SIGKILL grace when a stop names none (default: 10000)\n"
+    "  --help                 this text\n";
+
+const char *tide_worker_usage(void)
+{
+    return usage_text;
+}
+
+static void set_str(char **dst, const char *v)
+{
+    free(*dst);
+    *dst = tide_xstrdup(v);
+}
+
+static int parse_long(const char *flag, const char *v, long min, long max, long *out,
+                      tide_error_t *err)
+{
+    char *end;
+    long n;
+
+    errno = 0;
+    n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < min || n > max) {
+        tide_errprintf(err, "%s: '%s' is not a number in %ld..%ld", flag, v, min, max);
+        return -EINVAL;
+    }
+    *out = n;
+    return 0;
+}
+
+static int check_hostport(const char *v, tide_error_t *err)
+{
+    const char *colon = strrchr(v, ':');
+    long port;
+
+    if (!colon || colon == v) {
+        tide_errprintf(err, "--scheduler: '%s' is not HOST:PORT", v);
+        return -EINVAL;
+    }
+    if (parse_long("--scheduler", colon + 1, 1, 65535, &port, err) < 0) {
+        tide_errprintf(err, "--scheduler: '%s' is not HOST:PORT (port 1..65535)", v);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void labels_clear(tide_worker_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->n_labels; i++) {
+        free((char *)cfg->labels[i].key);
+        free((char *)cfg->labels[i].value);
+    }
+    free(cfg->labels);
+    cfg->labels = NULL;
+    cfg->n_labels = 0;
+}
+
+static int parse_labels(tide_worker_config_t *cfg, const char *v, tide_error_t *err)
+{
+    char *copy = tide_xstrdup(v), *save = NULL, *tok;
+    int rc = 0;
+
+    labels_clear(cfg);
+    for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok) {
+            tide_errprintf(err, "--labels: '%s' is not key=value", tok);
+            rc = -EINVAL;
+            goto done;
+        }
+        *eq = '\0';
+        for (size_t i = 0; i < cfg->n_labels; i++) {
+            if (strcmp(cfg->labels[i].key, tok) == 0) {
+                tide_errprintf(err, "--labels: key '%s' given twice", tok);
+                rc = -EINVAL;
+                goto done;
+            }
+        }
+        cfg->labels = tide_xrealloc(cfg->labels, (cfg->n_labels + 1) * sizeof(*cfg->labels));
+        cfg->labels[cfg->n_labels].key = tide_xstrdup(tok);
+        cfg->labels[cfg->n_labels].value = tide_xstrdup(eq + 1);
+        cfg->n_labels++;
+    }
+done:
+    free(copy);
+    return rc;
+}
+
+/* The whole file, trailing whitespace removed. */
+static int read_token(const char *what, const char *path, char **out, tide_error_t *err)
+{
+    char buf[4096];
+    size_t off = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+
+    if (fd < 0) {
+        tide_errprintf(err, "%s %s: %s", what, path, strerror(errno));
+        return -EINVAL;
+    }
+    for (;;) {
+        ssize_t n = read(fd, buf + off, sizeof(buf) - 1 - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            tide_errprintf(err, "%s %s: %s", what, path, strerror(errno));
+            rc = -EINVAL;
+            goto done;
+        }
+        if (n == 0)
+            break;
+        off += (size_t)n;
+        if (off == sizeof(buf) - 1) {
+            tide_errprintf(err, "%s %s: longer than %zu bytes", what, path, sizeof(buf) - 1);
+            rc = -EINVAL;
+            goto done;
+        }
+    }
+    while (off > 0 && (buf[off - 1] == '\n' || buf[off - 1] == '\r' || buf[off - 1] == ' ' ||
+                       buf[off - 1] == '\t'))
+        off--;
+    buf[off] = '\0';
+    if (off == 0) {
+        tide_errprintf(err, "%s %s: empty", what, path);
+        rc = -EINVAL;
+        goto done;
+    }
+    *out = tide_xstrdup(buf);
+done:
+    close(fd);
+    return rc;
+}
+
+/* Flags that take a value. */
+static const char *const value_flags[] = {
+    "--scheduler", "--id",       "--node",       "--gpu-index", "--gpu",           "--labels",
+    "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms",
+};
+
+int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
+{
+    char host[HOST_NAME_MAX + 1];
+    char *token_file = NULL;
+    const char *env;
+    long n;
+    int rc = 0;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->log_level = TIDE_LOG_INFO;
+    cfg->stop_grace_ms = STOP_GRACE_DEFAULT_MS;
+    cfg->gpu_index = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = NULL, *eq;
+        char flag[64];
+        bool known = false;
+
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            rc = 1;
+            goto done;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            tide_errprintf(err, "unexpected argument '%s'", arg);
+            rc = -EINVAL;
+            goto done;
+        }
+        eq = strchr(arg, '=');
+        snprintf(flag, sizeof(flag), "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        for (size_t k = 0; k < sizeof(value_flags) / sizeof(value_flags[0]); k++)
+            known |= strcmp(flag, value_flags[k]) == 0;
+        if (!known) {
+            tide_errprintf(err, "unknown flag %s", flag);
+            rc = -EINVAL;
+            goto done;
+        }
+        if (eq) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            tide_errprintf(err, "%s needs a value", flag);
+            rc = -EINVAL;
+            goto done;
+        }
+
+        if (strcmp(flag, "--scheduler") == 0) {
+            rc = check_hostport(val, err);
+            set_str(&cfg->scheduler, val);
+        } else if (strcmp(flag, "--id") == 0) {
+            if (!*val) {
+                tide_errprintf(err, "--id: empty");
+                rc = -EINVAL;
+            }
+            set_str(&cfg->id, val);
+        } else if (strcmp(flag, "--node") == 0) {
+            if (!*val) {
+                tide_errprintf(err, "--node: empty");
+                rc = -EINVAL;
+            }
+            set_str(&cfg->node, val);
+        } else if (strcmp(flag, "--gpu-index") == 0) {
+            rc = parse_long(flag, val, 0, 1023, &n, err);
+            cfg->gpu_index = (int32_t)n;
+        } else if (strcmp(flag, "--gpu") == 0) {
+            set_str(&cfg->gpu, val);
+        } else if (strcmp(flag, "--labels") == 0) {
+            rc = parse_labels(cfg, val, err);
+        } else if (strcmp(flag, "--advertise") == 0) {
+            if (!*val) {
+                tide_errprintf(err, "--advertise: empty");
+                rc = -EINVAL;
+            }
+            set_str(&cfg->advertise, val);
+        } else if (strcmp(flag, "--data-dir") == 0) {
+            if (!*val) {
+                tide_errprintf(err, "--data-dir: empty");
+                rc = -EINVAL;
+            }
+            set_str(&cfg->data_dir, val);
+        } else if (strcmp(flag, "--token-file") == 0) {
+            set_str(&token_file, val);
+        } else if (strcmp(flag, "--log-level") == 0) {
+            if (tide_log_level_parse(val, &cfg->log_level) < 0) {
+                tide_errprintf(err, "--log-level: '%s' is not debug, info, warn or error", val);
+                rc = -EINVAL;
+            }
+        } else if (strcmp(flag, "--stop-grace-ms") == 0) {
+            rc = parse_long(flag, val, 0, 24L * 3600 * 1000, &n, err);
+            cfg->stop_grace_ms = (uint32_t)n;
+        }
+        if (rc < 0)
+            goto done;
+    }
+
+    if (!cfg->scheduler) {
+        env = getenv("TIDE_SCHEDULER");
+        if (env && *env) {
+            if (check_hostport(env, err) < 0) {
+                tide_errprintf(err, "TIDE_SCHEDULER: '%s' is not HOST:PORT", env);
+                rc = -EINVAL;
+                goto done;
+            }
+            cfg->scheduler = tide_xstrdup(env);
+        } else {
+            cfg->scheduler = tide_xstrdup(SCHEDULER_DEFAULT);
+        }
+    }
+    if (gethostname(host, sizeof(host)) < 0 || !host[0])
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    if (!cfg->node)
+        cfg->node = tide_xstrdup(host);
+    if (!cfg->id)
+        cfg->id = tide_xasprintf("%s/gpu%d", cfg->node, cfg->gpu_index);
+    if (!cfg->gpu)
+        cfg->gpu = tide_xstrdup(GPU_DEFAULT);
+    if (!cfg->advertise)
+        cfg->advertise = tide_xstrdup(host);
+    if (!cfg->data_dir)
+        cfg->data_dir = tide_xasprintf("%s/%s-gpu%d", DATA_DIR_BASE, cfg->node, cfg->gpu_index);
+
+    /* Token: --token-file, else TIDE_TOKEN (the value), else TIDE_TOKEN_FILE (a path). */
+    if (token_file) {
+        rc = read_token("--token-file", token_file, &cfg->token, err);
+    } else if ((env = getenv("TIDE_TOKEN")) && *env) {
+        cfg->token = tide_xstrdup(env);
+    } else if ((env = getenv("TIDE_TOKEN_FILE")) && *env) {
+        rc = read_token("TIDE_TOKEN_FILE", env, &cfg->token, err);
+    }
+done:
+    free(token_file);
+    return rc;
+}
+
+void tide_worker_config_free(tide_worker_config_t *cfg)
+{
+    if (!cfg)
+        return;
+    labels_clear(cfg);
+    free(cfg->scheduler);
+    free(cfg->id);
+    free(cfg->node);
+    free(cfg->gpu);
+    free(cfg->advertise);
+    free(cfg->data_dir);
+    free(cfg->token);
+    memset(cfg, 0, sizeof(*cfg));
+}

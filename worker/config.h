@@ -1,0 +1,35 @@
+/* tide-worker's command line and environment (docs/worker.md, "Flags"). */
+#ifndef TIDE_WORKER_CONFIG_H
+#define TIDE_WORKER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "error.h"
+#include "log.h"
+
+typedef struct tide_worker_config {
+    char *scheduler; /* HOST:PORT */
+    char *id;        /* NODE/gpuINDEX by default */
+    char *node;      /* hostname by default */
+    int32_t gpu_index;
+    char *gpu;                   /* "sim:h100" by default; checked when the GPU is opened */
+    tide_worker_label_t *labels; /* n_labels entries; keys and values owned */
+    size_t n_labels;
+    char *advertise; /* hostname by default */
+    char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
+    char *token;     /* NULL: none */
+    tide_log_level_t log_level;
+    uint32_t stop_grace_ms;
+} tide_worker_config_t;
+
+/* Parses argv (and TIDE_SCHEDULER, TIDE_TOKEN, TIDE_TOKEN_FILE) into cfg, filling defaults. Returns
+ * 0; 1 for --help (nothing else filled); -EINVAL with one line in err naming the bad flag. The
+ * caller frees cfg with tide_worker_config_free in every case. */
+int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err);
+void tide_worker_config_free(tide_worker_config_t *cfg);
+/* The --help text (static). */
+const char *tide_worker_usage(void);
+
+#endif

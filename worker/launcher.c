@@ -1,0 +1,495 @@
+/* Rank processes (see launcher.h): uv_spawn of tide-exec as a new session, environment and log
+ * file, the helper's "ok" report, the rank record, stop with grace, and exit reporting. Invariants:
+ * every process this launcher started is in its list until its exit was seen, so none is left
+ * unwatched; a record exists for every rank whose spawn returned 0 and is removed only by
+ * tide_launcher_forget; the exit of a failed spawn is never reported. */
+#include "launcher.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "datadir.h"
+#include "list.h"
+#include "xmalloc.h"
+
+extern char **environ;
+
+#define REPORT_TIMEOUT_DEFAULT_MS 5000
+
+typedef struct proc {
+    tide_list_t link;
+    tide_launcher_t *l; /* NULL once the launcher is freed */
+    uint64_t id;
+    uv_process_t handle;
+    uv_timer_t kill_timer;
+    pid_t pid;
+    bool failed;      /* the spawn failed after the helper started: its exit is not a rank's */
+    uint64_t kill_at; /* loop ms of the pending SIGKILL; 0: none */
+    int open_handles;
+} proc_t;
+
+struct tide_launcher {
+    uv_loop_t *loop;
+    char *exec_helper, *data_dir, *worker_id, *advertise;
+    int32_t gpu_index;
+    uint32_t report_timeout_ms;
+    tide_launcher_exit_cb on_exit;
+    void *ud;
+    tide_list_t procs;
+};
+
+void tide_launcher_new(uv_loop_t *loop, const tide_launcher_config_t *cfg, tide_launcher_t **out)
+{
+    tide_launcher_t *l = tide_xcalloc(1, sizeof(*l));
+
+    l->loop = loop;
+    l->exec_helper = tide_xstrdup(cfg->exec_helper);
+    l->data_dir = tide_xstrdup(cfg->data_dir);
+    l->worker_id = tide_xstrdup(cfg->worker_id ? cfg->worker_id : "");
+    l->advertise = tide_xstrdup(cfg->advertise ? cfg->advertise : "");
+    l->gpu_index = cfg->gpu_index;
+    l->report_timeout_ms =
+        cfg->report_timeout_ms ? cfg->report_timeout_ms : REPORT_TIMEOUT_DEFAULT_MS;
+    l->on_exit = cfg->on_exit;
+    l->ud = cfg->ud;
+    tide_list_init(&l->procs);
+    *out = l;
+}
+
+static void proc_close_cb(uv_handle_t *h)
+{
+    proc_t *p = h->data;
+
+    if (--p->open_handles == 0)
+        free(p);
+}
+
+static void proc_close(proc_t *p)
+{
+    uv_close((uv_handle_t *)&p->handle, proc_close_cb);
+    uv_close((uv_handle_t *)&p->kill_timer, proc_close_cb);
+}
+
+void tide_launcher_free(tide_launcher_t *l)
+{
+    tide_list_t *pos, *tmp;
+
+    if (!l)
+        return;
+    tide_list_for_each_safe(pos, tmp, &l->procs)
+    {
+        proc_t *p = tide_list_entry(pos, proc_t, link);
+        /* Its exit still closes the handles, so no zombie is left behind. */
+        kill(-p->pid, SIGKILL);
+        p->l = NULL;
+        tide_list_remove(&p->link);
+    }
+    free(l->exec_helper);
+    free(l->data_dir);
+    free(l->worker_id);
+    free(l->advertise);
+    free(l);
+}
+
+size_t tide_launcher_running(const tide_launcher_t *l)
+{
+    const tide_list_t *pos;
+    size_t n = 0;
+
+    tide_list_for_each(pos, &l->procs)
+    {
+        if (!tide_list_entry(pos, proc_t, link)->failed)
+            n++;
+    }
+    return n;
+}
+
+static proc_t *find(tide_launcher_t *l, uint64_t id)
+{
+    tide_list_t *pos;
+
+    tide_list_for_each(pos, &l->procs)
+    {
+        proc_t *p = tide_list_entry(pos, proc_t, link);
+        if (p->id == id && !p->failed)
+            return p;
+    }
+    return NULL;
+}
+
+static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal)
+{
+    proc_t *p = h->data;
+    tide_launcher_t *l = p->l;
+
+    /* Whatever the command left in its group goes too. The group id is the helper's pid, which the
+     * kernel does not hand out again while any member of the group is alive. */
+    kill(-p->pid, SIGKILL);
+    uv_timer_stop(&p->kill_timer);
+    if (l)
+        tide_list_remove(&p->link);
+    if (l && !p->failed && l->on_exit)
+        l->on_exit(p->id, exit_status, term_signal, l->ud); /* may free l */
+    proc_close(p);
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+    proc_t *p = t->data;
+
+    p->kill_at = 0;
+    kill(-p->pid, SIGKILL);
+}
+
+int tide_launcher_stop(tide_launcher_t *l, uint64_t id, uint32_t grace_ms)
+{
+    proc_t *p = find(l, id);
+    uint64_t at;
+
+    if (!p)
+        return -ENOENT;
+    if (grace_ms == 0) {
+        kill(-p->pid, SIGKILL);
+        return 0;
+    }
+    kill(-p->pid, SIGTERM);
+    at = uv_now(l->loop) + grace_ms;
+    if (p->kill_at == 0 || at < p->kill_at) {
+        p->kill_at = at;
+        uv_timer_start(&p->kill_timer, on_kill_timer, grace_ms, 0);
+    }
+    return 0;
+}
+
+void tide_launcher_forget(tide_launcher_t *l, const char *job_id, int32_t generation, int32_t rank)
+{
+    if (tide_worker_job_id_valid(job_id))
+        tide_worker_record_remove(l->data_dir, job_id, generation, rank);
+}
+
+/* --- environment --- */
+
+typedef struct env {
+    char **kv; /* "NAME=VALUE", NULL-terminated */
+    size_t n, cap;
+} env_t;
+
+static void env_set(env_t *e, const char *name, const char *value)
+{
+    size_t nl = strlen(name);
+    char *s = tide_xasprintf("%s=%s", name, value);
+
+    for (size_t i = 0; i < e->n; i++) {
+        if (strncmp(e->kv[i], name, nl) == 0 && e->kv[i][nl] == '=') {
+            free(e->kv[i]);
+            e->kv[i] = s;
+            return;
+        }
+    }
+    if (e->n + 2 > e->cap) {
+        e->cap = e->cap ? e->cap * 2 : 64;
+        e->kv = tide_xrealloc(e->kv, e->cap * sizeof(char *));
+    }
+    e->kv[e->n++] = s;
+    e->kv[e->n] = NULL;
+}
+
+static void env_set_int(env_t *e, const char *name, long long v)
+{
+    char buf[32];
+
+    snprintf(buf, sizeof(buf), "%lld", v);
+    env_set(e, name, buf);
+}
+
+static void env_free(env_t *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->kv[i]);
+    free(e->kv);
+}
+
+/* The worker's environment, then the job's env map, then tide's variables (which win). */
+static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, int master_port,
+                      env_t *e)
+{
+    tide_buf_t cvd = TIDE_BUF_INIT;
+
+    for (char **p = environ; p && *p; p++) {
+        const char *eq = strchr(*p, '=');
+        char *name;
+        if (!eq || eq == *p)
+            continue;
+        name = tide_xstrndup(*p, (size_t)(eq - *p));
+        env_set(e, name, eq + 1);
+        free(name);
+    }
+    for (size_t i = 0; i < r->n_env; i++)
+        env_set(e, r->env[i]->key, r->env[i]->value);
+
+    env_set_int(e, "RANK", r->rank);
+    env_set_int(e, "LOCAL_RANK", r->local_rank);
+    env_set_int(e, "WORLD_SIZE", r->world_size);
+    env_set_int(e, "LOCAL_WORLD_SIZE", r->local_world_size > 0 ? r->local_world_size : 1);
+    env_set_int(e, "GROUP_RANK", r->group_rank);
+    env_set_int(e, "ROLE_RANK", r->rank);
+    env_set_int(e, "ROLE_WORLD_SIZE", r->world_size);
+    env_set(e, "MASTER_ADDR", r->master_addr[0] ? r->master_addr : l->advertise);
+    env_set_int(e, "MASTER_PORT", master_port);
+    env_set_int(e, "TORCHELASTIC_RESTART_COUNT", r->restart_count);
+    env_set_int(e, "TORCHELASTIC_MAX_RESTARTS", r->max_restarts);
+    env_set(e, "TORCHELASTIC_RUN_ID", r->run_id[0] ? r->run_id : r->job_id);
+    env_set(e, "TIDE_JOB_ID", r->job_id);
+    env_set_int(e, "TIDE_GENERATION", r->generation);
+    env_set(e, "TIDE_WORKER_ID", l->worker_id);
+    if (r->n_node_gpu_indexes == 0) {
+        tide_buf_printf(&cvd, "%d", l->gpu_index);
+    } else {
+        for (size_t i = 0; i < r->n_node_gpu_indexes; i++)
+            tide_buf_printf(&cvd, "%s%d", i ? "," : "", r->node_gpu_indexes[i]);
+    }
+    env_set(e, "CUDA_VISIBLE_DEVICES", tide_buf_cstr(&cvd));
+    tide_buf_free(&cvd);
+}
+
+/* A free TCP port: bind port 0 on the advertised address (or any), read it, close. The rank binds
+ * it moments later; the same race torchrun accepts. */
+static int pick_port(const char *advertise, int *port, tide_error_t *err)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd = -1, rc = 0;
+
+    memset(&ss, 0, sizeof(ss));
+    if (inet_pton(AF_INET6, advertise, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        ss.ss_family = AF_INET6;
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        sin->sin_family = AF_INET;
+        if (inet_pton(AF_INET, advertise, &sin->sin_addr) != 1)
+            sin->sin_addr.s_addr = htonl(INADDR_ANY);
+        len = sizeof(struct sockaddr_in);
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) < 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        rc = -errno;
+        tide_errprintf(err, "pick MASTER_PORT: %s", uv_strerror(rc));
+        goto done;
+    }
+    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                           : ((struct sockaddr_in *)&ss)->sin_port);
+done:
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Reads the helper's one-line report (without the newline) within timeout_ms. -ETIMEDOUT or -errno.
+ */
+static int read_report(int fd, uint32_t timeout_ms, char *buf, size_t size)
+{
+    uint64_t deadline = uv_hrtime() / 1000000 + timeout_ms;
+    size_t off = 0;
+
+    while (off + 1 < size && !memchr(buf, '\n', off)) {
+        uint64_t now = uv_hrtime() / 1000000;
+        struct pollfd pfd = {fd, POLLIN, 0};
+        ssize_t n;
+        int r;
+
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        r = poll(&pfd, 1, (int)(deadline - now));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -ETIMEDOUT;
+        n = read(fd, buf + off, size - 1 - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        off += (size_t)n;
+    }
+    buf[off] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return 0;
+}
+
+static int open_log(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, int *fd,
+                    tide_error_t *err)
+{
+    char *logs = tide_xasprintf("%s/logs", l->data_dir);
+    char *dir = tide_worker_log_dir(l->data_dir, r->job_id);
+    char *path = tide_worker_log_path(l->data_dir, r->job_id, r->generation, r->rank);
+    int rc = 0;
+
+    if ((mkdir(logs, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
+        rc = -errno;
+        tide_errprintf(err, "log dir %s: %s", dir, uv_strerror(rc));
+        goto done;
+    }
+    *fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (*fd < 0) {
+        rc = -errno;
+        tide_errprintf(err, "log %s: %s", path, uv_strerror(rc));
+    }
+done:
+    free(path);
+    free(dir);
+    free(logs);
+    return rc;
+}
+
+int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchRank *launch,
+                        tide_worker_spawned_t *out, tide_error_t *err)
+{
+    const char *workdir = launch->workdir[0] ? launch->workdir : l->data_dir;
+    uv_process_options_t opts;
+    uv_stdio_container_t stdio[4];
+    tide_worker_record_t rec;
+    env_t env = {NULL, 0, 0};
+    char **args = NULL, parent[24], report[512];
+    int master_port = launch->master_port, logfd = -1, sp[2] = {-1, -1}, rc;
+    proc_t *p = NULL;
+    struct stat st;
+    size_t na = 0;
+
+    if (stat(workdir, &st) < 0) {
+        rc = -errno;
+        tide_errprintf(err, "workdir %s: %s", workdir, uv_strerror(rc));
+        goto done;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        rc = -ENOTDIR;
+        tide_errprintf(err, "workdir %s: %s", workdir, uv_strerror(rc));
+        goto done;
+    }
+    if (launch->rank == 0 && master_port == 0) {
+        rc = pick_port(l->advertise, &master_port, err);
+        if (rc < 0)
+            goto done;
+    }
+    rc = open_log(l, launch, &logfd, err);
+    if (rc < 0)
+        goto done;
+    if (pipe2(sp, O_CLOEXEC) < 0) {
+        rc = -errno;
+        tide_errprintf(err, "spawn %s: pipe: %s", launch->command[0], uv_strerror(rc));
+        goto done;
+    }
+    build_env(l, launch, master_port, &env);
+    snprintf(parent, sizeof(parent), "%d", (int)uv_os_getpid());
+    args = tide_xcalloc(launch->n_command + 7, sizeof(char *));
+    args[na++] = l->exec_helper;
+    args[na++] = "--parent";
+    args[na++] = parent;
+    args[na++] = "--status-fd";
+    args[na++] = "3";
+    args[na++] = "--";
+    for (size_t i = 0; i < launch->n_command; i++)
+        args[na++] = launch->command[i];
+    args[na] = NULL;
+
+    memset(&opts, 0, sizeof(opts));
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = logfd;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = logfd;
+    stdio[3].flags = UV_INHERIT_FD;
+    stdio[3].data.fd = sp[1];
+    opts.file = l->exec_helper;
+    opts.args = args;
+    opts.env = env.kv;
+    opts.cwd = workdir;
+    opts.flags = UV_PROCESS_DETACHED; /* setsid: the helper leads a new session and process group */
+    opts.stdio = stdio;
+    opts.stdio_count = 4;
+    opts.exit_cb = on_proc_exit;
+
+    p = tide_xcalloc(1, sizeof(*p));
+    p->id = id;
+    p->l = l;
+    tide_list_init(&p->link);
+    uv_timer_init(l->loop, &p->kill_timer);
+    p->kill_timer.data = p;
+    p->handle.data = p;
+    p->open_handles = 2;
+    rc = uv_spawn(l->loop, &p->handle, &opts);
+    if (rc < 0) {
+        tide_errprintf(err, "spawn %s: exec helper %s: %s", launch->command[0], l->exec_helper,
+                       uv_strerror(rc));
+        proc_close(p); /* a handle that failed to spawn must still be closed */
+        p = NULL;
+        goto done;
+    }
+    p->pid = p->handle.pid;
+    tide_list_push_back(&l->procs, &p->link);
+    close(sp[1]);
+    sp[1] = -1;
+    close(logfd);
+    logfd = -1;
+
+    rc = read_report(sp[0], l->report_timeout_ms, report, sizeof(report));
+    if (rc < 0 || strcmp(report, "ok") != 0) {
+        if (rc == -ETIMEDOUT)
+            tide_errprintf(err, "spawn %s: exec helper did not report within %u ms",
+                           launch->command[0], l->report_timeout_ms);
+        else if (rc == 0 && strncmp(report, "err ", 4) == 0)
+            tide_errprintf(err, "%s", report + 4);
+        else
+            tide_errprintf(err, "spawn %s: exec helper exited without a report",
+                           launch->command[0]);
+        kill(-p->pid, SIGKILL); /* no-op when it already exits 127 */
+        p->failed = true;
+        rc = rc < 0 ? rc : -ECHILD;
+        goto done;
+    }
+    /* The helper cannot have been reaped yet (that happens on the loop), so /proc has it. */
+    rec.pid = p->pid;
+    rec.pgid = p->pid;
+    rc = tide_proc_stat(p->pid, NULL, &rec.start_time, NULL);
+    if (rc == 0)
+        rc = tide_worker_record_write(l->data_dir, launch->job_id, launch->generation, launch->rank,
+                                      &rec, err);
+    else
+        tide_errprintf(err, "spawn %s: /proc/%d/stat: %s", launch->command[0], (int)p->pid,
+                       uv_strerror(rc));
+    if (rc < 0) {
+        /* Without a record a restarted worker could not clean it up: do not run it. */
+        kill(-p->pid, SIGKILL);
+        p->failed = true;
+        goto done;
+    }
+    out->pid = p->pid;
+    out->master_port = master_port;
+done:
+    if (sp[0] >= 0)
+        close(sp[0]);
+    if (sp[1] >= 0)
+        close(sp[1]);
+    if (logfd >= 0)
+        close(logfd);
+    free(args);
+    env_free(&env);
+    return rc;
+}

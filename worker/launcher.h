@@ -1,0 +1,56 @@
+/* The rank launcher: starts ranks through the exec helper (tide-exec) with uv_spawn, stops them
+ * (SIGTERM to the process group, SIGKILL after a grace period) and reports their exits. It builds
+ * the rank's environment, working directory and log file, picks rank 0's MASTER_PORT and writes the
+ * rank record before a spawn returns. docs/worker.md, "Ranks". Loop thread only. */
+#ifndef TIDE_WORKER_LAUNCHER_H
+#define TIDE_WORKER_LAUNCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "error.h"
+#include "tide/v1/worker_service.pb-c.h"
+
+struct uv_loop_s;
+
+typedef struct tide_launcher tide_launcher_t;
+
+/* A rank's exec helper exited (libuv's exit_status and term_signal). Not called for failed spawns.
+ */
+typedef void (*tide_launcher_exit_cb)(uint64_t id, int64_t exit_status, int term_signal, void *ud);
+
+typedef struct tide_launcher_config {
+    const char *exec_helper; /* path of tide-exec; copied */
+    const char *data_dir;    /* logs, records, default workdir; copied */
+    const char *worker_id;   /* TIDE_WORKER_ID; copied */
+    const char
+        *advertise;    /* MASTER_ADDR when LaunchRank has none; bound to pick MASTER_PORT; copied */
+    int32_t gpu_index; /* CUDA_VISIBLE_DEVICES when LaunchRank lists no node_gpu_indexes */
+    uint32_t report_timeout_ms; /* wait for the helper's "ok"; 0: 5000 */
+    tide_launcher_exit_cb on_exit;
+    void *ud;
+} tide_launcher_config_t;
+
+/* Creates a launcher on loop (borrowed). Caller frees with tide_launcher_free. */
+void tide_launcher_new(struct uv_loop_s *loop, const tide_launcher_config_t *cfg,
+                       tide_launcher_t **out);
+/* SIGKILLs the groups of ranks still running; their handles close once they exited (run the loop
+ * afterwards until it is empty). on_exit is not called any more. NULL is fine. */
+void tide_launcher_free(tide_launcher_t *l);
+
+/* Starts rank `id` as `launch` (borrowed; validated by the core) describes. Returns 0 and fills
+ * *out once the command was exec'd and its record written, or -errno with the reason in err (then
+ * nothing runs and on_exit is never called for id). Blocks for the helper's report (a fork+exec).
+ */
+int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchRank *launch,
+                        tide_worker_spawned_t *out, tide_error_t *err);
+/* SIGTERM to rank id's process group now, SIGKILL after grace_ms (0: now). A repeat can only
+ * shorten the grace. Returns 0 or -ENOENT when id is not running. */
+int tide_launcher_stop(tide_launcher_t *l, uint64_t id, uint32_t grace_ms);
+/* Removes the record of a rank whose exit was reported. */
+void tide_launcher_forget(tide_launcher_t *l, const char *job_id, int32_t generation, int32_t rank);
+/* Ranks started and not yet exited. */
+size_t tide_launcher_running(const tide_launcher_t *l);
+
+#endif

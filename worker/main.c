@@ -1,0 +1,93 @@
+/* tide-worker's main(): flags, logging, the GPU backend, then the agent on a libuv loop until it is
+ * done. Exit status: 0 after SIGTERM/SIGINT, 1 when the scheduler refuses the worker or startup
+ * fails, 2 for a bad flag. Everything else lives in tide_worker_lib so tests can reach it. */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "clock.h"
+#include "config.h"
+#include "gpu.h"
+#include "log.h"
+
+/* tide-exec sits next to tide-worker (both in build/bin, or installed together); TIDE_EXEC
+ * overrides. */
+static char *find_exec_helper(void)
+{
+    char path[PATH_MAX];
+    size_t len = sizeof(path);
+    const char *env = getenv("TIDE_EXEC");
+    char *slash;
+
+    if (env && *env)
+        return strdup(env);
+    if (uv_exepath(path, &len) < 0)
+        return strdup("tide-exec");
+    slash = strrchr(path, '/');
+    if (!slash)
+        return strdup("tide-exec");
+    snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "tide-exec");
+    return strdup(path);
+}
+
+int main(int argc, char **argv)
+{
+    tide_worker_config_t cfg;
+    tide_worker_agent_config_t ac;
+    tide_worker_agent_t *agent = NULL;
+    tide_gpu_t *gpu = NULL;
+    tide_error_t err;
+    uv_loop_t loop;
+    char *helper = NULL;
+    int rc, status = 1;
+
+    tide_error_clear(&err);
+    rc = tide_worker_config_parse(argc, argv, &cfg, &err);
+    if (rc == 1) {
+        fputs(tide_worker_usage(), stdout);
+        tide_worker_config_free(&cfg);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "tide-worker: %s (see --help)\n", err.text);
+        tide_worker_config_free(&cfg);
+        return 2;
+    }
+    tide_log_init("tide-worker", cfg.log_level);
+    if (tide_gpu_open(cfg.gpu, cfg.gpu_index, tide_clock_mono_ms(), &gpu, &err) < 0) {
+        fprintf(stderr, "tide-worker: --gpu: %s (see --help)\n", err.text);
+        tide_worker_config_free(&cfg);
+        return 2;
+    }
+    /* A dead scheduler connection must be an error return, not a fatal SIGPIPE. Ranks get the
+     * default back: libuv resets dispositions in the child. */
+    signal(SIGPIPE, SIG_IGN);
+
+    helper = find_exec_helper();
+    uv_loop_init(&loop);
+    memset(&ac, 0, sizeof(ac));
+    ac.cfg = &cfg;
+    ac.exec_helper = helper;
+    ac.gpu = gpu;
+    ac.handle_signals = true;
+    ac.seed = (uint64_t)getpid() ^ (uint64_t)tide_clock_wall_ms();
+    rc = tide_worker_agent_new(&loop, &ac, &agent, &err);
+    if (rc < 0) {
+        tide_err("cannot start: %s", err.text);
+    } else {
+        uv_run(&loop, UV_RUN_DEFAULT);
+        status = tide_worker_agent_exit_code(agent);
+        tide_worker_agent_free(agent);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    tide_gpu_close(gpu);
+    free(helper);
+    tide_worker_config_free(&cfg);
+    return status;
+}
