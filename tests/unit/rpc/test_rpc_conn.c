@@ -659,7 +659,7 @@ static void h2_many_streams(void **state)
     }
     pump(&h);
     for (i = 0; i < 400; i++) {
-        char m[16], want[32];
+        char m[16], want[48];
         snprintf(m, sizeof(m), "m%d", i);
         snprintf(want, sizeof(want), "%zu:%s|", strlen(m), m);
         assert_int_equal(h.streams[i].grpc_status, 0);
