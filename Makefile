@@ -3,6 +3,7 @@ BUILD      ?= build
 TEST_BUILD ?= build/asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE      ?= cmake
+MAKEFLAGS  += --no-print-directory
 
 .PHONY: all deps build test test-unit demo demo-quick bench format clean help
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "token.h"
 #include "xmalloc.h"
 
 #define SCHEDULER_DEFAULT     "127.0.0.1:7070"
@@ -128,50 +129,6 @@ static int parse_labels(tide_worker_config_t *cfg, const char *v, tide_error_t *
     }
 done:
     free(copy);
-    return rc;
-}
-
-/* The whole file, trailing whitespace removed. */
-static int read_token(const char *what, const char *path, char **out, tide_error_t *err)
-{
-    char buf[4096];
-    size_t off = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-
-    if (fd < 0) {
-        tide_errprintf(err, "%s %s: %s", what, path, strerror(errno));
-        return -EINVAL;
-    }
-    for (;;) {
-        ssize_t n = read(fd, buf + off, sizeof(buf) - 1 - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            tide_errprintf(err, "%s %s: %s", what, path, strerror(errno));
-            rc = -EINVAL;
-            goto done;
-        }
-        if (n == 0)
-            break;
-        off += (size_t)n;
-        if (off == sizeof(buf) - 1) {
-            tide_errprintf(err, "%s %s: longer than %zu bytes", what, path, sizeof(buf) - 1);
-            rc = -EINVAL;
-            goto done;
-        }
-    }
-    while (off > 0 && (buf[off - 1] == '\n' || buf[off - 1] == '\r' || buf[off - 1] == ' ' ||
-                       buf[off - 1] == '\t'))
-        off--;
-    buf[off] = '\0';
-    if (off == 0) {
-        tide_errprintf(err, "%s %s: empty", what, path);
-        rc = -EINVAL;
-        goto done;
-    }
-    *out = tide_xstrdup(buf);
-done:
-    close(fd);
     return rc;
 }
 
@@ -303,13 +260,17 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
     if (!cfg->data_dir)
         cfg->data_dir = tide_xasprintf("%s/%s-gpu%d", DATA_DIR_BASE, cfg->node, cfg->gpu_index);
 
-    /* Token: --token-file, else TIDE_TOKEN (the value), else TIDE_TOKEN_FILE (a path). */
-    if (token_file) {
-        rc = read_token("--token-file", token_file, &cfg->token, err);
-    } else if ((env = getenv("TIDE_TOKEN")) && *env) {
-        cfg->token = tide_xstrdup(env);
-    } else if ((env = getenv("TIDE_TOKEN_FILE")) && *env) {
-        rc = read_token("TIDE_TOKEN_FILE", env, &cfg->token, err);
+    /* Token: --token-file, else TIDE_TOKEN (the value), else TIDE_TOKEN_FILE (a path), else the token of
+     * a scheduler with the default data dir on this machine. */
+    {
+        char *dir = tide_default_data_dir();
+        char *def = tide_xasprintf("%s/token", dir);
+        rc = tide_token_resolve(token_file, getenv("TIDE_TOKEN"), getenv("TIDE_TOKEN_FILE"), def,
+                                &cfg->token, err);
+        if (rc < 0)
+            rc = -EINVAL;
+        free(def);
+        free(dir);
     }
 done:
     free(token_file);

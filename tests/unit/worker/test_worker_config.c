@@ -127,7 +127,7 @@ static void test_bad_flags(void **state)
         {ARGC("--log-level", "loud"), ARGV("--log-level", "loud"), "--log-level:"},
         {ARGC("--stop-grace-ms", "soon"), ARGV("--stop-grace-ms", "soon"), "--stop-grace-ms:"},
         {ARGC("--token-file", "/nonexistent/t"), ARGV("--token-file", "/nonexistent/t"),
-         "--token-file /nonexistent/t: No such file or directory"},
+         "cannot read token file /nonexistent/t: No such file or directory"},
         {ARGC("--data-dir="), ARGV("--data-dir="), "--data-dir: empty"},
     };
 
@@ -169,7 +169,7 @@ static void test_token_sources(void **state)
 
     setenv("TIDE_TOKEN_FILE", f2, 1);
     assert_int_equal(PARSE(&cfg, &err, "--node", "n"), 0);
-    assert_string_equal(cfg.token, "  from-env-file"); /* trailing whitespace only */
+    assert_string_equal(cfg.token, "from-env-file"); /* whitespace trimmed */
     tide_worker_config_free(&cfg);
 
     setenv("TIDE_TOKEN", "from-env", 1);
