@@ -95,6 +95,21 @@ def main():
         ch.close()
         print("ok   stock grpcio client: SubmitJob, GetJob, ListJobs, CancelJob, Health, WatchEvents")
 
+        # /metrics on the same port, no token, valid for Prometheus' own checker.
+        import shutil
+        import subprocess
+        import urllib.request
+        body = urllib.request.urlopen(f"http://{c.addr}/metrics", timeout=10).read()
+        assert b'tide_jobs{state="pending"} 5' in body, body
+        assert b'tide_rpc_requests_total{method="/tide.v1.JobService/SubmitJob",code="OK"} 6' in body, body
+        assert c.token.encode() not in body and b"/bin/echo" not in body
+        assert urllib.request.urlopen(f"http://{c.addr}/healthz", timeout=10).read() == b"ok\n"
+        promtool = shutil.which("promtool")
+        assert promtool, "promtool (Debian package prometheus) is installed by scripts/deps.sh"
+        r = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        print("ok   /metrics passes promtool check metrics; /healthz answers")
+
         # A graceful stop exits 0 (under ASan this also means no leak was found).
         c.kill_scheduler(tidetest.signal.SIGTERM)
         assert c.sched.returncode == 0, f"scheduler exited {c.sched.returncode}: {c.log('scheduler')}"

@@ -3,7 +3,9 @@ a failing rank fails the job and stops the others; cancel; a time limit; a comma
 Ranks' processes are checked gone after every stop (no orphan holds a GPU)."""
 
 import os
+import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
@@ -25,8 +27,10 @@ def main():
         c.start_scheduler()
         for node in ("node1", "node2"):
             for gpu in (0, 1):
-                c.start_worker(node, gpu)
+                c.start_worker(node, gpu, "--labels", f"rack=r{node[-1]},zone=a")
         c.wait_workers(4)
+        labels = {w["id"]: w.get("labels") for w in c.workers_json()}
+        assert labels["node2/gpu1"] == {"rack": "r2", "zone": "a"}, labels
         out = os.path.join(c.tmp, "out")
         os.makedirs(out)
 
@@ -110,6 +114,29 @@ def main():
         assert job["state"] == "JOB_STATE_FAILED" and "no such file" in job["message"].lower(), job
         c.wait_workers(4)
         print("ok   a command that cannot start fails the job with the reason:", job["message"])
+
+        # 6. Following a running job's output and its events.
+        go = os.path.join(out, "go")
+        jid = c.tidectl("submit", "--name", "follow", "--workers", "2", "--", "sh", "-c",
+                        f"echo first $RANK; while [ ! -e {go} ]; do sleep 0.1; done; echo second $RANK").stdout.strip()
+        e = dict(os.environ, **c.env())
+        logs = subprocess.Popen([os.path.join(tidetest.BIN, "tidectl"), "logs", jid, "-f"], stdout=subprocess.PIPE,
+                                text=True, env=e)
+        events = subprocess.Popen([os.path.join(tidetest.BIN, "tidectl"), "events", "-f", "--job", jid],
+                                  stdout=subprocess.PIPE, text=True, env=e)
+        seen, ev_seen = [], []
+        threading.Thread(target=lambda: [seen.append(line) for line in logs.stdout], daemon=True).start()
+        threading.Thread(target=lambda: [ev_seen.append(line) for line in events.stdout], daemon=True).start()
+        wait_for(lambda: sum("first" in x for x in seen) == 2, 20, "both ranks' first line while running")
+        assert not any("second" in x for x in seen)
+        open(go, "w").close()
+        assert logs.wait(timeout=30) == 0, "logs -f must end when the ranks have exited"
+        assert sum("second" in x for x in seen) == 2, seen
+        wait_for(lambda: any("job.succeeded" in x for x in ev_seen), 20, "events -f to show job.succeeded")
+        events.terminate()
+        events.wait(timeout=10)
+        assert any("job.submitted" in x for x in ev_seen) and any("rank.started" in x for x in ev_seen), ev_seen
+        print("ok   logs -f streams output while the job runs and ends with it; events -f follows the job")
 
 
 if __name__ == "__main__":
