@@ -683,6 +683,35 @@ static void test_restart_mid_start_resumes_launches(void **state)
     h_fini(&h2);
 }
 
+static void test_repeated_exit_reports_are_harmless(void **state)
+{
+    h_t h;
+    tide_job_t *job, *next;
+    tide_worker_t *w;
+    static int conn2;
+    tide_worker_info_t info = {.id = "n1/gpu0", .node = "n1", .device = "sim:h100"};
+    tide_rank_report_t rep;
+    tide_error_t err;
+    (void)state;
+    h_init(&h, NULL);
+    cluster(&h, 1, 1);
+    job = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
+    h_start_all(&h);
+    tide_core_rank_exited(h.core, job->ranks[0].worker, job->id, 1, 0, 0, NULL);
+    assert_int_equal(job->state, TIDE_JOB_SUCCEEDED);
+    next = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
+    h_start_all(&h);
+    /* The worker reconnects and repeats the old exit (its RankExited may have been lost). */
+    rep = (tide_rank_report_t){.job_id = job->id, .generation = 1, .rank = 0, .running = false};
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn2, &rep, 1, &w, &err), 0);
+    assert_int_equal(job->state, TIDE_JOB_SUCCEEDED);
+    /* ...without mentioning the rank it runs now: that one is lost, the old exit changes nothing */
+    assert_int_equal(next->state, TIDE_JOB_FAILED);
+    assert_non_null(strstr(next->message, "re-registered without rank 0"));
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 static void test_goodbye_is_dead_at_once(void **state)
 {
     h_t h;
@@ -722,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_restart_adopts_running_ranks),
         cmocka_unit_test(test_restart_fails_job_when_worker_stays_away),
         cmocka_unit_test(test_restart_mid_start_resumes_launches),
+        cmocka_unit_test(test_repeated_exit_reports_are_harmless),
         cmocka_unit_test(test_goodbye_is_dead_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -78,7 +78,9 @@ static void f_forget(void *ud, uint64_t id, const char *job_id, int32_t generati
 {
     fake_t *f = ud;
 
-    f->forgot[f->n_forgot++] = id;
+    if (f->n_forgot < MAX_REC)
+        f->forgot[f->n_forgot] = id;
+    f->n_forgot++;
 }
 
 static void f_save_epoch(void *ud, uint64_t epoch)
@@ -362,6 +364,39 @@ static void test_exit_reported_when_welcomed(void **state)
     tide_worker_core_rank_exited(fx->core, 1, 0, 0);
     tide_worker_core_rank_exited(fx->core, 99, 0, 0);
     assert_int_equal(fx->f.n_sent, 1);
+
+    /* The RankExited may have been lost with the stream: the next hello repeats the exit. */
+    tide_worker_core_stream_ended(fx->core, TIDE_GRPC_UNAVAILABLE, NULL, &(int64_t){0});
+    fake_clear_sent(&fx->f);
+    tide_worker_core_stream_opened(fx->core);
+    {
+        Tide__V1__WorkerHello *h = sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_HELLO)->hello;
+        assert_int_equal(h->n_ranks, 1);
+        assert_string_equal(h->ranks[0]->job_id, "j1");
+        assert_int_equal(h->ranks[0]->state, TIDE__V1__RANK_STATE__RANK_STATE_EXITED);
+        assert_int_equal(h->ranks[0]->exit_code, 3);
+    }
+    assert_int_equal(fx->f.n_forgot, 1); /* its record was removed once, at the first report */
+}
+
+static void test_reported_exits_are_bounded(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerHello *h;
+
+    connect_welcome(fx);
+    for (int g = 1; g <= 100; g++) {
+        assert_int_equal(deliver_launch(fx, 5, (launch_args_t){.job = "j1", .gen = g}, NULL), 0);
+        tide_worker_core_rank_exited(fx->core, (uint64_t)g, 0, 0);
+        fake_clear_sent(&fx->f);
+    }
+    tide_worker_core_stream_ended(fx->core, TIDE_GRPC_UNAVAILABLE, NULL, &(int64_t){0});
+    fake_clear_sent(&fx->f);
+    tide_worker_core_stream_opened(fx->core);
+    h = sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_HELLO)->hello;
+    assert_int_equal(h->n_ranks, 64);
+    assert_int_equal(h->ranks[0]->generation, 37); /* the newest 64 */
+    assert_int_equal(h->ranks[63]->generation, 100);
 }
 
 static void test_exits_remembered_while_disconnected(void **state)
@@ -700,6 +735,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hello_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epoch_filtering, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idempotent_launch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reported_exits_are_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exit_reported_when_welcomed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exits_remembered_while_disconnected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hello_not_welcomed_keeps_exits, setup, teardown),
