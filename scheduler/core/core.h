@@ -62,8 +62,10 @@ typedef struct tide_job_spec {
     tide_kv_t *env; /* n_env entries */
     size_t n_env;
     char *workdir;
-    int64_t time_limit_s; /* 0: none */
+    int64_t time_limit_s; /* 0: none; at most TIDE_TIME_LIMIT_MAX_S */
 } tide_job_spec_t;
+
+#define TIDE_TIME_LIMIT_MAX_S (10LL * 365 * 24 * 3600)
 
 typedef struct tide_telemetry {
     double gpu_util; /* 0..1 */
@@ -125,6 +127,8 @@ struct tide_job {
     int64_t reconcile_deadline; /* mono, 0: none */
     int64_t prune_at;        /* mono, 0: none */
     int32_t awaiting;        /* ranks whose worker has not re-registered since a restart */
+    int32_t ranks_unstarted; /* ranks of the generation still ASSIGNED or LAUNCHED */
+    tide_list_t bound;       /* workers bound to this job (running or stopping one of its ranks) */
     bool dirty;              /* a PERSIST action is queued */
     bool dropped;
     tide_list_t queue_node;  /* in a priority queue while PENDING */
@@ -158,6 +162,9 @@ struct tide_worker {
     int64_t last_seen_mono;
     bool dirty;
     bool usable; /* counted in core->n_usable */
+    tide_list_t bound_node;  /* job->bound while job is set */
+    struct tide_stale_rank *stale; /* ranks of no current job still running here, being stopped */
+    size_t n_stale;
     tide_node_t *node;
     tide_list_t live_node; /* core->alive or core->suspect, ordered by last_seen_mono */
     tide_list_t free_node; /* node->free while schedulable */
@@ -322,6 +329,10 @@ void tide_core_rank_started(tide_core_t *core, tide_worker_t *w, const char *job
 /* A rank exited with exit_code (128+N for signal N; 127 with error when it never started). */
 void tide_core_rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
                            int32_t rank, int32_t exit_code, const char *error);
+/* The shell's loop was stalled for ms (it could not read heartbeats): every worker gets that much more
+ * time before it is suspected, so a slow scheduler does not fail a healthy fleet. O(workers); for the
+ * rare stall only. */
+void tide_core_liveness_grace(tide_core_t *core, int64_t ms);
 /* Cordons (true) or uncordons a worker: -ENOENT for an unknown id. */
 int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide_worker_t **out,
                             tide_error_t *err);

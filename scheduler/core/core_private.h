@@ -48,6 +48,15 @@ struct tide_core {
     bool scheduling;
 };
 
+/* A rank a worker reported running that belongs to no current job: it is being stopped, and its worker
+ * takes no new rank until the exit arrives or a hello no longer lists it. */
+typedef struct tide_stale_rank {
+    char *job_id;
+    int32_t generation;
+    int32_t rank;
+    bool seen; /* listed in the hello being reconciled */
+} tide_stale_rank_t;
+
 /* actions.c */
 tide_action_t *tide__act(tide_core_t *core, tide_action_type_t type);
 /* Copies s into storage that lives until actions_clear. */
@@ -70,6 +79,11 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
 /* Starts generation g+1 on the chosen workers (n of them, in rank order). */
 void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, int32_t n);
 void tide__job_free(tide_job_t *job);
+/* Moves rank r of job to state st, keeping the job's rank counters; notices a generation that has
+ * fully started. */
+void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_state_t st);
+/* Emits job.reconciled once no rank of a restored job awaits its worker. */
+void tide__job_maybe_reconciled(tide_core_t *core, tide_job_t *job);
 /* tide_core_rank_started/exited without the scheduling pass (used while reconciling). */
 void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
                         int32_t rank, int32_t pid, int32_t master_port);
@@ -98,6 +112,10 @@ void tide__liveness_tick(tide_core_t *core);
 /* The worker with that id, created as an unseen placeholder (SUSPECT, not connected) if absent. */
 tide_worker_t *tide__worker_get_or_add(tide_core_t *core, const char *id);
 void tide__worker_free(tide_worker_t *w);
+/* Stale ranks (see tide_stale_rank_t): add (and STOP) / drop one / find one. */
+void tide__stale_add(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t gen, int32_t rank,
+                     const char *why);
+bool tide__stale_drop(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t gen, int32_t rank);
 void tide__node_free_all(tide_core_t *core);
 
 #endif

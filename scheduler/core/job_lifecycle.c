@@ -49,15 +49,50 @@ static bool is_final(tide_job_state_t st)
     return st == TIDE_JOB_SUCCEEDED || st == TIDE_JOB_FAILED || st == TIDE_JOB_CANCELLED;
 }
 
-/* True once every rank of the generation was confirmed running at least once. */
+/* True once no rank of the generation is still ASSIGNED or LAUNCHED. */
 static bool fully_started(const tide_job_t *job)
 {
-    for (int32_t r = 0; r < job->n_ranks; r++) {
-        tide_rank_state_t st = job->ranks[r].state;
-        if (st == TIDE_RANK_ASSIGNED || st == TIDE_RANK_LAUNCHED)
-            return false;
+    return job->ranks_unstarted == 0;
+}
+
+static bool unstarted(tide_rank_state_t st)
+{
+    return st == TIDE_RANK_ASSIGNED || st == TIDE_RANK_LAUNCHED;
+}
+
+void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_state_t st)
+{
+    tide_job_rank_t *slot = &job->ranks[r];
+    tide_rank_state_t old = slot->state;
+
+    if (old == st)
+        return;
+    job->ranks_unstarted += (int32_t)unstarted(st) - (int32_t)unstarted(old);
+    job->ranks_running += (int32_t)(st == TIDE_RANK_RUNNING) - (int32_t)(old == TIDE_RANK_RUNNING);
+    job->ranks_exited += (int32_t)(st == TIDE_RANK_EXITED) - (int32_t)(old == TIDE_RANK_EXITED);
+    slot->state = st;
+    tide__persist_job(core, job);
+    if (job->state == TIDE_JOB_RUNNING && fully_started(job) && job->launch_deadline) {
+        /* Every rank was confirmed (or ended) at least once: the generation has started. */
+        job->launch_deadline = 0;
+        job->rollbacks = 0;
+        tide__job_set_message(core, job, "running generation %d on %d worker(s)", job->generation,
+                              job->n_ranks);
+        tide__event(core, "job.running", job, NULL, "job %s: all %d rank(s) of generation %d started",
+                    job->id, job->n_ranks, job->generation);
+        tide__job_rearm(core, job);
     }
-    return true;
+}
+
+void tide__job_maybe_reconciled(tide_core_t *core, tide_job_t *job)
+{
+    if (job->awaiting > 0 || !job->reconcile_deadline)
+        return;
+    job->reconcile_deadline = 0;
+    if (job->state == TIDE_JOB_RUNNING)
+        tide__event(core, "job.reconciled", job, NULL,
+                    "every worker of job %s re-registered after the scheduler restart", job->id);
+    tide__job_rearm(core, job);
 }
 
 static void free_ranks(tide_job_t *job)
@@ -69,6 +104,7 @@ static void free_ranks(tide_job_t *job)
     job->n_ranks = 0;
     job->ranks_running = 0;
     job->ranks_exited = 0;
+    job->ranks_unstarted = 0;
     job->awaiting = 0;
 }
 
@@ -96,6 +132,7 @@ static tide_job_t *job_new(tide_core_t *core, uint64_t seq, const char *id,
     job->state = TIDE_JOB_PENDING;
     job->failed_rank = -1;
     tide_list_init(&job->queue_node);
+    tide_list_init(&job->bound);
     tide_heap_node_init(&job->timer);
     HASH_ADD_KEYPTR(hh, core->jobs, job->id, strlen(job->id), job);
     /* Keep jobs_by_seq ascending; restores arrive in key order, submits at the end: O(1) usually. */
@@ -138,7 +175,7 @@ static void emit_launch(tide_core_t *core, tide_job_t *job, int32_t rank)
     a->generation = job->generation;
     a->rank = rank;
     a->master_port = job->master_port;
-    slot->state = TIDE_RANK_LAUNCHED;
+    tide__slot_set(core, job, rank, TIDE_RANK_LAUNCHED);
 }
 
 static void emit_stop(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
@@ -235,9 +272,7 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
     tide_worker_t *w = slot->worker;
     bool started = fully_started(job);
 
-    if (slot->state == TIDE_RANK_RUNNING)
-        job->ranks_running--;
-    slot->state = TIDE_RANK_LOST;
+    tide__slot_set(core, job, rank, TIDE_RANK_LOST);
     slot->worker = NULL;
     if (w && w->job == job && w->rank == rank)
         tide__worker_release(core, w);
@@ -274,6 +309,7 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
         slot->local_rank = local++;
         slot->state = TIDE_RANK_ASSIGNED;
     }
+    job->ranks_unstarted = n;
     for (int32_t k = first_of_group; k < n; k++)
         job->ranks[k].local_world_size = local;
     tide__job_set_state(core, job, TIDE_JOB_RUNNING);
@@ -348,16 +384,8 @@ void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id,
         rank >= job->n_ranks || job->ranks[rank].worker != w) {
         /* A rank the core no longer wants (cancelled, rolled back, stale): make sure it stops. */
         bool stopping = job && w->job == job && w->generation == generation && w->rank == rank;
-        if (!stopping) {
-            tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
-            a->worker = w;
-            a->conn = w->conn;
-            a->job_id = tide__keep(core, job_id);
-            a->generation = generation;
-            a->rank = rank;
-            a->grace_ms = core->cfg.stop_grace_ms;
-            a->text = "rank unknown to the scheduler";
-        }
+        if (!stopping)
+            tide__stale_add(core, w, job_id, generation, rank, "rank unknown to the scheduler");
         return;
     }
     slot = &job->ranks[rank];
@@ -367,28 +395,27 @@ void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id,
     }
     if (slot->state == TIDE_RANK_EXITED || slot->state == TIDE_RANK_LOST)
         return;
-    slot->state = TIDE_RANK_RUNNING;
+    if (rank == 0 && (master_port < 1 || master_port > 65535)) {
+        char *why = tide_xasprintf("rank 0 on %s reported MASTER_PORT %d, not a TCP port", w->id,
+                                   master_port);
+        slot->pid = pid;
+        tide__slot_set(core, job, rank, TIDE_RANK_RUNNING);
+        rollback(core, job, why);
+        free(why);
+        return;
+    }
     slot->pid = pid;
-    job->ranks_running++;
-    tide__persist_job(core, job);
     tide__event(core, "rank.started", job, w, "job %s rank %d started on %s (pid %d)", job->id, rank,
                 w->id, pid);
-    if (rank == 0) {
+    if (rank == 0)
         job->master_port = master_port;
+    tide__slot_set(core, job, rank, TIDE_RANK_RUNNING);
+    if (rank == 0 && job->state == TIDE_JOB_RUNNING) {
         for (int32_t r = 1; r < job->n_ranks; r++) {
             tide_job_rank_t *s = &job->ranks[r];
             if (s->state == TIDE_RANK_ASSIGNED && s->worker && s->worker->connected && !s->awaiting)
                 emit_launch(core, job, r);
         }
-    }
-    if (fully_started(job) && job->launch_deadline) {
-        job->launch_deadline = 0;
-        job->rollbacks = 0;
-        tide__job_set_message(core, job, "running generation %d on %d worker(s)", job->generation,
-                              job->n_ranks);
-        tide__event(core, "job.running", job, NULL, "job %s: all %d rank(s) of generation %d running",
-                    job->id, job->n_ranks, job->generation);
-        tide__job_rearm(core, job);
     }
 }
 
@@ -400,26 +427,21 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
 
     if (!job || job->state != TIDE_JOB_RUNNING || job->generation != generation || rank < 0 ||
         rank >= job->n_ranks || job->ranks[rank].worker != w) {
-        /* The exit of a rank that was being stopped (ended job, rolled-back generation). */
-        if (w->job && job == w->job && w->generation == generation && w->rank == rank) {
-            if (job->state == TIDE_JOB_RUNNING && job->generation == generation && rank < job->n_ranks &&
-                job->ranks[rank].worker == w)
-                job->ranks[rank].worker = NULL;
+        /* The exit of a rank that was being stopped (ended job, rolled-back generation), or of a
+         * stale one. */
+        if (w->job && job == w->job && w->generation == generation && w->rank == rank)
             tide__worker_release(core, w);
-        }
+        else
+            tide__stale_drop(core, w, job_id, generation, rank);
         return;
     }
     slot = &job->ranks[rank];
-    if (slot->state == TIDE_RANK_RUNNING)
-        job->ranks_running--;
-    slot->state = TIDE_RANK_EXITED;
     slot->exit_code = exit_code;
     slot->worker = NULL;
-    job->ranks_exited++;
     tide__worker_release(core, w);
-    tide__persist_job(core, job);
     tide__event(core, "rank.exited", job, w, "job %s rank %d on %s exited with code %d%s%s", job->id,
                 rank, w->id, exit_code, error && error[0] ? ": " : "", error ? error : "");
+    tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
     if (exit_code != 0) {
         job->failed_rank = rank;
         job->exit_code = exit_code;
@@ -454,7 +476,16 @@ void tide_core_rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_
 
 static void drop_job(tide_core_t *core, tide_job_t *job)
 {
-    tide_action_t *a = tide__act(core, TIDE_ACT_DELETE_JOB);
+    tide_action_t *a;
+
+    if (!tide_list_empty(&job->bound)) {
+        /* A worker still stops one of its ranks: keep the job until that exit (or the worker's
+         * death) releases it. */
+        job->prune_at = core->now_mono + 60000;
+        tide__job_rearm(core, job);
+        return;
+    }
+    a = tide__act(core, TIDE_ACT_DELETE_JOB);
 
     a->job = job;
     a->job_id = job->id;
@@ -498,10 +529,6 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
                     tide__worker_set_state(core, w, TIDE_WORKER_DEAD);
                     tide__event(core, "worker.dead", job, w, "%s", why);
                 }
-                if (slot->state == TIDE_RANK_ASSIGNED) {
-                    /* never launched: the generation cannot start without it */
-                    slot->state = TIDE_RANK_LAUNCHED;
-                }
                 tide__job_rank_lost(core, job, r, why);
                 free(why);
             }
@@ -521,6 +548,9 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             free(why);
             return;
         }
+        /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
+        if (job->launch_deadline && now >= job->launch_deadline)
+            job->launch_deadline = 0;
     }
     tide__job_rearm(core, job);
 }
@@ -597,6 +627,11 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     if (is_final(job->state)) {
         int64_t age = core->now_wall - job->end_ms;
         job->prune_at = core->now_mono + (core->cfg.retention_ms > age ? core->cfg.retention_ms - age : 0);
+    } else if (job->state == TIDE_JOB_RUNNING && rec->n_workers == 0) {
+        /* A running job without ranks cannot be reconciled: queue it again. */
+        core->job_counts[TIDE_JOB_RUNNING]--;
+        core->job_counts[TIDE_JOB_PENDING]++;
+        job->state = TIDE_JOB_PENDING;
     } else if (job->state == TIDE_JOB_RUNNING) {
         int64_t ran = core->now_wall - job->gen_start_ms;
         job->ranks = tide_xcalloc((size_t)(rec->n_workers ? rec->n_workers : 1), sizeof(*job->ranks));
@@ -607,22 +642,31 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
         for (int32_t r = 0; r < rec->n_workers; r++) {
             tide_job_rank_t *slot = &job->ranks[r];
             tide_rank_state_t st = rec->rank_states ? rec->rank_states[r] : TIDE_RANK_RUNNING;
+            tide_worker_t *w;
             slot->worker_id = tide_xstrdup(rec->worker_ids[r]);
-            slot->state = st;
             slot->exit_code = rec->rank_exit_codes ? rec->rank_exit_codes[r] : 0;
             if (st == TIDE_RANK_EXITED || st == TIDE_RANK_LOST) {
+                slot->state = st;
                 job->ranks_exited += st == TIDE_RANK_EXITED;
                 continue;
             }
-            if (st == TIDE_RANK_RUNNING)
-                job->ranks_running++;
-            slot->worker = tide__worker_get_or_add(core, slot->worker_id);
+            w = tide__worker_get_or_add(core, slot->worker_id);
+            if (w->job) {
+                /* Two records claim one GPU: only the first keeps it. */
+                slot->state = TIDE_RANK_LOST;
+                continue;
+            }
+            slot->state = st;
+            job->ranks_running += st == TIDE_RANK_RUNNING;
+            job->ranks_unstarted += unstarted(st);
+            slot->worker = w;
             slot->awaiting = true;
             job->awaiting++;
-            slot->worker->job = job;
-            slot->worker->rank = r;
-            slot->worker->generation = job->generation;
-            tide__worker_set_state(core, slot->worker, TIDE_WORKER_SUSPECT);
+            w->job = job;
+            w->rank = r;
+            w->generation = job->generation;
+            tide_list_push_back(&job->bound, &w->bound_node);
+            tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
         }
         for (int32_t r = 0; r < job->n_ranks; r++) {
             job->ranks[r].local_rank = rec->rank_local_ranks ? rec->rank_local_ranks[r] : 0;

@@ -26,6 +26,14 @@ int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err)
         tide_errprintf(err, "max_workers must be <= 65536");
         return -EINVAL;
     }
+    if (spec->time_limit_s > TIDE_TIME_LIMIT_MAX_S) {
+        tide_errprintf(err, "time_limit_seconds must be <= %lld (10 years)", (long long)TIDE_TIME_LIMIT_MAX_S);
+        return -EINVAL;
+    }
+    if (spec->workdir && spec->workdir[0] && spec->workdir[0] != '/') {
+        tide_errprintf(err, "workdir \"%.200s\" must be an absolute path", spec->workdir);
+        return -EINVAL;
+    }
     if (spec->time_limit_s < 0) {
         tide_errprintf(err, "time_limit_seconds must be >= 0 (got %lld)",
                        (long long)spec->time_limit_s);

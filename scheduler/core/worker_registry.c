@@ -49,7 +49,8 @@ static void node_rebucket(tide_core_t *core, tide_node_t *n)
 
 static bool schedulable(const tide_worker_t *w)
 {
-    return w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job && w->node;
+    return w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job && w->node &&
+           w->n_stale == 0;
 }
 
 static bool usable(const tide_worker_t *w)
@@ -111,6 +112,7 @@ static tide_worker_t *worker_add(tide_core_t *core, const char *id)
     core->worker_counts[TIDE_WORKER_DEAD]++;
     tide_list_init(&w->live_node);
     tide_list_init(&w->free_node);
+    tide_list_init(&w->bound_node);
     HASH_ADD_KEYPTR(hh, core->workers, w->id, strlen(w->id), w);
     return w;
 }
@@ -134,6 +136,9 @@ void tide__worker_free(tide_worker_t *w)
 {
     if (!w)
         return;
+    for (size_t i = 0; i < w->n_stale; i++)
+        free(w->stale[i].job_id);
+    free(w->stale);
     free(w->id);
     free(w->node_name);
     free(w->device);
@@ -153,6 +158,8 @@ tide_worker_t *tide_core_worker_find(const tide_core_t *core, const char *id)
 
 void tide__worker_assign(tide_core_t *core, tide_worker_t *w, tide_job_t *job, int32_t rank)
 {
+    tide_list_remove(&w->bound_node);
+    tide_list_push_back(&job->bound, &w->bound_node);
     w->job = job;
     w->rank = rank;
     w->generation = job->generation;
@@ -164,6 +171,7 @@ void tide__worker_assign(tide_core_t *core, tide_worker_t *w, tide_job_t *job, i
 
 void tide__worker_release(tide_core_t *core, tide_worker_t *w)
 {
+    tide_list_remove(&w->bound_node);
     w->job = NULL;
     w->rank = -1;
     w->generation = 0;
@@ -172,19 +180,6 @@ void tide__worker_release(tide_core_t *core, tide_worker_t *w)
     else
         tide__worker_update_free(core, w);
     core->need_schedule = true;
-}
-
-/* Inserts w into the suspect list in last_seen order (a disconnect can make a recently seen worker
- * suspect before older ones expire). */
-static void suspect_insert(tide_core_t *core, tide_worker_t *w)
-{
-    tide_list_t *pos = core->suspect.prev;
-
-    tide_list_remove(&w->live_node);
-    while (pos != &core->suspect &&
-           tide_list_entry(pos, tide_worker_t, live_node)->last_seen_mono > w->last_seen_mono)
-        pos = pos->prev;
-    tide_list__insert(&w->live_node, pos, pos->next);
 }
 
 static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why)
@@ -225,10 +220,12 @@ void tide__liveness_tick(tide_core_t *core)
         tide_worker_t *w = tide_list_entry(core->alive.next, tide_worker_t, live_node);
         if (core->now_mono - w->last_seen_mono < suspect_ms)
             break;
-        suspect_insert(core, w);
-        tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
-        tide__event(core, "worker.suspect", w->job, w, "worker %s missed heartbeats for %lldms",
-                    w->id, (long long)(core->now_mono - w->last_seen_mono));
+        tide_list_move_back(&core->suspect, &w->live_node);
+        if (w->state != TIDE_WORKER_SUSPECT) {
+            tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
+            tide__event(core, "worker.suspect", w->job, w, "worker %s missed heartbeats for %lldms",
+                        w->id, (long long)(core->now_mono - w->last_seen_mono));
+        }
     }
     while (!tide_list_empty(&core->suspect)) {
         tide_worker_t *w = tide_list_entry(core->suspect.next, tide_worker_t, live_node);
@@ -286,10 +283,32 @@ static tide_job_rank_t *slot_of(tide_job_t *job, tide_worker_t *w, int32_t gener
     return &job->ranks[rank];
 }
 
-static void stop_stale(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t gen,
-                       int32_t rank, const char *why)
+static tide_stale_rank_t *stale_find(tide_worker_t *w, const char *job_id, int32_t gen, int32_t rank)
 {
-    tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+    for (size_t i = 0; i < w->n_stale; i++) {
+        tide_stale_rank_t *st = &w->stale[i];
+        if (st->generation == gen && st->rank == rank && strcmp(st->job_id, job_id) == 0)
+            return st;
+    }
+    return NULL;
+}
+
+void tide__stale_add(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t gen, int32_t rank,
+                     const char *why)
+{
+    tide_stale_rank_t *st = stale_find(w, job_id, gen, rank);
+    tide_action_t *a;
+
+    if (!st) {
+        w->stale = tide_xrealloc(w->stale, (w->n_stale + 1) * sizeof(*w->stale));
+        st = &w->stale[w->n_stale++];
+        st->job_id = tide_xstrdup(job_id);
+        st->generation = gen;
+        st->rank = rank;
+        tide__worker_update_free(core, w);
+    }
+    st->seen = true;
+    a = tide__act(core, TIDE_ACT_STOP);
     a->worker = w;
     a->conn = w->conn;
     a->job_id = tide__keep(core, job_id);
@@ -297,6 +316,19 @@ static void stop_stale(tide_core_t *core, tide_worker_t *w, const char *job_id, 
     a->rank = rank;
     a->grace_ms = core->cfg.stop_grace_ms;
     a->text = why;
+}
+
+bool tide__stale_drop(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t gen, int32_t rank)
+{
+    tide_stale_rank_t *st = stale_find(w, job_id, gen, rank);
+
+    if (!st)
+        return false;
+    free(st->job_id);
+    *st = w->stale[--w->n_stale];
+    tide__worker_update_free(core, w);
+    core->need_schedule = true;
+    return true;
 }
 
 int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info, void *conn,
@@ -339,7 +371,10 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
                 w->job, w, "worker %s on %s (%s, gpu %d) registered with %zu rank(s) to report",
                 w->id, w->node_name, w->device, w->gpu_index, n_ranks);
 
-    /* Reconcile what the worker says it runs with what the core believes. */
+    /* Reconcile what the worker says it runs with what the core believes. Stale ranks that the hello no
+     * longer lists are gone. */
+    for (size_t i = 0; i < w->n_stale; i++)
+        w->stale[i].seen = false;
     for (size_t i = 0; i < n_ranks; i++) {
         const tide_rank_report_t *r = &ranks[i];
         tide_job_t *job = tide_core_job_find(core, r->job_id ? r->job_id : "");
@@ -349,8 +384,8 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
             /* Not ours (any more): a still-running one is stopped; an exit is just forgotten,
              * except that it frees the worker from a rank it was stopping. */
             if (r->running)
-                stop_stale(core, w, r->job_id ? r->job_id : "", r->generation, r->rank,
-                           "rank unknown to the scheduler");
+                tide__stale_add(core, w, r->job_id ? r->job_id : "", r->generation, r->rank,
+                                "rank unknown to the scheduler");
             else if (w->job && job == w->job && w->generation == r->generation && w->rank == r->rank)
                 tide__worker_release(core, w);
             continue;
@@ -361,6 +396,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         if (slot->awaiting) {
             slot->awaiting = false;
             job->awaiting--;
+            tide__job_maybe_reconciled(core, job);
         }
         if (r->running)
             tide__rank_started(core, w, job->id, r->generation, r->rank, r->pid, r->master_port);
@@ -374,6 +410,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         if (slot && slot->awaiting) {
             slot->awaiting = false;
             job->awaiting--;
+            tide__job_maybe_reconciled(core, job);
         }
         if (slot && (slot->state == TIDE_RANK_LAUNCHED || slot->state == TIDE_RANK_RUNNING)) {
             char *why = tide_xasprintf("worker %s re-registered without rank %d", w->id, w->rank);
@@ -387,14 +424,17 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         }
         /* ASSIGNED ranks wait for rank 0's port; they are launched below. */
     }
+    for (size_t i = 0; i < w->n_stale;) {
+        if (w->stale[i].seen) {
+            i++;
+            continue;
+        }
+        free(w->stale[i].job_id);
+        w->stale[i] = w->stale[--w->n_stale];
+    }
+    tide__worker_update_free(core, w);
     if (w->job && w->job->state == TIDE_JOB_RUNNING) {
         tide_job_t *job = w->job;
-        if (job->awaiting == 0 && job->reconcile_deadline) {
-            job->reconcile_deadline = 0;
-            tide__event(core, "job.reconciled", job, NULL,
-                        "every worker of job %s re-registered after the scheduler restart", job->id);
-            tide__job_rearm(core, job);
-        }
         if (job->master_port > 0 && w->rank > 0 && w->rank < job->n_ranks &&
             job->ranks[w->rank].state == TIDE_RANK_ASSIGNED) {
             tide_action_t *a = tide__act(core, TIDE_ACT_LAUNCH);
@@ -404,7 +444,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
             a->generation = job->generation;
             a->rank = w->rank;
             a->master_port = job->master_port;
-            job->ranks[w->rank].state = TIDE_RANK_LAUNCHED;
+            tide__slot_set(core, job, w->rank, TIDE_RANK_LAUNCHED);
         }
     }
     *out = w;
@@ -428,6 +468,20 @@ void tide_core_worker_heartbeat(tide_core_t *core, tide_worker_t *w, const tide_
     }
 }
 
+void tide_core_liveness_grace(tide_core_t *core, int64_t ms)
+{
+    tide_list_t *lists[2] = {&core->alive, &core->suspect};
+    tide_list_t *pos;
+
+    for (int i = 0; i < 2; i++) {
+        tide_list_for_each(pos, lists[i]) {
+            tide_worker_t *w = tide_list_entry(pos, tide_worker_t, live_node);
+            w->last_seen_mono = w->last_seen_mono + ms < core->now_mono ? w->last_seen_mono + ms
+                                                                         : core->now_mono;
+        }
+    }
+}
+
 void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *conn, bool goodbye)
 {
     if (!w->connected || w->conn != conn)
@@ -437,7 +491,8 @@ void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *co
     if (goodbye) {
         worker_dead(core, w, "it shut down");
     } else {
-        suspect_insert(core, w);
+        /* It stays where it is in the alive list (ordered by last heartbeat): the tick moves it on to
+         * the suspect list in order, so a storm of disconnects costs O(1) each. */
         tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
         tide__event(core, "worker.suspect", w->job, w, "worker %s lost its stream", w->id);
     }

@@ -28,6 +28,12 @@ typedef enum out_kind {
     OUT_EVENT,        /* publish an event */
 } out_kind_t;
 
+/* A job id whose record must be written with the open batch. */
+typedef struct dirty_job {
+    char *id;
+    UT_hash_handle hh;
+} dirty_job_t;
+
 typedef struct out {
     tide_list_t node;
     uint64_t batch_no;
@@ -138,6 +144,8 @@ void tide_daemon_to_worker(tide_daemon_t *d, uint64_t stream_id, const ProtobufC
 
 static void release(tide_daemon_t *d)
 {
+    if (d->failed)
+        return;
     while (!tide_list_empty(&d->outbox)) {
         out_t *o = tide_list_entry(d->outbox.next, out_t, node);
         if (o->batch_no > d->done_no)
@@ -170,6 +178,30 @@ static void release(tide_daemon_t *d)
 }
 
 /* --- turning actions into writes and messages --- */
+
+static void mark_dirty(tide_daemon_t *d, const char *id)
+{
+    dirty_job_t *dj;
+
+    HASH_FIND_STR(d->dirty, id, dj);
+    if (dj)
+        return;
+    dj = tide_xcalloc(1, sizeof(*dj));
+    dj->id = tide_xstrdup(id);
+    HASH_ADD_KEYPTR(hh, d->dirty, dj->id, strlen(dj->id), dj);
+}
+
+static void forget_dirty(tide_daemon_t *d, const char *id)
+{
+    dirty_job_t *dj;
+
+    HASH_FIND_STR(d->dirty, id, dj);
+    if (!dj)
+        return;
+    HASH_DEL(d->dirty, dj);
+    free(dj->id);
+    free(dj);
+}
 
 static void persist_job(tide_daemon_t *d, const tide_job_t *job)
 {
@@ -297,10 +329,13 @@ void tide_daemon_absorb(tide_daemon_t *d)
         const tide_action_t *a = &acts[i];
         switch (a->type) {
         case TIDE_ACT_PERSIST_JOB:
-            persist_job(d, a->job);
+            /* Packed once per batch at commit time: a job whose ranks start one by one is not
+             * re-serialised for each. */
+            mark_dirty(d, a->job->id);
             break;
         case TIDE_ACT_DELETE_JOB: {
             char key[64];
+            forget_dirty(d, a->job_id);
             tide_daemon_job_key(a->job_id, key, sizeof(key));
             tide_store_batch_delete(d->batch, key);
             break;
@@ -356,15 +391,17 @@ static void commit_cb(int status, int64_t revision, const char *errtext, void *u
 
     (void)revision;
     d->inflight = false;
-    if (status == -ESHUTDOWN)
+    if (status == -ESHUTDOWN || d->failed)
         return;
     if (status < 0) {
-        /* Fail-stop: nothing of this batch was acknowledged, and a restart rebuilds from what is
-         * durable. Carrying on would acknowledge state that might not survive. */
+        /* Fail-stop: nothing of this batch (or of later ones) is acknowledged or sent, and a restart
+         * rebuilds from what is durable. Carrying on would acknowledge state that might not survive. */
         tide_err("store commit failed (%s): exiting so that a restart recovers from durable state",
                  errtext && errtext[0] ? errtext : strerror(-status));
+        d->failed = true;
         d->exit_code = 70;
         tide_daemon_stop(d);
+        uv_stop(d->loop);
         return;
     }
     d->commits_total++;
@@ -374,14 +411,18 @@ static void commit_cb(int status, int64_t revision, const char *errtext, void *u
         uv_stop(d->loop);
 }
 
+static void idle_cb(uv_idle_t *h)
+{
+    uv_idle_stop(h);
+}
+
 static void timer_cb(uv_timer_t *h)
 {
     tide_daemon_t *d = h->data;
 
     d->timer_at = INT64_MAX;
-    tide_daemon_now(d);
-    tide_core_tick(d->core);
-    tide_daemon_absorb(d);
+    d->tick_due = true;
+    uv_idle_start(&d->idle, idle_cb); /* poll without blocking, then check_cb ticks */
 }
 
 /* Runs once per loop turn, after the loop polled for I/O: whatever the callbacks of this turn changed is
@@ -391,8 +432,43 @@ static void check_cb(uv_check_t *h)
 {
     tide_daemon_t *d = h->data;
     int64_t next, now;
+    uint64_t now_ns = uv_hrtime(), idle_ns = uv_metrics_idle_time(d->loop);
 
+    if (d->failed) {
+        uv_stop(d->loop);
+        return;
+    }
+    /* Time the loop spent busy (not waiting in poll) since the last turn. Longer than a heartbeat
+     * interval means heartbeats sat unread in the sockets: give the workers that time back. */
+    if (d->last_check_ns && d->idle_metrics) {
+        uint64_t busy_ns = now_ns - d->last_check_ns - (idle_ns - d->last_idle_ns);
+        int64_t busy_ms = (int64_t)(busy_ns / 1000000);
+        if (busy_ms > tide_core_config(d->core)->heartbeat_interval_ms) {
+            tide_warn("the event loop was busy for %lld ms: extending every worker's heartbeat deadline",
+                      (long long)busy_ms);
+            tide_daemon_now(d);
+            tide_core_liveness_grace(d->core, busy_ms);
+        }
+    }
+    d->last_check_ns = now_ns;
+    d->last_idle_ns = idle_ns;
+    /* Timers run before I/O in a libuv turn; the core's tick runs here, after this turn's heartbeats
+     * were read, so a worker is never judged on a heartbeat still sitting in its socket. */
+    if (d->tick_due) {
+        d->tick_due = false;
+        tide_daemon_now(d);
+        tide_core_tick(d->core);
+        tide_daemon_absorb(d);
+    }
     if (!d->inflight) {
+        dirty_job_t *dj, *tmp;
+        HASH_ITER(hh, d->dirty, dj, tmp) {
+            tide_job_t *job = tide_core_job_find(d->core, dj->id);
+            if (job)
+                persist_job(d, job);
+            forget_dirty(d, dj->id);
+        }
+        tide_arena_reset(&d->arena);
         if (d->next_event_seq > d->event_seq_persisted) {
             put_u64(d, TIDE_KEY_EVENT_SEQ, d->next_event_seq);
             d->event_seq_persisted = d->next_event_seq;
@@ -502,6 +578,8 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
 
     d->loop = loop;
     d->cfg = *cfg;
+    /* Busy-time measurement (check_cb) needs the loop's idle-time metric, enabled before it runs. */
+    d->idle_metrics = uv_loop_configure(loop, UV_METRICS_IDLE_TIME) == 0;
     d->data_dir = tide_xstrdup(cfg->data_dir);
     d->start_wall = tide_clock_wall_ms();
     d->start_mono = (int64_t)uv_now(loop);
@@ -578,6 +656,8 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     uv_check_start(&d->check, check_cb);
     uv_timer_init(loop, &d->timer);
     d->timer.data = d;
+    uv_idle_init(loop, &d->idle);
+    d->idle.data = d;
 
     tide_info("tide-scheduler %s listening on %s (port %d), store %s, leader epoch %" PRIu64,
               TIDE_VERSION, cfg->listen, tide_rpc_server_port(d->server), d->store_url, d->epoch);
@@ -610,6 +690,7 @@ void tide_daemon_free(tide_daemon_t *d)
     if (d->check.loop) {
         uv_close((uv_handle_t *)&d->check, close_noop);
         uv_close((uv_handle_t *)&d->timer, close_noop);
+        uv_close((uv_handle_t *)&d->idle, close_noop);
     }
     tide_store_close(d->store);
     /* Let the handles, the open calls (their on_close) and the store's callbacks finish. */
@@ -621,10 +702,15 @@ void tide_daemon_free(tide_daemon_t *d)
         tide_list_remove(&o->node);
         out_free(o);
     }
+    {
+        dirty_job_t *dj, *tmp;
+        HASH_ITER(hh, d->dirty, dj, tmp) forget_dirty(d, dj->id);
+    }
     tide_events_free(d);
     tide_store_batch_free(d->batch);
     tide_core_free(d->core);
     tide_arena_free(&d->arena);
+    tide_arena_free(&d->rx_arena);
     free(d->methods);
     free(d->token);
     free(d->store_url);

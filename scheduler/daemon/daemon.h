@@ -63,10 +63,16 @@ typedef struct tide_daemon {
     tide_store_batch_t *batch;
     uint64_t open_no, done_no;
     bool inflight;
+    bool failed;             /* a commit failed: nothing more is committed or released */
     tide_list_t outbox;
+    struct dirty_job *dirty; /* jobs to write in the open batch, packed once each at commit time */
     uv_check_t check;
+    uv_idle_t idle;          /* forces a non-blocking poll so a due tick runs after this turn's I/O */
     uv_timer_t timer;
     int64_t timer_at;
+    bool tick_due;
+    uint64_t last_check_ns, last_idle_ns; /* for measuring time the loop was busy, not idle */
+    bool idle_metrics;                    /* uv_metrics_idle_time works on this loop */
     bool shutting_down;
     int exit_code;
 

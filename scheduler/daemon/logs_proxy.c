@@ -117,7 +117,7 @@ static void on_request(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     }
     job = tide_core_job_find(d->core, req->id);
     if (!job) {
-        snprintf(msg, sizeof(msg), "job %s not found", req->id);
+        snprintf(msg, sizeof(msg), "job %.200s not found", req->id);
         tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, msg);
         goto done;
     }
@@ -127,12 +127,25 @@ static void on_request(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_rpc_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, msg);
         goto done;
     }
+    if (req->n_ranks > (size_t)job->n_ranks) {
+        snprintf(msg, sizeof(msg), "ranks: %zu ranks asked, job %s has %d", req->n_ranks, job->id,
+                 job->n_ranks);
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, msg);
+        goto done;
+    }
     for (size_t i = 0; i < req->n_ranks; i++) {
         if (req->ranks[i] < 0 || req->ranks[i] >= job->n_ranks) {
             snprintf(msg, sizeof(msg), "ranks: %d is not a rank of job %s (0..%d)", req->ranks[i],
                      job->id, job->n_ranks - 1);
             tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, msg);
             goto done;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (req->ranks[k] == req->ranks[i]) {
+                snprintf(msg, sizeof(msg), "ranks: %d is listed twice", req->ranks[i]);
+                tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, msg);
+                goto done;
+            }
         }
     }
     n = req->n_ranks ? req->n_ranks : (size_t)job->n_ranks;

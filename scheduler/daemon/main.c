@@ -35,15 +35,16 @@ static void usage(FILE *f)
             "  --version              print the version\n");
 }
 
-static int parse_num(const char *flag, const char *s, int64_t min, int64_t *out)
+static int parse_num(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out)
 {
     char *end = NULL;
     long long v;
 
     errno = 0;
     v = strtoll(s, &end, 10);
-    if (errno || !end || *end || v < min) {
-        fprintf(stderr, "tide-scheduler: %s: \"%s\" is not a number >= %lld\n", flag, s, (long long)min);
+    if (errno || !end || *end || end == s || v < min || v > max) {
+        fprintf(stderr, "tide-scheduler: %s: \"%s\" is not a number from %lld to %lld\n", flag, s,
+                (long long)min, (long long)max);
         return -EINVAL;
     }
     *out = v;
@@ -108,22 +109,22 @@ int main(int argc, char **argv)
             }
             break;
         case 'H':
-            if (parse_num("--heartbeat-ms", optarg, 10, &v) < 0)
+            if (parse_num("--heartbeat-ms", optarg, 10, 60000, &v) < 0)
                 return 2;
             cfg.core.heartbeat_interval_ms = v;
             break;
         case 'R':
-            if (parse_num("--reconnect-deadline-s", optarg, 1, &v) < 0)
+            if (parse_num("--reconnect-deadline-s", optarg, 1, 86400, &v) < 0)
                 return 2;
             cfg.core.reconnect_deadline_ms = v * 1000;
             break;
         case 'G':
-            if (parse_num("--stop-grace-s", optarg, 0, &v) < 0)
+            if (parse_num("--stop-grace-s", optarg, 0, 3600, &v) < 0)
                 return 2;
             cfg.core.stop_grace_ms = (uint32_t)(v * 1000);
             break;
         case 'T':
-            if (parse_num("--retention-s", optarg, 0, &v) < 0)
+            if (parse_num("--retention-s", optarg, 0, 10LL * 365 * 86400, &v) < 0)
                 return 2;
             cfg.core.retention_ms = v * 1000;
             break;

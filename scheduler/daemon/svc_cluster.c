@@ -109,7 +109,7 @@ static void cordon_common(tide_rpc_call_t *call, const uint8_t *data, size_t len
     tide_daemon_now(d);
     rc = tide_core_worker_cordon(d->core, req->id, cordon, &w, &err);
     if (rc < 0) {
-        tide_rpc_call_finish(call, tide_daemon_code(rc), err.text);
+        tide_daemon_reply_status(d, call, tide_daemon_code(rc), err.text);
     } else {
         Tide__V1__Worker pb;
         tide_conv_worker(w, &pb, &d->arena);

@@ -61,6 +61,8 @@ static void submit(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     tide__v1__submit_job_request__free_unpacked(req, NULL);
 }
 
+/* Answers that depend on state (NOT_FOUND, FAILED_PRECONDITION) go through the outbox like replies:
+ * a client is never told something a crash could take back. */
 static tide_job_t *find_job(tide_daemon_t *d, tide_rpc_call_t *call, const char *id)
 {
     tide_job_t *job;
@@ -72,8 +74,8 @@ static tide_job_t *find_job(tide_daemon_t *d, tide_rpc_call_t *call, const char 
     }
     job = tide_core_job_find(d->core, id);
     if (!job) {
-        snprintf(msg, sizeof(msg), "job %s not found", id);
-        tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, msg);
+        snprintf(msg, sizeof(msg), "job %.200s not found", id);
+        tide_daemon_reply_status(d, call, TIDE_GRPC_NOT_FOUND, msg);
     }
     return job;
 }
@@ -180,7 +182,7 @@ static void cancel(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     tide_daemon_now(d);
     rc = tide_core_job_cancel(d->core, req->id, &job, &err);
     if (rc < 0) {
-        tide_rpc_call_finish(call, tide_daemon_code(rc), err.text);
+        tide_daemon_reply_status(d, call, tide_daemon_code(rc), err.text);
     } else {
         reply_job(d, call, job);
         tide_daemon_absorb(d);

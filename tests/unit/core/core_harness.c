@@ -145,7 +145,8 @@ void h_check_invariants(h_t *h)
     int32_t n_free = 0, n_usable = 0;
 
     HASH_ITER(hh, core->workers, w, tmp) {
-        bool sched = w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job;
+        bool sched = w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job &&
+                     w->n_stale == 0;
         wcounts[w->state]++;
         wcounts[0] += w->cordoned;
         assert_int_equal(tide_list_linked(&w->free_node), sched);
@@ -159,9 +160,14 @@ void h_check_invariants(h_t *h)
             assert_non_null(w->job);
         if (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY)
             assert_true(w->connected);
+        assert_int_equal(tide_list_linked(&w->bound_node), w->job != NULL);
         if (w->job) {
             /* bound to a live slot of its generation, or stopping a rank of an ended generation */
             tide_job_t *j = w->job;
+            bool listed = false;
+            tide_list_t *pos;
+            tide_list_for_each(pos, &j->bound) listed |= pos == &w->bound_node;
+            assert_true(listed);
             if (j->state == TIDE_JOB_RUNNING && j->generation == w->generation)
                 assert_true(w->rank >= 0 && w->rank < j->n_ranks);
         }
@@ -180,12 +186,20 @@ void h_check_invariants(h_t *h)
     HASH_ITER(hh, core->jobs, job, jtmp) {
         jcounts[job->state]++;
         assert_int_equal(tide_list_linked(&job->queue_node), job->state == TIDE_JOB_PENDING);
+        {
+            tide_list_t *pos;
+            tide_list_for_each(pos, &job->bound) {
+                assert_ptr_equal(tide_list_entry(pos, tide_worker_t, bound_node)->job, job);
+            }
+        }
         if (job->state == TIDE_JOB_RUNNING) {
-            int32_t running = 0;
+            int32_t running = 0, unstarted = 0, exited = 0;
             assert_true(job->n_ranks >= job->spec.min_workers && job->n_ranks <= job->spec.max_workers);
             for (int32_t r = 0; r < job->n_ranks; r++) {
                 tide_job_rank_t *s = &job->ranks[r];
                 running += s->state == TIDE_RANK_RUNNING;
+                exited += s->state == TIDE_RANK_EXITED;
+                unstarted += s->state == TIDE_RANK_ASSIGNED || s->state == TIDE_RANK_LAUNCHED;
                 if (s->worker) {
                     assert_ptr_equal(s->worker->job, job);
                     assert_int_equal(s->worker->rank, r);
@@ -196,6 +210,11 @@ void h_check_invariants(h_t *h)
                     assert_non_null(s->worker);
             }
             assert_int_equal(running, job->ranks_running);
+            assert_int_equal(exited, job->ranks_exited);
+            assert_int_equal(unstarted, job->ranks_unstarted);
+            /* a generation that has fully started has no launch deadline left */
+            if (unstarted == 0)
+                assert_int_equal(job->launch_deadline, 0);
         } else {
             assert_int_equal(job->n_ranks == 0 || job->state != TIDE_JOB_PENDING, 1);
         }

@@ -227,6 +227,14 @@ static void test_bad_specs(void **state)
     spec.time_limit_s = -1;
     assert_int_equal(tide_core_job_submit(h.core, &spec, &out, &err), -EINVAL);
     assert_non_null(strstr(err.text, "time_limit_seconds"));
+    spec.time_limit_s = INT64_MAX / 1000 + 1; /* would overflow in milliseconds */
+    assert_int_equal(tide_core_job_submit(h.core, &spec, &out, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "time_limit_seconds must be <="));
+    spec.time_limit_s = 0;
+    spec.workdir = "relative/dir";
+    assert_int_equal(tide_core_job_submit(h.core, &spec, &out, &err), -EINVAL);
+    assert_string_equal(err.text, "workdir \"relative/dir\" must be an absolute path");
+    spec.workdir = NULL;
     /* nothing changed */
     assert_null(tide_core_job_next(h.core, NULL));
     assert_int_equal(tide_core_next_seq(h.core), 1);
@@ -712,6 +720,132 @@ static void test_repeated_exit_reports_are_harmless(void **state)
     h_fini(&h);
 }
 
+/* A rank's RankStarted is lost; its exit arrives: the generation counts as started and the launch
+ * deadline is gone (it used to stay armed in the past and spin the tick forever). */
+static void test_exit_without_start_report(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    (void)state;
+    h_init(&h, NULL);
+    cluster(&h, 1, 2);
+    job = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    tide_core_rank_started(h.core, job->ranks[0].worker, job->id, 1, 0, 10, 29400);
+    h_clear(&h);
+    tide_core_rank_exited(h.core, job->ranks[1].worker, job->id, 1, 1, 0, NULL);
+    assert_int_equal(job->ranks_unstarted, 0);
+    assert_int_equal(job->launch_deadline, 0);
+    h_advance_alive(&h, 31000, NULL); /* past the launch timeout: must return */
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_true(tide_core_next_deadline(h.core) > h.mono);
+    tide_core_rank_exited(h.core, job->ranks[0].worker, job->id, 1, 0, 0, NULL);
+    assert_int_equal(job->state, TIDE_JOB_SUCCEEDED);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A job whose rank is still being stopped is not pruned under its worker (it used to be freed while the
+ * worker pointed at it). */
+static void test_prune_waits_for_stopping_ranks(void **state)
+{
+    tide_core_config_t cfg;
+    h_t h;
+    tide_job_t *job, *out;
+    tide_worker_t *w;
+    tide_error_t err;
+    char id[16];
+    (void)state;
+    tide_core_config_default(&cfg);
+    cfg.retention_ms = 1000;
+    h_init(&h, &cfg);
+    cluster(&h, 1, 1);
+    job = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
+    snprintf(id, sizeof(id), "%s", job->id);
+    h_start_all(&h);
+    w = job->ranks[0].worker;
+    assert_int_equal(tide_core_job_cancel(h.core, id, &out, &err), 0);
+    h_advance_alive(&h, 5000, NULL); /* the rank ignores SIGTERM for a while */
+    assert_non_null(tide_core_job_find(h.core, id));
+    assert_ptr_equal(w->job, job);
+    assert_int_equal(w->state, TIDE_WORKER_BUSY);
+    h_check_invariants(&h);
+    tide_core_rank_exited(h.core, w, id, 1, 0, 137, NULL);
+    assert_null(w->job);
+    h_advance_alive(&h, 61000, NULL);
+    assert_null(tide_core_job_find(h.core, id));
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A worker that comes back still running a rank nobody wants is not given a new rank until that one
+ * has exited (it used to be placed on at once, two ranks on one GPU). */
+static void test_stale_rank_blocks_placement(void **state)
+{
+    h_t h;
+    tide_job_t *a, *b, *out;
+    tide_worker_t *w, *w2;
+    static int conn2;
+    tide_worker_info_t info = {.id = "n1/gpu0", .node = "n1", .device = "sim:h100"};
+    tide_rank_report_t rep;
+    tide_error_t err;
+    (void)state;
+    h_init(&h, NULL);
+    cluster(&h, 1, 1);
+    a = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
+    h_start_all(&h);
+    w = a->ranks[0].worker;
+    tide_core_worker_disconnected(h.core, w, w->conn, false);
+    assert_int_equal(tide_core_job_cancel(h.core, a->id, &out, &err), 0); /* released: not reachable */
+    b = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
+    assert_int_equal(b->state, TIDE_JOB_PENDING);
+    h_clear(&h);
+    rep = (tide_rank_report_t){.job_id = a->id, .generation = 1, .rank = 0, .running = true, .pid = 5};
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn2, &rep, 1, &w2, &err), 0);
+    assert_non_null(h_find(&h, TIDE_ACT_STOP, "n1/gpu0", 0));
+    assert_null(h_find(&h, TIDE_ACT_LAUNCH, NULL, -1));
+    assert_int_equal(b->state, TIDE_JOB_PENDING);
+    h_check_invariants(&h);
+    tide_core_rank_exited(h.core, w2, a->id, 1, 0, 143, NULL);
+    assert_int_equal(b->state, TIDE_JOB_RUNNING);
+    h_check_invariants(&h);
+    /* a stale rank that a later hello no longer lists is gone too */
+    h_fini(&h);
+}
+
+static void test_bad_master_port_rolls_back(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    (void)state;
+    h_init(&h, NULL);
+    cluster(&h, 1, 2);
+    job = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    tide_core_rank_started(h.core, job->ranks[0].worker, job->id, 1, 0, 10, 0);
+    assert_non_null(h_find_event(&h, "job.rolled_back"));
+    assert_non_null(strstr(h_find_event(&h, "job.rolled_back")->text, "MASTER_PORT 0, not a TCP port"));
+    assert_int_equal(job->state, TIDE_JOB_PENDING); /* rank 0's worker is still stopping it */
+    assert_null(h_find(&h, TIDE_ACT_LAUNCH, NULL, 1));
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+static void test_liveness_grace_after_a_stall(void **state)
+{
+    h_t h;
+    tide_worker_t *w;
+    (void)state;
+    h_init(&h, NULL);
+    w = h_register(&h, "a/gpu0", "a", 0);
+    h.mono += 5000; /* the shell was stuck for 5 s: it read no heartbeat */
+    tide_core_set_time(h.core, h.mono, H_WALL0 + h.mono);
+    tide_core_liveness_grace(h.core, 5000);
+    tide_core_tick(h.core);
+    assert_int_equal(w->state, TIDE_WORKER_READY);
+    h_advance(&h, 1500);
+    assert_int_equal(w->state, TIDE_WORKER_DEAD); /* still silent afterwards: dead as usual */
+    h_fini(&h);
+}
+
 static void test_goodbye_is_dead_at_once(void **state)
 {
     h_t h;
@@ -752,6 +886,11 @@ int main(void)
         cmocka_unit_test(test_restart_fails_job_when_worker_stays_away),
         cmocka_unit_test(test_restart_mid_start_resumes_launches),
         cmocka_unit_test(test_repeated_exit_reports_are_harmless),
+        cmocka_unit_test(test_exit_without_start_report),
+        cmocka_unit_test(test_prune_waits_for_stopping_ranks),
+        cmocka_unit_test(test_stale_rank_blocks_placement),
+        cmocka_unit_test(test_bad_master_port_rolls_back),
+        cmocka_unit_test(test_liveness_grace_after_a_stall),
         cmocka_unit_test(test_goodbye_is_dead_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
