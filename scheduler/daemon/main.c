@@ -105,44 +105,46 @@ int main(int argc, char **argv)
             if (tide_log_level_parse(optarg, &level) < 0) {
                 fprintf(stderr, "tide-scheduler: --log-level: \"%s\" is not debug, info, warn or error\n",
                         optarg);
-                return 2;
+                goto usage;
             }
             break;
         case 'H':
             if (parse_num("--heartbeat-ms", optarg, 10, 60000, &v) < 0)
-                return 2;
+                goto usage;
             cfg.core.heartbeat_interval_ms = v;
             break;
         case 'R':
             if (parse_num("--reconnect-deadline-s", optarg, 1, 86400, &v) < 0)
-                return 2;
+                goto usage;
             cfg.core.reconnect_deadline_ms = v * 1000;
             break;
         case 'G':
             if (parse_num("--stop-grace-s", optarg, 0, 3600, &v) < 0)
-                return 2;
+                goto usage;
             cfg.core.stop_grace_ms = (uint32_t)(v * 1000);
             break;
         case 'T':
             if (parse_num("--retention-s", optarg, 0, 10LL * 365 * 86400, &v) < 0)
-                return 2;
+                goto usage;
             cfg.core.retention_ms = v * 1000;
             break;
         case 'h':
             usage(stdout);
-            return 0;
+            rc = 0;
+            goto out;
         case 'V':
             printf("tide-scheduler %s\n", TIDE_VERSION);
-            return 0;
+            rc = 0;
+            goto out;
         default:
             fprintf(stderr, "Try 'tide-scheduler --help'.\n");
-            return 2;
+            goto usage;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "tide-scheduler: unexpected argument \"%s\"\nTry 'tide-scheduler --help'.\n",
                 argv[optind]);
-        return 2;
+        goto usage;
     }
     tide_log_init("tide-scheduler", level);
     signal(SIGPIPE, SIG_IGN);
@@ -152,8 +154,8 @@ int main(int argc, char **argv)
         tide_err("cannot start: %s", err.text);
         tide_daemon_free(d);
         uv_loop_close(&loop);
-        free(default_dir);
-        return 1;
+        rc = 1;
+        goto out;
     }
     uv_signal_init(&loop, &sigterm);
     uv_signal_init(&loop, &sigint);
@@ -170,6 +172,10 @@ int main(int argc, char **argv)
     if (uv_loop_close(&loop) != 0)
         tide_warn("the loop still had handles at exit");
     tide_info("stopped");
+    goto out;
+usage:
+    rc = 2;
+out:
     free(default_dir);
     return rc;
 }
