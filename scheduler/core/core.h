@@ -248,6 +248,9 @@ int tide_core_job_submit(tide_core_t *core, const tide_job_spec_t *spec, tide_jo
 /* Cancels a job: -ENOENT for an unknown id, -EALREADY when it already ended (err says its state). */
 int tide_core_job_cancel(tide_core_t *core, const char *id, tide_job_t **out, tide_error_t *err);
 tide_job_t *tide_core_job_find(const tide_core_t *core, const char *id);
+/* Why the job is in its state, for people: a PENDING job's reason is computed now (what it waits for,
+ * or which job it queues behind) into buf; other jobs' is their message. Never NULL. */
+const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job, char *buf, size_t len);
 /* Every job in id order: first (NULL) then next. */
 tide_job_t *tide_core_job_next(const tide_core_t *core, const tide_job_t *prev);
 /* Jobs in each state. */

@@ -46,6 +46,7 @@ struct tide_core {
 
     bool need_schedule;
     bool scheduling;
+    tide_job_t *blocker; /* the queue head the last pass could not place (it blocks the jobs behind it) */
 };
 
 /* A rank a worker reported running that belongs to no current job: it is being stopped, and its worker

@@ -44,7 +44,7 @@ static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_
     out->time_limit_seconds = spec->time_limit_s;
 }
 
-void tide_conv_job(const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
+void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
 {
     Tide__V1__JobSpec *spec = tide_arena_alloc(a, sizeof(*spec));
 
@@ -72,7 +72,12 @@ void tide_conv_job(const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
         out->ranks[r] = jr;
         out->worker_ids[r] = slot->worker_id;
     }
-    out->message = s(job->message);
+    if (core) {
+        char *buf = tide_arena_alloc(a, 256);
+        out->message = (char *)tide_core_job_reason(core, job, buf, 256);
+    } else {
+        out->message = s(job->message);
+    }
     out->submit_time_ms = job->submit_ms;
     out->start_time_ms = job->start_ms;
     out->end_time_ms = job->end_ms;

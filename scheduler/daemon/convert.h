@@ -10,8 +10,9 @@
 
 #include "tide/v1/types.pb-c.h"
 
-/* Job -> tide.v1.Job (also the stored record). */
-void tide_conv_job(const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a);
+/* Job -> tide.v1.Job. With core, message is the job's current reason (tide_core_job_reason), for
+ * clients; with NULL, the stored message (the record kept in the store). */
+void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a);
 /* Worker -> tide.v1.Worker. */
 void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a);
 /* tide.v1.JobSpec -> core spec (borrowing the message's strings; arrays from the arena). -EINVAL with

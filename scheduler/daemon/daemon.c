@@ -210,7 +210,7 @@ static void persist_job(tide_daemon_t *d, const tide_job_t *job)
     size_t len;
     uint8_t *bytes;
 
-    tide_conv_job(job, &pb, &d->arena);
+    tide_conv_job(NULL, job, &pb, &d->arena);
     bytes = pack(&pb.base, &len);
     tide_daemon_job_key(job->id, key, sizeof(key));
     tide_store_batch_put(d->batch, key, bytes, len);

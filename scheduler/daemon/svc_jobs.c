@@ -25,7 +25,7 @@ static void bad_request(tide_rpc_call_t *call, const char *type)
 static void reply_job(tide_daemon_t *d, tide_rpc_call_t *call, const tide_job_t *job)
 {
     Tide__V1__Job pb;
-    tide_conv_job(job, &pb, &d->arena);
+    tide_conv_job(d->core, job, &pb, &d->arena);
     tide_daemon_reply(d, call, &pb.base);
     tide_arena_reset(&d->arena);
 }
@@ -153,7 +153,7 @@ static void list(tide_rpc_call_t *call, const uint8_t *data, size_t len)
             break;
         }
         pb = tide_arena_alloc(&d->arena, sizeof(*pb));
-        tide_conv_job(job, pb, &d->arena);
+        tide_conv_job(d->core, job, pb, &d->arena);
         resp.jobs[n++] = pb;
     }
     resp.n_jobs = n;

@@ -44,7 +44,11 @@ static void test_placement_prefers_one_node(void **state)
     /* 3 free in total: a 4-worker job waits with a reason */
     c = h_submit(&h, 4, 4, TIDE_PRIO_NORMAL);
     assert_int_equal(c->state, TIDE_JOB_PENDING);
-    assert_non_null(strstr(c->message, "waiting for 4 free worker(s) (3 free now)"));
+    {
+        char buf[200];
+        assert_string_equal(tide_core_job_reason(h.core, c, buf, sizeof(buf)),
+                            "waiting for 4 free worker(s) (3 free now)");
+    }
     h_check_invariants(&h);
     h_fini(&h);
 }
@@ -465,6 +469,13 @@ static void test_priority_order(void **state)
     assert_int_equal(crit->state, TIDE_JOB_RUNNING);
     assert_int_equal(high->state, TIDE_JOB_PENDING);
     assert_int_equal(low->state, TIDE_JOB_PENDING);
+    {
+        char buf[200];
+        assert_string_equal(tide_core_job_reason(h.core, high, buf, sizeof(buf)),
+                            "waiting for 1 free worker(s) (0 free now)");
+        assert_string_equal(tide_core_job_reason(h.core, low, buf, sizeof(buf)),
+                            "queued behind job 3 (HIGH), which waits for 1 free worker(s)");
+    }
     h_start_all(&h);
     tide_core_rank_exited(h.core, crit->ranks[0].worker, crit->id, 1, 0, 0, NULL);
     assert_int_equal(high->state, TIDE_JOB_RUNNING);
@@ -483,7 +494,11 @@ static void test_job_too_big_does_not_block(void **state)
     big = h_submit(&h, 8, 8, TIDE_PRIO_CRITICAL);
     small = h_submit(&h, 1, 1, TIDE_PRIO_LOW);
     assert_int_equal(big->state, TIDE_JOB_PENDING);
-    assert_non_null(strstr(big->message, "needs 8 worker(s), the cluster has 2 usable"));
+    {
+        char buf[200];
+        assert_string_equal(tide_core_job_reason(h.core, big, buf, sizeof(buf)),
+                            "waiting: needs 8 worker(s), the cluster has 2 usable");
+    }
     assert_int_equal(small->state, TIDE_JOB_RUNNING);
     h_fini(&h);
 }
