@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE      ?= cmake
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build test test-unit demo demo-quick bench format clean help
+.PHONY: all deps build test test-unit demo demo-quick bench soak format clean help
 
 all: build
 
@@ -15,6 +15,7 @@ help:
 	@echo "make test-unit  the same, unit tests only"
 	@echo "make demo       a local scheduler, 4 simulated GPUs on 2 nodes and a 4-rank job, end to end"
 	@echo "make bench      run the benchmarks in bench/"
+	@echo "make soak       chaos soak of the real binaries (SOAK_S seconds, default 300; not part of make test)"
 	@echo "make format     clang-format every C file"
 
 deps:
@@ -44,6 +45,10 @@ demo-quick: build
 
 bench: build
 	@./bench/run.sh $(BUILD)
+
+SOAK_S ?= 300
+soak: build
+	@TIDE_BUILD_DIR=$(BUILD) /usr/bin/python3 tests/soak/chaos.py $(SOAK_S)
 
 format:
 	@git ls-files '*.c' '*.h' | xargs clang-format -i
