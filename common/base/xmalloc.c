@@ -50,16 +50,22 @@ char *tide_xstrndup(const char *s, size_t n)
     return p;
 }
 
+char *tide_xvasprintf(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+
+    if (vasprintf(&s, fmt, ap) < 0)
+        oom(0);
+    return s;
+}
+
 char *tide_xasprintf(const char *fmt, ...)
 {
     va_list ap;
-    char *s = NULL;
-    int n;
+    char *s;
 
     va_start(ap, fmt);
-    n = vasprintf(&s, fmt, ap);
+    s = tide_xvasprintf(fmt, ap);
     va_end(ap);
-    if (n < 0)
-        oom(0);
     return s;
 }

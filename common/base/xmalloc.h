@@ -3,6 +3,7 @@
 #ifndef TIDE_XMALLOC_H
 #define TIDE_XMALLOC_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 void *tide_xmalloc(size_t n);
@@ -12,5 +13,6 @@ void *tide_xrealloc(void *p, size_t n);
 char *tide_xstrdup(const char *s);
 char *tide_xstrndup(const char *s, size_t n);
 char *tide_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *tide_xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 #endif

@@ -43,12 +43,11 @@ void tide__event(tide_core_t *core, const char *type, tide_job_t *job, tide_work
                  const char *fmt, ...)
 {
     tide_action_t *a = tide__act(core, TIDE_ACT_EVENT);
-    char *text = NULL;
+    char *text;
     va_list ap;
 
     va_start(ap, fmt);
-    if (vasprintf(&text, fmt, ap) < 0)
-        text = tide_xstrdup("");
+    text = tide_xvasprintf(fmt, ap);
     va_end(ap);
     a->event_type = type;
     a->job = job;

@@ -28,12 +28,11 @@ void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st
 
 void tide__job_set_message(tide_core_t *core, tide_job_t *job, const char *fmt, ...)
 {
-    char *text = NULL;
+    char *text;
     va_list ap;
 
     va_start(ap, fmt);
-    if (vasprintf(&text, fmt, ap) < 0)
-        text = tide_xstrdup("");
+    text = tide_xvasprintf(fmt, ap);
     va_end(ap);
     if (job->message && strcmp(job->message, text) == 0) {
         free(text);
