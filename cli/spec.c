@@ -220,6 +220,12 @@ int tide_cli_submit_build(const tide_cli_submit_t *o, const Tide__V1__JobSpec *b
         set_string(&s->workdir, o->workdir);
     else if (!*s->workdir && cwd)
         set_string(&s->workdir, cwd);
+    if (s->workdir[0] && s->workdir[0] != '/' && cwd) {
+        /* a relative --workdir (or spec file workdir) is relative to where tidectl runs, as sbatch -D */
+        char *abs = tide_xasprintf("%s/%s", cwd, s->workdir);
+        set_string(&s->workdir, abs);
+        free(abs);
+    }
     if (o->has_time)
         s->time_limit_seconds = o->time_limit;
     if (o->name) {

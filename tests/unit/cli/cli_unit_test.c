@@ -675,6 +675,14 @@ static void test_submit_spec(void **state)
     protobuf_c_message_free_unpacked(&spec->base, NULL);
     tide_cli_submit_clear(&o);
 
+    /* A relative --workdir is relative to where tidectl runs (as sbatch -D). */
+    o.command = cmd, o.n_command = 2;
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_WORKDIR, "runs/a", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/home/u", &spec, &err), 0);
+    assert_string_equal(spec->workdir, "/home/u/runs/a");
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    tide_cli_submit_clear(&o);
+
     /* --max alone: elastic from 1; --min alone: fixed size. */
     o.command = cmd, o.n_command = 2;
     assert_int_equal(apply(&o, TIDE_CLI_OPT_MAX, "3", &err), 0);
