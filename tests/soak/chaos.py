@@ -48,10 +48,9 @@ def main():
             what = rnd.random()
             try:
                 if what < 0.45:
-                    listed = c.tidectl_json("jobs", "--state", "pending,running").get("jobs", [])
-                    if len(listed) >= 12:  # keep a backlog the 6 GPUs can drain, not an avalanche
-                        time.sleep(0.1)
-                        continue
+                    # Keep a backlog the 6 GPUs can drain, not an avalanche.
+                    wait_for(lambda: len(c.tidectl_json("jobs", "--state", "pending,running").get("jobs", [])) < 12,
+                             120, "the backlog to drain below 12 jobs", interval=0.1)
                     k = rnd.randint(1, 4)
                     secs = rnd.choice([0.2, 0.5, 1, 2, 4])
                     code = 1 if rnd.random() < 0.1 else 0

@@ -103,8 +103,10 @@ class Scheduler:
             yield t.Event(seq=seq, time_ms=1714564800000 + seq * 1000, type=typ, job_id="1", message="m%d" % seq)
         if req.follow:
             # Keep the stream open until the client goes away (submit --wait cancels it).
-            while ctx.is_active():
-                time.sleep(0.05)
+            gone = threading.Event()
+            ctx.add_callback(gone.set)
+            if ctx.is_active():
+                gone.wait()
 
     def ListWorkers(self, req, ctx):
         self.auth(ctx)
