@@ -8,8 +8,12 @@ PKGS=(
     build-essential cmake pkg-config
     libuv1-dev protobuf-c-compiler libprotobuf-c-dev libnghttp2-dev libhttp-parser-dev
     libsqlite3-dev libcjson-dev libcurl4-openssl-dev uthash-dev
+    # MPI jobs and the reference trainer (tide-mlp)
+    libopenmpi-dev openmpi-bin libssl-dev
     # tests
     libcmocka-dev python3-grpcio python3-protobuf python3-grpc-tools prometheus
+    # an unmodified PyTorch DDP job (integration tests; CPU build, gloo)
+    python3-torch
     # fuzzing (clang's libFuzzer runtime) and sanitizers
     clang libclang-rt-14-dev
 )

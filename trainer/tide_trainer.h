@@ -1,0 +1,73 @@
+/* tide trainer SDK for C: report steps, phases and checkpoints to the tide worker that runs this
+ * process, and learn when tide wants a checkpoint now or a stop after a step. The protocol is in
+ * docs/trainer-api.md (newline-delimited JSON over the Unix socket named by TIDE_AGENT_SOCK).
+ *
+ * Outside tide (TIDE_AGENT_SOCK unset) tide_trainer_open returns NULL and every call accepts NULL
+ * and does nothing, so the same program runs anywhere. When the worker goes away the handle turns
+ * into a no-op too. Calls never block for more than one write(2) of one short line, never raise
+ * SIGPIPE and never exit the process. A handle is used by one thread at a time.
+ *
+ * Depends on libc only (no cJSON, no tide libraries), so it can be linked into any trainer. */
+#ifndef TIDE_TRAINER_H
+#define TIDE_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tide_trainer tide_trainer_t;
+
+typedef enum tide_phase {
+    TIDE_PHASE_FORWARD = 0,
+    TIDE_PHASE_BACKWARD = 1,
+    TIDE_PHASE_UPDATE = 2,
+    TIDE_PHASE_EVAL = 3,
+    TIDE_PHASE_CHECKPOINT = 4,
+    TIDE_PHASE_IDLE = 5,
+} tide_phase_t;
+
+/* The protocol's name of a phase ("forward", ...); NULL for a value out of range. */
+const char *tide_phase_name(tide_phase_t phase);
+
+/* Connects to $TIDE_AGENT_SOCK and says hello with TIDE_JOB_ID, TIDE_GENERATION and RANK from the
+ * environment; waits (at most 5 s) for the welcome. Returns NULL outside tide, and NULL with one
+ * line on stderr ("tide_trainer: ...: running without tide") when the socket or the hello fails. */
+tide_trainer_t *tide_trainer_open(void);
+/* Closes the connection. NULL is fine. */
+void tide_trainer_close(tide_trainer_t *t);
+
+/* Step `step` finished: `flops` model FLOPs on this rank without recomputation, `samples` and
+ * `tokens` processed by this rank; `next` is the phase entered now. Also reads commands that
+ * arrived (non-blocking). */
+void tide_trainer_step(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
+                       int64_t samples, int64_t tokens);
+/* The rank entered `phase`. */
+void tide_trainer_phase(tide_trainer_t *t, tide_phase_t phase);
+/* The rank finished writing its part of a checkpoint of the state after `step`: path (may be NULL
+ * or ""), size and SHA-256 as 64 lowercase hex digits (NULL or "" when bytes is 0). request is the id
+ * from tide_trainer_checkpoint_requested, or 0 for a checkpoint of the trainer's own schedule. */
+void tide_trainer_checkpoint(tide_trainer_t *t, int64_t step, const char *path, uint64_t bytes,
+                             const char *sha256_hex, int64_t request);
+
+/* Whether tide asked for a checkpoint that was not answered yet (reads pending commands first).
+ * Fills *request (when not NULL) with its id and *deadline_unix_ms (when not NULL) with its
+ * deadline. The request stays pending until tide_trainer_checkpoint names it. */
+bool tide_trainer_checkpoint_requested(tide_trainer_t *t, int64_t *request,
+                                       int64_t *deadline_unix_ms);
+/* Whether the rank should stop now that `step` is done (tide sent stop_after_step with a value
+ * <= step). Reads pending commands first. */
+bool tide_trainer_should_stop(tide_trainer_t *t, int64_t step);
+
+/* Reads and applies the commands that arrived, without blocking. Returns the number applied, or
+ * -1 when the connection was lost (the handle is a no-op from then on). The calls above do this
+ * themselves; a trainer that blocks for long periods may call it in between. */
+int tide_trainer_poll(tide_trainer_t *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,113 @@
+/* The trainer protocol, worker side: line framing of a byte stream and decoding of one line into a
+ * validated message; encoding of the worker's messages. docs/trainer-api.md is the contract. Pure C
+ * (cJSON for parsing), no I/O, so it is unit-tested and fuzzed directly (tests/fuzz/fuzz_trainer_proto).
+ */
+#ifndef TIDE_WORKER_TRAINER_PROTO_H
+#define TIDE_WORKER_TRAINER_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* Longest line, newline included. */
+#define TIDE_TRAINER_LINE_MAX 65536
+
+typedef enum tide_trainer_op {
+    TIDE_TRAINER_OP_HELLO = 1,
+    TIDE_TRAINER_OP_STEP,
+    TIDE_TRAINER_OP_PHASE,
+    TIDE_TRAINER_OP_CHECKPOINT,
+} tide_trainer_op_t;
+
+/* Same values as tide_phase_t in trainer/tide_trainer.h and tide.v1.TrainerPhase - 1. */
+typedef enum tide_trainer_phase {
+    TIDE_TRAINER_PHASE_FORWARD = 0,
+    TIDE_TRAINER_PHASE_BACKWARD,
+    TIDE_TRAINER_PHASE_UPDATE,
+    TIDE_TRAINER_PHASE_EVAL,
+    TIDE_TRAINER_PHASE_CHECKPOINT,
+    TIDE_TRAINER_PHASE_IDLE,
+    TIDE_TRAINER_PHASE_COUNT
+} tide_trainer_phase_t;
+
+/* Error codes of the protocol; tide_trainer_err_name gives the wire string ("bad_json", ...). */
+typedef enum tide_trainer_err {
+    TIDE_TRAINER_OK = 0,
+    TIDE_TRAINER_ERR_BAD_JSON,
+    TIDE_TRAINER_ERR_LINE_TOO_LONG,
+    TIDE_TRAINER_ERR_UNKNOWN_OP,
+    TIDE_TRAINER_ERR_BAD_FIELD,
+    TIDE_TRAINER_ERR_NOT_HELLO,
+    TIDE_TRAINER_ERR_UNKNOWN_RANK,
+    TIDE_TRAINER_ERR_STEP_BACKWARDS,
+} tide_trainer_err_t;
+
+/* One decoded trainer message. Strings point into the decoder's storage (valid until the next
+ * tide_trainer_decode on the same tide_trainer_msg_t, or tide_trainer_msg_free). */
+typedef struct tide_trainer_msg {
+    tide_trainer_op_t op;
+    /* hello */
+    int64_t version;
+    const char *job;
+    int64_t generation;
+    int64_t rank;
+    int64_t pid;
+    const char *sdk; /* "" when absent */
+    /* step (phase also for OP_PHASE) */
+    int64_t step; /* also checkpoint */
+    tide_trainer_phase_t phase;
+    double flops;
+    int64_t samples;
+    int64_t tokens;
+    /* checkpoint */
+    const char *path;   /* "" when absent */
+    uint64_t bytes;
+    const char *sha256; /* 64 lowercase hex digits, or "" when bytes == 0 */
+    int64_t request;    /* 0 when absent */
+    /* private */
+    void *json_;
+} tide_trainer_msg_t;
+
+/* Splits a byte stream into lines. Bytes go in with tide_trainer_lines_feed; complete lines come
+ * out of tide_trainer_lines_next. A line longer than TIDE_TRAINER_LINE_MAX is reported once as
+ * TIDE_TRAINER_ERR_LINE_TOO_LONG and skipped up to its newline, without buffering it. */
+typedef struct tide_trainer_lines {
+    tide_buf_t buf;   /* bytes not consumed yet */
+    size_t scanned;   /* prefix of buf known to hold no newline */
+    bool discarding;  /* inside an oversize line: drop bytes up to the next newline */
+} tide_trainer_lines_t;
+
+void tide_trainer_lines_init(tide_trainer_lines_t *l);
+void tide_trainer_lines_free(tide_trainer_lines_t *l);
+/* Appends n bytes (buffers at most TIDE_TRAINER_LINE_MAX bytes of an unfinished line). */
+void tide_trainer_lines_feed(tide_trainer_lines_t *l, const void *data, size_t n);
+/* The next complete line: returns 1 with *line/*len (without the newline; a trailing '\r' is
+ * dropped too; valid until the next feed/next call), 0 when no complete line is buffered, or -1
+ * once for each oversize line (TIDE_TRAINER_ERR_LINE_TOO_LONG). */
+int tide_trainer_lines_next(tide_trainer_lines_t *l, const char **line, size_t *len);
+
+/* Decodes and validates one line (no newline). Returns TIDE_TRAINER_OK and fills *m, or an error
+ * code with a message naming the field in err (e.g. "step: must be an integer >= 0") and
+ * *ref set to the op name when it is known (else NULL). Stateless: "not_hello", "unknown_rank" and
+ * "step_backwards" are the caller's to decide. */
+tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_trainer_msg_t *m,
+                                       char *err, size_t err_size, const char **ref);
+/* Frees what the last decode kept. Safe on a zeroed or freed msg. */
+void tide_trainer_msg_free(tide_trainer_msg_t *m);
+
+const char *tide_trainer_err_name(tide_trainer_err_t e);
+/* "forward", ...; NULL when out of range. */
+const char *tide_trainer_phase_name(tide_trainer_phase_t p);
+/* The phase named s; -1 when unknown. */
+int tide_trainer_phase_parse(const char *s);
+
+/* Encoders: each appends one line, newline included, to out. Strings are JSON-escaped. */
+void tide_trainer_encode_welcome(tide_buf_t *out, const char *worker_id);
+void tide_trainer_encode_error(tide_buf_t *out, tide_trainer_err_t code, const char *message,
+                               const char *ref);
+void tide_trainer_encode_checkpoint_now(tide_buf_t *out, int64_t id, int64_t deadline_unix_ms);
+void tide_trainer_encode_stop_after_step(tide_buf_t *out, int64_t step);
+
+#endif
