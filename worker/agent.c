@@ -17,6 +17,7 @@
 #include "log.h"
 #include "logs.h"
 #include "rpc_client.h"
+#include "trainer_server.h"
 #include "xmalloc.h"
 
 #define CONNECT_PATH               "/tide.v1.WorkerService/Connect"
@@ -25,6 +26,9 @@
 #define DRAIN_POLL_MS              10
 #define REAP_WAIT_MS               5000
 #define FORCE_AFTER_MS             1000
+#define SOFT_STOP_KILL_MAX_MS      5000 /* SIGTERM -> SIGKILL after a soft stop, at most */
+#define PROGRESS_MAX               16   /* ranks per heartbeat */
+#define AGENT_SOCK_NAME            "agent.sock"
 
 struct tide_worker_agent {
     uv_loop_t *loop;
@@ -36,6 +40,7 @@ struct tide_worker_agent {
     tide_worker_core_t *core;
     tide_launcher_t *launcher;
     tide_worker_logs_t *logs;
+    tide_trainer_server_t *trainer;
     tide_rpc_client_t *client;
     tide_rpc_client_call_t *call; /* the current stream, or NULL */
 
@@ -72,14 +77,25 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
                     tide_worker_spawned_t *out, tide_error_t *err)
 {
     tide_worker_agent_t *a = ud;
+    int rc = tide_launcher_spawn(a->launcher, id, launch, out, err);
 
-    return tide_launcher_spawn(a->launcher, id, launch, out, err);
+    if (rc == 0 && a->trainer)
+        tide_trainer_server_rank_add(a->trainer, id, launch->job_id, launch->generation,
+                                     launch->rank);
+    return rc;
 }
 
+/* A rank that uses the trainer SDK is asked to stop after its next step and gets SIGTERM only when
+ * the grace period ends; any other rank gets SIGTERM now (docs/trainer-api.md). */
 static void op_stop(void *ud, uint64_t id, uint32_t grace_ms)
 {
     tide_worker_agent_t *a = ud;
 
+    if (grace_ms > 0 && a->trainer && tide_trainer_server_stop_after_step(a->trainer, id) == 0) {
+        tide_launcher_stop_soft(a->launcher, id, grace_ms,
+                                grace_ms < SOFT_STOP_KILL_MAX_MS ? grace_ms : SOFT_STOP_KILL_MAX_MS);
+        return;
+    }
     tide_launcher_stop(a->launcher, id, grace_ms);
 }
 
@@ -108,10 +124,48 @@ static void op_log_request(void *ud, const Tide__V1__LogRequest *req)
     tide_worker_logs_request(a->logs, req);
 }
 
+static void op_trainer_command(void *ud, const Tide__V1__TrainerCommand *cmd)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (a->trainer && cmd->cmd_case == TIDE__V1__TRAINER_COMMAND__CMD_CHECKPOINT_NOW) {
+        tide_info("job %s rank %d: checkpoint now (request %llu)", cmd->job_id, cmd->rank,
+                  (unsigned long long)cmd->checkpoint_now->request_id);
+        tide_trainer_server_checkpoint_now(a->trainer, cmd->job_id, cmd->generation, cmd->rank,
+                                           cmd->checkpoint_now->request_id,
+                                           cmd->checkpoint_now->deadline_unix_ms);
+    }
+}
+
+/* A trainer reported a checkpoint: tell the scheduler (only worth it on a live stream). */
+static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generation, int32_t rank,
+                                  const tide_trainer_msg_t *m)
+{
+    tide_worker_agent_t *a = ud;
+    Tide__V1__WorkerMessage msg = TIDE__V1__WORKER_MESSAGE__INIT;
+    Tide__V1__CheckpointSaved cs = TIDE__V1__CHECKPOINT_SAVED__INIT;
+
+    cs.job_id = (char *)job_id;
+    cs.generation = generation;
+    cs.rank = rank;
+    cs.step = m->step;
+    cs.path = (char *)m->path;
+    cs.bytes = m->bytes;
+    cs.sha256 = (char *)m->sha256;
+    cs.request_id = (uint64_t)m->request;
+    msg.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_CHECKPOINT_SAVED;
+    msg.checkpoint_saved = &cs;
+    if (tide_worker_core_send(a->core, &msg) < 0)
+        tide_warn("job %s rank %d: checkpoint of step %lld not reported (no scheduler stream)",
+                  job_id, rank, (long long)m->step);
+}
+
 static void on_heartbeat(uv_timer_t *t)
 {
     tide_worker_agent_t *a = t->data;
     Tide__V1__Telemetry tm = TIDE__V1__TELEMETRY__INIT;
+    Tide__V1__RankProgress *progress[PROGRESS_MAX];
+    size_t n_progress;
     tide_gpu_telemetry_t g;
 
     if (tide_gpu_read(a->gpu, tide_clock_mono_ms(), tide_worker_core_running(a->core) > 0, &g) ==
@@ -122,7 +176,8 @@ static void on_heartbeat(uv_timer_t *t)
         tm.temperature_c = g.temperature_c;
         tm.power_w = g.power_w;
     }
-    tide_worker_core_heartbeat(a->core, &tm);
+    n_progress = a->trainer ? tide_trainer_server_progress(a->trainer, progress, PROGRESS_MAX) : 0;
+    tide_worker_core_heartbeat(a->core, &tm, progress, n_progress);
 }
 
 static void op_welcomed(void *ud, uint32_t interval_ms)
@@ -151,8 +206,13 @@ static const tide_worker_core_ops_t core_ops = {
     .forget = op_forget,
     .save_epoch = op_save_epoch,
     .log_request = op_log_request,
+    .trainer_command = op_trainer_command,
     .welcomed = op_welcomed,
     .end_stream = op_end_stream,
+};
+
+static const tide_trainer_server_ops_t trainer_ops = {
+    .checkpoint = on_trainer_checkpoint,
 };
 
 /* --- logs --- */
@@ -192,6 +252,8 @@ static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void
 
     tide_info("rank process %llu exited: status %lld, signal %d", (unsigned long long)id,
               (long long)exit_status, term_signal);
+    if (a->trainer)
+        tide_trainer_server_rank_remove(a->trainer, id);
     tide_worker_core_rank_exited(a->core, id, exit_status, term_signal);
     tide_worker_logs_kick(a->logs);
     maybe_finish_shutdown(a);
@@ -368,6 +430,8 @@ static void stop_io(tide_worker_agent_t *a)
     a->launcher = NULL;
     tide_worker_logs_free(a->logs);
     a->logs = NULL;
+    tide_trainer_server_free(a->trainer);
+    a->trainer = NULL;
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
     uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
     uv_close((uv_handle_t *)&a->welcome, on_handle_closed);
@@ -415,6 +479,9 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     const tide_gpu_info_t *gi = tide_gpu_info(cfg->gpu);
     tide_worker_core_config_t cc;
     tide_launcher_config_t lc;
+    tide_trainer_server_config_t tc;
+    tide_trainer_server_t *trainer = NULL;
+    char *sock_path;
     tide_worker_logs_config_t logc;
     tide_worker_reap_stats_t reaped;
     tide_worker_agent_t *a;
@@ -436,6 +503,17 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         return rc;
 
     a = tide_xcalloc(1, sizeof(*a));
+    sock_path = tide_xasprintf("%s/%s", wc->data_dir, AGENT_SOCK_NAME);
+    memset(&tc, 0, sizeof(tc));
+    tc.path = sock_path;
+    tc.worker_id = wc->id;
+    rc = tide_trainer_server_new(loop, &tc, &trainer_ops, a, &trainer, err);
+    free(sock_path);
+    if (rc < 0) {
+        free(a);
+        return rc;
+    }
+    a->trainer = trainer;
     a->loop = loop;
     a->cfg = wc;
     a->exec_helper = tide_xstrdup(cfg->exec_helper);
@@ -466,6 +544,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     lc.worker_id = wc->id;
     lc.advertise = wc->advertise;
     lc.gpu_index = wc->gpu_index;
+    lc.agent_sock = tide_trainer_server_path(trainer);
     lc.on_exit = on_rank_exit;
     lc.ud = a;
     tide_launcher_new(loop, &lc, &a->launcher);

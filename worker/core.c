@@ -550,6 +550,19 @@ static int on_stop(tide_worker_core_t *c, const Tide__V1__StopRank *s, tide_erro
     return 0;
 }
 
+static int on_trainer_command(tide_worker_core_t *c, const Tide__V1__TrainerCommand *cmd,
+                              tide_error_t *err)
+{
+    if (!tide_worker_core_rank_running(c, cmd->job_id, cmd->generation, cmd->rank)) {
+        tide_errprintf(err, "TrainerCommand for job %s generation %d rank %d, which does not run here",
+                       cmd->job_id, cmd->generation, cmd->rank);
+        return -ENOENT;
+    }
+    if (c->ops.trainer_command)
+        c->ops.trainer_command(c->ud, cmd);
+    return 0;
+}
+
 static const char *msg_name(Tide__V1__SchedulerMessage__MsgCase mc)
 {
     switch (mc) {
@@ -561,6 +574,8 @@ static const char *msg_name(Tide__V1__SchedulerMessage__MsgCase mc)
         return "StopRank";
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_LOG_REQUEST:
         return "LogRequest";
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_TRAINER_COMMAND:
+        return "TrainerCommand";
     default:
         return "empty message";
     }
@@ -593,6 +608,8 @@ int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMess
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_LOG_REQUEST:
         c->ops.log_request(c->ud, msg->log_request);
         return 0;
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_TRAINER_COMMAND:
+        return on_trainer_command(c, msg->trainer_command, err);
     default:
         /* A newer scheduler's message kind decodes as NOT_SET: skip it, keep the stream. */
         tide_errprintf(err, "ignoring a SchedulerMessage without a known body");
@@ -617,7 +634,8 @@ int tide_worker_core_handle_bytes(tide_worker_core_t *c, const uint8_t *data, si
     return rc;
 }
 
-int tide_worker_core_heartbeat(tide_worker_core_t *c, const Tide__V1__Telemetry *telemetry)
+int tide_worker_core_heartbeat(tide_worker_core_t *c, const Tide__V1__Telemetry *telemetry,
+                               Tide__V1__RankProgress **progress, size_t n_progress)
 {
     Tide__V1__WorkerMessage m = TIDE__V1__WORKER_MESSAGE__INIT;
     Tide__V1__Heartbeat hb = TIDE__V1__HEARTBEAT__INIT;
@@ -626,9 +644,18 @@ int tide_worker_core_heartbeat(tide_worker_core_t *c, const Tide__V1__Telemetry 
         return -ENOTCONN;
     hb.seq = ++c->heartbeat_seq;
     hb.telemetry = (Tide__V1__Telemetry *)telemetry;
+    hb.progress = progress;
+    hb.n_progress = n_progress;
     m.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_HEARTBEAT;
     m.heartbeat = &hb;
     return send_msg(c, &m);
+}
+
+int tide_worker_core_send(tide_worker_core_t *c, const Tide__V1__WorkerMessage *msg)
+{
+    if (!c->welcomed)
+        return -ENOTCONN;
+    return send_msg(c, msg);
 }
 
 void tide_worker_core_rank_exited(tide_worker_core_t *c, uint64_t id, int64_t exit_status,

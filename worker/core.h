@@ -66,6 +66,8 @@ typedef struct tide_worker_core_ops {
     void (*log_request)(void *ud, const Tide__V1__LogRequest *req);
     /* Welcome arrived: heartbeat every interval_ms from now on. */
     void (*welcomed)(void *ud, uint32_t interval_ms);
+    /* A TrainerCommand for a rank that runs here (relay it to the trainer). May be NULL. */
+    void (*trainer_command)(void *ud, const Tide__V1__TrainerCommand *cmd);
     /* The current stream is unusable (why): end it; stream_ended follows as usual. */
     void (*end_stream)(void *ud, const char *why);
 } tide_worker_core_ops_t;
@@ -91,7 +93,8 @@ tide_worker_next_t tide_worker_core_stream_ended(tide_worker_core_t *c, tide_grp
                                                  const char *message, int64_t *delay_ms);
 
 /* One SchedulerMessage (borrowed). Returns 0 when acted on; -ESTALE when its epoch is below the
- * highest seen (ignored); -EPROTO when malformed; -ENOENT for a StopRank of an unknown rank;
+ * highest seen (ignored); -EPROTO when malformed; -ENOENT for a StopRank or TrainerCommand of a
+ * rank that does not run here;
  * -EINVAL for a LaunchRank that fails validation (answered with RankExited 127). err says why for
  * the log. */
 int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMessage *msg,
@@ -100,8 +103,13 @@ int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMess
 int tide_worker_core_handle_bytes(tide_worker_core_t *c, const uint8_t *data, size_t len,
                                   tide_error_t *err);
 
-/* Heartbeat tick: sends Heartbeat{seq, telemetry} when welcomed. Returns 0, or -ENOTCONN. */
-int tide_worker_core_heartbeat(tide_worker_core_t *c, const Tide__V1__Telemetry *telemetry);
+/* Heartbeat tick: sends Heartbeat{seq, telemetry, progress} when welcomed (everything borrowed).
+ * Returns 0, or -ENOTCONN. */
+int tide_worker_core_heartbeat(tide_worker_core_t *c, const Tide__V1__Telemetry *telemetry,
+                               Tide__V1__RankProgress **progress, size_t n_progress);
+/* Sends a message that is only worth sending on a live stream (a checkpoint report) when
+ * welcomed. Returns 0, -ENOTCONN, or the send op's error. */
+int tide_worker_core_send(tide_worker_core_t *c, const Tide__V1__WorkerMessage *msg);
 /* Rank id's process ended (libuv exit_cb values). Reports it now when welcomed, else at the next
  * hello. Unknown ids are ignored. */
 void tide_worker_core_rank_exited(tide_worker_core_t *c, uint64_t id, int64_t exit_status,

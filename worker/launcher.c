@@ -36,13 +36,14 @@ typedef struct proc {
     uv_timer_t kill_timer;
     pid_t pid;
     bool failed;      /* the spawn failed after the helper started: its exit is not a rank's */
+    uint64_t term_at; /* loop ms of a pending SIGTERM (soft stop); 0: none */
     uint64_t kill_at; /* loop ms of the pending SIGKILL; 0: none */
     int open_handles;
 } proc_t;
 
 struct tide_launcher {
     uv_loop_t *loop;
-    char *exec_helper, *data_dir, *worker_id, *advertise;
+    char *exec_helper, *data_dir, *worker_id, *advertise, *agent_sock;
     int32_t gpu_index;
     uint32_t report_timeout_ms;
     tide_launcher_exit_cb on_exit;
@@ -58,6 +59,7 @@ void tide_launcher_new(uv_loop_t *loop, const tide_launcher_config_t *cfg, tide_
     l->exec_helper = tide_xstrdup(cfg->exec_helper);
     l->data_dir = tide_xstrdup(cfg->data_dir);
     l->worker_id = tide_xstrdup(cfg->worker_id ? cfg->worker_id : "");
+    l->agent_sock = cfg->agent_sock ? tide_xstrdup(cfg->agent_sock) : NULL;
     l->advertise = tide_xstrdup(cfg->advertise ? cfg->advertise : "");
     l->gpu_index = cfg->gpu_index;
     l->report_timeout_ms =
@@ -99,6 +101,7 @@ void tide_launcher_free(tide_launcher_t *l)
     free(l->exec_helper);
     free(l->data_dir);
     free(l->worker_id);
+    free(l->agent_sock);
     free(l->advertise);
     free(l);
 }
@@ -145,18 +148,38 @@ static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal)
     proc_close(p);
 }
 
+static void on_kill_timer(uv_timer_t *t);
+
+/* Starts the timer for the earliest pending signal. */
+static void arm(proc_t *p, uint64_t now)
+{
+    uint64_t next = p->term_at ? p->term_at : p->kill_at;
+
+    if (next)
+        uv_timer_start(&p->kill_timer, on_kill_timer, next > now ? next - now : 0, 0);
+    else
+        uv_timer_stop(&p->kill_timer);
+}
+
 static void on_kill_timer(uv_timer_t *t)
 {
     proc_t *p = t->data;
+    uint64_t now = uv_now(t->loop);
 
-    p->kill_at = 0;
-    kill(-p->pid, SIGKILL);
+    if (p->term_at && now >= p->term_at) {
+        p->term_at = 0;
+        kill(-p->pid, SIGTERM);
+    } else if (p->kill_at && now >= p->kill_at) {
+        p->kill_at = 0;
+        kill(-p->pid, SIGKILL);
+    }
+    arm(p, now);
 }
 
 int tide_launcher_stop(tide_launcher_t *l, uint64_t id, uint32_t grace_ms)
 {
     proc_t *p = find(l, id);
-    uint64_t at;
+    uint64_t now, at;
 
     if (!p)
         return -ENOENT;
@@ -165,11 +188,29 @@ int tide_launcher_stop(tide_launcher_t *l, uint64_t id, uint32_t grace_ms)
         return 0;
     }
     kill(-p->pid, SIGTERM);
-    at = uv_now(l->loop) + grace_ms;
-    if (p->kill_at == 0 || at < p->kill_at) {
+    now = uv_now(l->loop);
+    at = now + grace_ms;
+    p->term_at = 0;
+    if (p->kill_at == 0 || at < p->kill_at)
         p->kill_at = at;
-        uv_timer_start(&p->kill_timer, on_kill_timer, grace_ms, 0);
-    }
+    arm(p, now);
+    return 0;
+}
+
+int tide_launcher_stop_soft(tide_launcher_t *l, uint64_t id, uint32_t term_after_ms,
+                            uint32_t grace_ms)
+{
+    proc_t *p = find(l, id);
+    uint64_t now;
+
+    if (!p)
+        return -ENOENT;
+    if (p->term_at || p->kill_at)
+        return 0; /* a stop is already under way: never delay it */
+    now = uv_now(l->loop);
+    p->term_at = now + term_after_ms;
+    p->kill_at = p->term_at + grace_ms;
+    arm(p, now);
     return 0;
 }
 
@@ -254,6 +295,8 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
     env_set(e, "TIDE_JOB_ID", r->job_id);
     env_set_int(e, "TIDE_GENERATION", r->generation);
     env_set(e, "TIDE_WORKER_ID", l->worker_id);
+    if (l->agent_sock)
+        env_set(e, "TIDE_AGENT_SOCK", l->agent_sock);
     if (r->n_node_gpu_indexes == 0) {
         tide_buf_printf(&cvd, "%d", l->gpu_index);
     } else {

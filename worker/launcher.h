@@ -27,6 +27,7 @@ typedef struct tide_launcher_config {
     const char
         *advertise;    /* MASTER_ADDR when LaunchRank has none; bound to pick MASTER_PORT; copied */
     int32_t gpu_index; /* CUDA_VISIBLE_DEVICES when LaunchRank lists no node_gpu_indexes */
+    const char *agent_sock; /* TIDE_AGENT_SOCK (the trainer socket); NULL: not set; copied */
     uint32_t report_timeout_ms; /* wait for the helper's "ok"; 0: 5000 */
     tide_launcher_exit_cb on_exit;
     void *ud;
@@ -48,6 +49,11 @@ int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchR
 /* SIGTERM to rank id's process group now, SIGKILL after grace_ms (0: now). A repeat can only
  * shorten the grace. Returns 0 or -ENOENT when id is not running. */
 int tide_launcher_stop(tide_launcher_t *l, uint64_t id, uint32_t grace_ms);
+/* The soft stop of a rank that uses the trainer SDK (it was asked to stop after a step): SIGTERM to
+ * its group after term_after_ms, SIGKILL grace_ms later. Never delays a stop already under way.
+ * Returns 0 or -ENOENT. */
+int tide_launcher_stop_soft(tide_launcher_t *l, uint64_t id, uint32_t term_after_ms,
+                            uint32_t grace_ms);
 /* Removes the record of a rank whose exit was reported. */
 void tide_launcher_forget(tide_launcher_t *l, const char *job_id, int32_t generation, int32_t rank);
 /* Ranks started and not yet exited. */

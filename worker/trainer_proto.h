@@ -72,18 +72,22 @@ typedef struct tide_trainer_msg {
 
 /* Splits a byte stream into lines. Bytes go in with tide_trainer_lines_feed; complete lines come
  * out of tide_trainer_lines_next. A line longer than TIDE_TRAINER_LINE_MAX is reported once as
- * TIDE_TRAINER_ERR_LINE_TOO_LONG and skipped up to its newline, without buffering it. */
+ * TIDE_TRAINER_ERR_LINE_TOO_LONG and skipped up to its newline, without buffering it. Empty lines
+ * (also "\r\n" alone) are skipped silently. Fields are private. */
 typedef struct tide_trainer_lines {
-    tide_buf_t buf;   /* bytes not consumed yet */
-    size_t scanned;   /* prefix of buf known to hold no newline */
+    tide_buf_t buf;   /* buf.data[start, buf.len): bytes not returned yet */
+    size_t start;     /* bytes at the front already returned (dropped by the next feed) */
+    size_t tail;      /* bytes of the unfinished last line at the end of buf (holds no newline) */
     bool discarding;  /* inside an oversize line: drop bytes up to the next newline */
 } tide_trainer_lines_t;
 
 void tide_trainer_lines_init(tide_trainer_lines_t *l);
 void tide_trainer_lines_free(tide_trainer_lines_t *l);
-/* Appends n bytes (buffers at most TIDE_TRAINER_LINE_MAX bytes of an unfinished line). */
+/* Appends n bytes (buffers at most TIDE_TRAINER_LINE_MAX bytes of an unfinished line; complete
+ * lines stay buffered until tide_trainer_lines_next returns them, so call it until it returns 0
+ * after each feed). */
 void tide_trainer_lines_feed(tide_trainer_lines_t *l, const void *data, size_t n);
-/* The next complete line: returns 1 with *line/*len (without the newline; a trailing '\r' is
+/* The next complete line: returns 1 with *line and *len (without the newline; a trailing '\r' is
  * dropped too; valid until the next feed/next call), 0 when no complete line is buffered, or -1
  * once for each oversize line (TIDE_TRAINER_ERR_LINE_TOO_LONG). */
 int tide_trainer_lines_next(tide_trainer_lines_t *l, const char **line, size_t *len);

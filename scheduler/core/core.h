@@ -63,7 +63,36 @@ typedef struct tide_job_spec {
     size_t n_env;
     char *workdir;
     int64_t time_limit_s; /* 0: none; at most TIDE_TIME_LIMIT_MAX_S */
+    int32_t launcher;     /* tide.v1.Launcher: 0 unspecified (env), 1 env, 2 mpi */
 } tide_job_spec_t;
+
+/* Values match tide.v1.Launcher. */
+#define TIDE_LAUNCHER_ENV 1
+#define TIDE_LAUNCHER_MPI 2
+
+/* What a rank's trainer reported through the SDK (tide.v1.TrainerProgress). In memory only. */
+typedef struct tide_trainer_progress {
+    bool sdk;
+    int64_t step; /* -1: none */
+    int32_t phase; /* tide.v1.TrainerPhase */
+    double step_flops;
+    int64_t samples, tokens;
+    double step_seconds;
+    uint64_t steps_reported, rejected_reports;
+    int64_t last_report_ms; /* wall clock */
+} tide_trainer_progress_t;
+
+/* A checkpoint every rank of a generation reported (tide.v1.Checkpoint). */
+typedef struct tide_checkpoint {
+    int64_t step; /* -1: none yet */
+    int32_t generation;
+    char *path;   /* rank 0's, or the first rank's that named one; owned */
+    uint64_t bytes;
+    char *sha256; /* owned */
+    int64_t time_ms;
+    int32_t ranks;
+    uint64_t request_id; /* the CheckpointJob request it satisfied; 0: none */
+} tide_checkpoint_t;
 
 #define TIDE_TIME_LIMIT_MAX_S (10LL * 365 * 24 * 3600)
 
@@ -98,6 +127,8 @@ typedef struct tide_job_rank {
     int32_t pid;
     int32_t exit_code;
     bool awaiting; /* restored after a scheduler restart; its worker has not re-registered yet */
+    tide_trainer_progress_t progress;
+    bool ckpt_reported; /* reported the checkpoint being collected (job->ckpt_collect_step) */
 } tide_job_rank_t;
 
 struct tide_job {
@@ -119,6 +150,9 @@ struct tide_job {
     int32_t exit_code;
     int32_t failed_rank; /* -1 when none */
     int32_t rollbacks;   /* generations rolled back in a row */
+    tide_checkpoint_t last_ckpt;  /* step -1 when none */
+    uint64_t ckpt_request;        /* a CheckpointJob in flight; 0: none */
+    int64_t ckpt_deadline_ms;     /* its deadline, wall clock */
 
     /* private to the core */
     int64_t gen_start_mono;
@@ -126,6 +160,11 @@ struct tide_job {
     int64_t launch_deadline; /* mono, 0: none */
     int64_t reconcile_deadline; /* mono, 0: none */
     int64_t prune_at;        /* mono, 0: none */
+    int64_t ckpt_deadline_at; /* mono deadline of ckpt_request, 0: none */
+    int64_t ckpt_collect_step; /* the step whose checkpoint reports are being collected; -1: none */
+    int32_t ckpt_collect_n;    /* ranks that reported it */
+    uint64_t ckpt_collect_bytes;
+    char *ckpt_collect_path, *ckpt_collect_sha256;
     int32_t awaiting;        /* ranks whose worker has not re-registered since a restart */
     int32_t ranks_unstarted; /* ranks of the generation still ASSIGNED or LAUNCHED */
     tide_list_t bound;       /* workers bound to this job (running or stopping one of its ranks) */
@@ -195,6 +234,8 @@ typedef enum tide_action_type {
     TIDE_ACT_STOP,           /* worker, job id/generation/rank: stop that rank within grace_ms */
     TIDE_ACT_CLOSE_STREAM,   /* conn: close that worker stream (replaced by a newer one) */
     TIDE_ACT_EVENT,          /* event_type, job?, worker?, text */
+    TIDE_ACT_CHECKPOINT_NOW, /* worker, job, generation, rank: relay checkpoint_now (request_id,
+                                deadline_ms) to that rank's trainer */
 } tide_action_type_t;
 
 typedef struct tide_action {
@@ -210,6 +251,8 @@ typedef struct tide_action {
     void *conn;            /* CLOSE_STREAM, and the stream a WELCOME/LAUNCH/STOP goes to */
     const char *event_type; /* EVENT: "job.submitted" ...; static string */
     const char *text;       /* EVENT, STOP (reason): valid until actions_clear */
+    uint64_t request_id;    /* CHECKPOINT_NOW */
+    int64_t deadline_ms;    /* CHECKPOINT_NOW: wall clock */
 } tide_action_t;
 
 typedef struct tide_core tide_core_t;
@@ -275,6 +318,9 @@ typedef struct tide_job_record {
     double gpu_seconds;
     int32_t exit_code;
     int32_t failed_rank;
+    const tide_checkpoint_t *last_ckpt; /* NULL: none */
+    uint64_t ckpt_request;
+    int64_t ckpt_deadline_ms;
 } tide_job_record_t;
 
 /* Restores a job after a restart (before workers register). A RUNNING job waits up to the reconnect
@@ -329,6 +375,23 @@ void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *co
 /* A rank started (pid; rank 0 reports MASTER_PORT). Stale generations are ignored. */
 void tide_core_rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
                             int32_t rank, int32_t pid, int32_t master_port);
+/* What rank `rank` of (job_id, generation) reported through the trainer SDK, from its worker's
+ * heartbeat. O(1), no allocation, no action; ignored unless w runs that rank now. */
+void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *job_id,
+                             int32_t generation, int32_t rank, const tide_trainer_progress_t *p);
+/* A rank reported that it saved its part of a checkpoint of the state after `step`. When every
+ * rank of the generation reported the same step, it becomes the job's last checkpoint (PERSIST,
+ * event job.checkpoint) and ends a CheckpointJob request in flight. Reports from other
+ * generations, or for steps at or below the last checkpoint, are ignored. */
+void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char *job_id,
+                                int32_t generation, int32_t rank, int64_t step, const char *path,
+                                uint64_t bytes, const char *sha256);
+/* Asks every rank of a running job for a checkpoint now (CHECKPOINT_NOW to each running rank,
+ * PERSIST). deadline_ms from now (0: 60 s; at most a day). A request already in flight is
+ * returned as is. -ENOENT unknown id, -EINVAL bad deadline, -EALREADY when the job is not RUNNING
+ * (err says why). *out is the job. When the deadline passes first: event job.checkpoint_missed. */
+int tide_core_job_checkpoint(tide_core_t *core, const char *id, int64_t deadline_ms,
+                             tide_job_t **out, tide_error_t *err);
 /* A rank exited with exit_code (128+N for signal N; 127 with error when it never started). */
 void tide_core_rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
                            int32_t rank, int32_t exit_code, const char *error);

@@ -91,6 +91,14 @@ void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id,
 void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
                        int32_t rank, int32_t exit_code, const char *error);
 
+/* job_checkpoint.c */
+/* Forgets the checkpoint reports being collected (a new generation, or the job ends). */
+void tide__ckpt_collect_reset(tide_job_t *job);
+/* Ends the CheckpointJob request in flight, if any, unanswered (event job.checkpoint_missed). */
+void tide__ckpt_request_end(tide_core_t *core, tide_job_t *job, const char *why);
+/* Deep copy into dst (whose strings are freed first). */
+void tide__ckpt_copy(tide_checkpoint_t *dst, const tide_checkpoint_t *src);
+
 /* job_queue.c */
 void tide__queue_push(tide_core_t *core, tide_job_t *job, bool front);
 void tide__queue_remove(tide_core_t *core, tide_job_t *job);

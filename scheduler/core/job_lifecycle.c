@@ -96,6 +96,7 @@ void tide__job_maybe_reconciled(tide_core_t *core, tide_job_t *job)
 
 static void free_ranks(tide_job_t *job)
 {
+    tide__ckpt_collect_reset(job);
     for (int32_t r = 0; r < job->n_ranks; r++)
         free(job->ranks[r].worker_id);
     free(job->ranks);
@@ -116,6 +117,8 @@ void tide__job_free(tide_job_t *job)
     free_ranks(job);
     free(job->master_addr);
     free(job->message);
+    free(job->last_ckpt.path);
+    free(job->last_ckpt.sha256);
     free(job);
 }
 
@@ -130,6 +133,8 @@ static tide_job_t *job_new(tide_core_t *core, uint64_t seq, const char *id,
     tide_job_spec_copy(&job->spec, spec);
     job->state = TIDE_JOB_PENDING;
     job->failed_rank = -1;
+    job->last_ckpt.step = -1;
+    job->ckpt_collect_step = -1;
     tide_list_init(&job->queue_node);
     tide_list_init(&job->bound);
     tide_heap_node_init(&job->timer);
@@ -154,6 +159,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->reconcile_deadline;
         if (job->launch_deadline && job->launch_deadline < at)
             at = job->launch_deadline;
+        if (job->ckpt_deadline_at && job->ckpt_deadline_at < at)
+            at = job->ckpt_deadline_at;
     } else if (is_final(job->state) && job->prune_at) {
         at = job->prune_at;
     }
@@ -230,6 +237,7 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
         account_generation(core, job);
         stop_ranks(core, job, tide_job_state_name(st));
     }
+    tide__ckpt_request_end(core, job, "the job ended");
     tide__job_set_state(core, job, st);
     job->end_ms = core->now_wall;
     job->time_limit_at = job->launch_deadline = job->reconcile_deadline = 0;
@@ -307,6 +315,7 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
         slot->group_rank = group;
         slot->local_rank = local++;
         slot->state = TIDE_RANK_ASSIGNED;
+        slot->progress.step = -1;
     }
     job->ranks_unstarted = n;
     for (int32_t k = first_of_group; k < n; k++)
@@ -547,6 +556,8 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             free(why);
             return;
         }
+        if (job->ckpt_deadline_at && now >= job->ckpt_deadline_at)
+            tide__ckpt_request_end(core, job, "its deadline passed");
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;
@@ -619,6 +630,8 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     job->failed_rank = rec->failed_rank;
     job->master_addr = tide_xstrdup(rec->master_addr ? rec->master_addr : "");
     job->master_port = rec->master_port;
+    if (rec->last_ckpt)
+        tide__ckpt_copy(&job->last_ckpt, rec->last_ckpt);
     core->job_counts[TIDE_JOB_PENDING]--;
     core->job_counts[rec->state]++;
     job->state = rec->state;
@@ -642,6 +655,7 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
             tide_job_rank_t *slot = &job->ranks[r];
             tide_rank_state_t st = rec->rank_states ? rec->rank_states[r] : TIDE_RANK_RUNNING;
             tide_worker_t *w;
+            slot->progress.step = -1;
             slot->worker_id = tide_xstrdup(rec->worker_ids[r]);
             slot->exit_code = rec->rank_exit_codes ? rec->rank_exit_codes[r] : 0;
             if (st == TIDE_RANK_EXITED || st == TIDE_RANK_LOST) {
@@ -680,6 +694,12 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
         if (!fully_started(job))
             job->launch_deadline = core->now_mono + core->cfg.launch_timeout_ms;
         job->reconcile_deadline = job->awaiting ? core->now_mono + core->cfg.reconnect_deadline_ms : 0;
+        if (rec->ckpt_request) {
+            int64_t left = rec->ckpt_deadline_ms - core->now_wall;
+            job->ckpt_request = rec->ckpt_request;
+            job->ckpt_deadline_ms = rec->ckpt_deadline_ms;
+            job->ckpt_deadline_at = core->now_mono + (left > 0 ? left : 0);
+        }
     }
     tide__job_rearm(core, job);
     return 0;

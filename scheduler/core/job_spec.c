@@ -39,6 +39,11 @@ int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err)
                        (long long)spec->time_limit_s);
         return -EINVAL;
     }
+    if (spec->launcher < 0 || spec->launcher > TIDE_LAUNCHER_MPI) {
+        tide_errprintf(err, "launcher %d is not a Launcher (0 unspecified, 1 env, 2 mpi)",
+                       (int)spec->launcher);
+        return -EINVAL;
+    }
     if ((unsigned)spec->priority >= TIDE_PRIO_COUNT) {
         tide_errprintf(err, "priority %d is not a priority class", (int)spec->priority);
         return -EINVAL;

@@ -42,6 +42,59 @@ static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_
     }
     out->workdir = s(spec->workdir);
     out->time_limit_seconds = spec->time_limit_s;
+    out->launcher = (Tide__V1__Launcher)spec->launcher;
+}
+
+static Tide__V1__Checkpoint *conv_ckpt(const tide_checkpoint_t *c, tide_arena_t *a)
+{
+    Tide__V1__Checkpoint *out = tide_arena_alloc(a, sizeof(*out));
+
+    tide__v1__checkpoint__init(out);
+    out->step = c->step;
+    out->generation = c->generation;
+    out->path = s(c->path);
+    out->bytes = c->bytes;
+    out->sha256 = s(c->sha256);
+    out->time_ms = c->time_ms;
+    out->ranks = c->ranks;
+    out->request_id = c->request_id;
+    return out;
+}
+
+static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p, tide_arena_t *a)
+{
+    Tide__V1__TrainerProgress *out = tide_arena_alloc(a, sizeof(*out));
+
+    tide__v1__trainer_progress__init(out);
+    out->sdk = p->sdk;
+    out->step = p->step;
+    out->phase = (Tide__V1__TrainerPhase)p->phase;
+    out->step_flops = p->step_flops;
+    out->samples = p->samples;
+    out->tokens = p->tokens;
+    out->step_seconds = p->step_seconds;
+    out->steps_reported = p->steps_reported;
+    out->rejected_reports = p->rejected_reports;
+    out->last_report_ms = p->last_report_ms;
+    return out;
+}
+
+void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_trainer_progress_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->step = -1;
+    if (!pb)
+        return;
+    out->sdk = pb->sdk;
+    out->step = pb->step;
+    out->phase = (int32_t)pb->phase;
+    out->step_flops = pb->step_flops;
+    out->samples = pb->samples;
+    out->tokens = pb->tokens;
+    out->step_seconds = pb->step_seconds;
+    out->steps_reported = pb->steps_reported;
+    out->rejected_reports = pb->rejected_reports;
+    out->last_report_ms = pb->last_report_ms;
 }
 
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
@@ -69,6 +122,8 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         jr->pid = slot->pid;
         jr->local_rank = slot->local_rank;
         jr->group_rank = slot->group_rank;
+        if (core && slot->progress.sdk) /* progress lives in memory only: never in a record */
+            jr->progress = conv_progress(&slot->progress, a);
         out->ranks[r] = jr;
         out->worker_ids[r] = slot->worker_id;
     }
@@ -88,6 +143,10 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
     out->ranks_running = job->ranks_running;
     out->master_addr = s(job->master_addr);
     out->master_port = job->master_port;
+    if (job->last_ckpt.step >= 0)
+        out->last_checkpoint = conv_ckpt(&job->last_ckpt, a);
+    out->checkpoint_request = job->ckpt_request;
+    out->checkpoint_deadline_ms = job->ckpt_deadline_ms;
 }
 
 void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a)
@@ -151,6 +210,7 @@ int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, t
     }
     spec->workdir = pb->workdir;
     spec->time_limit_s = pb->time_limit_seconds;
+    spec->launcher = (int32_t)pb->launcher;
     return 0;
 }
 
@@ -201,5 +261,19 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->gpu_seconds = pb->gpu_seconds;
     rec->exit_code = pb->exit_code;
     rec->failed_rank = pb->failed_rank;
+    if (pb->last_checkpoint) {
+        tide_checkpoint_t *c = tide_arena_calloc(a, 1, sizeof(*c));
+        c->step = pb->last_checkpoint->step;
+        c->generation = pb->last_checkpoint->generation;
+        c->path = pb->last_checkpoint->path;
+        c->bytes = pb->last_checkpoint->bytes;
+        c->sha256 = pb->last_checkpoint->sha256;
+        c->time_ms = pb->last_checkpoint->time_ms;
+        c->ranks = pb->last_checkpoint->ranks;
+        c->request_id = pb->last_checkpoint->request_id;
+        rec->last_ckpt = c;
+    }
+    rec->ckpt_request = pb->checkpoint_request;
+    rec->ckpt_deadline_ms = pb->checkpoint_deadline_ms;
     return 0;
 }

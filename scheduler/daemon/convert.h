@@ -24,5 +24,7 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
                              tide_arena_t *a, tide_error_t *err);
 /* tide.v1.Priority <-> core class. */
 int tide_conv_prio_from_pb(int pb, tide_prio_t *out);
+/* A heartbeat's TrainerProgress (NULL: empty) into the core's form. */
+void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_trainer_progress_t *out);
 
 #endif

@@ -284,6 +284,7 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
     l.restart_count = job->generation - 1;
     l.max_restarts = 0;
     l.run_id = job->id;
+    l.launcher = (Tide__V1__Launcher)job->spec.launcher;
     msg.epoch = d->epoch;
     msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_LAUNCH;
     msg.launch = &l;
@@ -303,6 +304,27 @@ static void send_stop(tide_daemon_t *d, const tide_action_t *a)
     msg.epoch = d->epoch;
     msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_STOP;
     msg.stop = &st;
+    tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
+}
+
+static void send_checkpoint_now(tide_daemon_t *d, const tide_action_t *a)
+{
+    Tide__V1__SchedulerMessage msg = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__TrainerCommand tc = TIDE__V1__TRAINER_COMMAND__INIT;
+    Tide__V1__CheckpointNow cn = TIDE__V1__CHECKPOINT_NOW__INIT;
+
+    if (!a->conn)
+        return;
+    cn.request_id = a->request_id;
+    cn.deadline_unix_ms = a->deadline_ms;
+    tc.job_id = (char *)a->job_id;
+    tc.generation = a->generation;
+    tc.rank = a->rank;
+    tc.cmd_case = TIDE__V1__TRAINER_COMMAND__CMD_CHECKPOINT_NOW;
+    tc.checkpoint_now = &cn;
+    msg.epoch = d->epoch;
+    msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_TRAINER_COMMAND;
+    msg.trainer_command = &tc;
     tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
 }
 
@@ -354,6 +376,9 @@ void tide_daemon_absorb(tide_daemon_t *d)
             break;
         case TIDE_ACT_STOP:
             send_stop(d, a);
+            break;
+        case TIDE_ACT_CHECKPOINT_NOW:
+            send_checkpoint_now(d, a);
             break;
         case TIDE_ACT_CLOSE_STREAM: {
             out_t *o = out_new(d, OUT_WORKER_CLOSE);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert.h"
 #include "daemon.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -173,6 +174,12 @@ static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
             break; /* an older stream of a worker that has re-registered: it no longer speaks for it */
         tide_daemon_now(d);
         tide_core_worker_heartbeat(d->core, ws->worker, &t);
+        for (size_t i = 0; i < m->heartbeat->n_progress; i++) {
+            const Tide__V1__RankProgress *rp = m->heartbeat->progress[i];
+            tide_trainer_progress_t p;
+            tide_conv_progress_from_pb(rp->progress, &p);
+            tide_core_rank_progress(d->core, ws->worker, rp->job_id, rp->generation, rp->rank, &p);
+        }
         tide_core_actions(d->core, &n);
         if (n)
             tide_daemon_absorb(d);
@@ -195,6 +202,14 @@ static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_daemon_now(d);
         tide_core_rank_exited(d->core, ws->worker, r->job_id, r->generation, r->rank, r->exit_code,
                               r->error);
+        tide_daemon_absorb(d);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_CHECKPOINT_SAVED: {
+        const Tide__V1__CheckpointSaved *c = m->checkpoint_saved;
+        tide_daemon_now(d);
+        tide_core_checkpoint_saved(d->core, ws->worker, c->job_id, c->generation, c->rank, c->step,
+                                   c->path, c->bytes, c->sha256);
         tide_daemon_absorb(d);
         break;
     }

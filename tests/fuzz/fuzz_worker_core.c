@@ -109,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             tide_worker_core_stream_opened(c);
             break;
         case 3:
-            tide_worker_core_heartbeat(c, &tm);
+            tide_worker_core_heartbeat(c, &tm, NULL, 0);
             break;
         case 4:
             tide_worker_core_shutdown(c, "fuzz", arg & 1);

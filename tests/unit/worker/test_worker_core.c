@@ -419,7 +419,7 @@ static void test_exits_remembered_while_disconnected(void **state)
     assert_int_equal(fx->f.n_sent, 0);
     assert_int_equal(fx->f.n_forgot, 0);
     assert_int_equal(tide_worker_core_unreported(fx->core), 1);
-    assert_int_equal(tide_worker_core_heartbeat(fx->core, NULL), -ENOTCONN);
+    assert_int_equal(tide_worker_core_heartbeat(fx->core, NULL, NULL, 0), -ENOTCONN);
 
     /* The hello lists the exit and the ranks still running. */
     tide_worker_core_stream_opened(fx->core);
@@ -685,13 +685,13 @@ static void test_log_request_and_heartbeat(void **state)
     Tide__V1__Heartbeat *hb;
 
     tide_worker_core_stream_opened(fx->core);
-    assert_int_equal(tide_worker_core_heartbeat(fx->core, &tm), -ENOTCONN);
+    assert_int_equal(tide_worker_core_heartbeat(fx->core, &tm, NULL, 0), -ENOTCONN);
     assert_int_equal(deliver_welcome(fx, 5, 20), 0);
     assert_int_equal(fx->f.welcomed_ms, 50); /* clamped */
     fake_clear_sent(&fx->f);
     tm.temperature_c = 35.0;
-    assert_int_equal(tide_worker_core_heartbeat(fx->core, &tm), 0);
-    assert_int_equal(tide_worker_core_heartbeat(fx->core, &tm), 0);
+    assert_int_equal(tide_worker_core_heartbeat(fx->core, &tm, NULL, 0), 0);
+    assert_int_equal(tide_worker_core_heartbeat(fx->core, &tm, NULL, 0), 0);
     hb = sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_HEARTBEAT)->heartbeat;
     assert_int_equal(hb->seq, 2);
     assert_true(hb->telemetry->temperature_c == 35.0);

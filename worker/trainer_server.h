@@ -1,0 +1,68 @@
+/* The worker's trainer socket: a Unix stream socket in the data dir (TIDE_AGENT_SOCK) speaking the
+ * newline-delimited JSON of docs/trainer-api.md. It ties connections to the ranks this worker runs
+ * (by their hello), keeps each rank's progress for the heartbeats, relays tide's commands
+ * (checkpoint_now, stop_after_step) and hands checkpoint reports to the agent. Nothing a trainer
+ * sends can crash or block the worker: lines are bounded, bad ones get an error reply and are
+ * counted, and a connection whose replies back up past 64 KiB is closed. Loop thread only. */
+#ifndef TIDE_WORKER_TRAINER_SERVER_H
+#define TIDE_WORKER_TRAINER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "tide/v1/worker_service.pb-c.h"
+#include "trainer_proto.h"
+
+struct uv_loop_s;
+
+typedef struct tide_trainer_server tide_trainer_server_t;
+
+typedef struct tide_trainer_server_ops {
+    /* A rank reported a checkpoint (validated; m borrowed for the call). */
+    void (*checkpoint)(void *ud, const char *job_id, int32_t generation, int32_t rank,
+                       const tide_trainer_msg_t *m);
+} tide_trainer_server_ops_t;
+
+typedef struct tide_trainer_server_config {
+    const char *path;      /* socket path; a stale file there is replaced; copied */
+    const char *worker_id; /* for welcome; copied */
+    size_t max_conns;      /* 0: 64; more connections are accepted and closed at once */
+} tide_trainer_server_config_t;
+
+/* Binds and listens (mode 0600). Returns 0, or -errno with err naming the path ("trainer socket
+ * DIR/agent.sock: path longer than 107 bytes"). ops copied, ud borrowed. */
+int tide_trainer_server_new(struct uv_loop_s *loop, const tide_trainer_server_config_t *cfg,
+                            const tide_trainer_server_ops_t *ops, void *ud,
+                            tide_trainer_server_t **out, tide_error_t *err);
+/* Closes every connection and the socket (the file is removed); frees once the handles closed
+ * (run the loop afterwards). NULL is fine. */
+void tide_trainer_server_free(tide_trainer_server_t *s);
+const char *tide_trainer_server_path(const tide_trainer_server_t *s);
+
+/* Rank `id` (the worker core's id) runs here as (job, generation, rank): its hello is accepted
+ * from now on. */
+void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const char *job_id,
+                                  int32_t generation, int32_t rank);
+/* Rank id ended: its connections are closed and its state dropped. Unknown ids are ignored. */
+void tide_trainer_server_rank_remove(tide_trainer_server_t *s, uint64_t id);
+/* Whether rank id said hello (is using the SDK). */
+bool tide_trainer_server_rank_sdk(const tide_trainer_server_t *s, uint64_t id);
+/* Asks rank id to stop after its next step (last reported + 1, or 0). Returns 0 when sent to at
+ * least one connection, -ENOTCONN when the rank has none, -ENOENT for an unknown id. */
+int tide_trainer_server_stop_after_step(tide_trainer_server_t *s, uint64_t id);
+/* Relays checkpoint_now to the rank (job, generation, rank): sent now, or right after its next
+ * welcome. Returns 0, or -ENOENT when no such rank runs here. */
+int tide_trainer_server_checkpoint_now(tide_trainer_server_t *s, const char *job_id,
+                                       int32_t generation, int32_t rank, uint64_t request_id,
+                                       int64_t deadline_unix_ms);
+/* Points out[0..] at the progress of the ranks that used the SDK (at most max), for a Heartbeat;
+ * the structs are owned by the server and valid until the next call that changes ranks.
+ * Returns how many. */
+size_t tide_trainer_server_progress(tide_trainer_server_t *s, Tide__V1__RankProgress **out,
+                                    size_t max);
+/* Lines rejected since start (all ranks and unbound connections). */
+uint64_t tide_trainer_server_rejected(const tide_trainer_server_t *s);
+
+#endif
