@@ -38,7 +38,9 @@ typedef struct tide_cli {
     const char *cwd;                /* submit's default --workdir; borrowed */
     int64_t (*now_ms)(void);        /* wall clock in Unix ms; tests pin it */
     int64_t call_timeout_ms;        /* deadline of unary calls; 0: 30 s */
+    int64_t poll_interval_ms;       /* how often `checkpoint --wait` re-reads the job; 0: 200 ms */
     bool utc;                       /* print times in UTC instead of local time */
+    bool err_tty;                   /* err is a terminal: waits show a progress line there */
 } tide_cli_t;
 
 typedef struct tide_cli_command tide_cli_command_t;
@@ -103,6 +105,7 @@ int tide_cli_cmd_submit(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc
 int tide_cli_cmd_jobs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_job(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_cancel(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+int tide_cli_cmd_checkpoint(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_logs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_events(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_workers(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
@@ -130,6 +133,9 @@ enum {
     TIDE_CLI_OPT_TIME,
     TIDE_CLI_OPT_WAIT,
     TIDE_CLI_OPT_FILE,
+    TIDE_CLI_OPT_LAUNCHER,
+    /* checkpoint */
+    TIDE_CLI_OPT_DEADLINE,
     /* global, and help */
     TIDE_CLI_OPT_SCHEDULER = 100,
     TIDE_CLI_OPT_TOKEN_FILE,

@@ -35,6 +35,15 @@ static const tide_cli_opt_t submit_opts[] = {
     {"time", 't', true, TIDE_CLI_OPT_TIME, "DURATION", "time limit: 90s, 15m, 2h, 1h30m, 1d, MM:SS, HH:MM:SS, D-HH:MM:SS"},
     {"wait", 'W', false, TIDE_CLI_OPT_WAIT, NULL, "follow the job until it ends; exit 0 if it succeeded, else 1"},
     {"file", 'f', true, TIDE_CLI_OPT_FILE, "FILE", "start from a JobSpec in JSON (options override it)"},
+    {"launcher", 0, true, TIDE_CLI_OPT_LAUNCHER, "KIND",
+     "how ranks start: env (default: torchrun-style environment) or mpi (one mpirun)"},
+    TIDE_CLI_OPT_END,
+};
+
+static const tide_cli_opt_t checkpoint_opts[] = {
+    {"deadline", 0, true, TIDE_CLI_OPT_DEADLINE, "DURATION",
+     "how long the ranks have to save it (default 60s, at most 1d)"},
+    {"wait", 'W', false, TIDE_CLI_OPT_WAIT, NULL, "wait for the outcome; exit 0 if a checkpoint completed, else 1"},
     TIDE_CLI_OPT_END,
 };
 
@@ -78,6 +87,11 @@ const tide_cli_command_t tide_cli_commands[] = {
      jobs_opts, false, tide_cli_cmd_jobs},
     {"job", "ID", "Show one job in detail", NULL, no_opts, false, tide_cli_cmd_job},
     {"cancel", "ID...", "Cancel jobs", NULL, no_opts, false, tide_cli_cmd_cancel},
+    {"checkpoint", "ID [--deadline DURATION] [-W]", "Ask a running job for a checkpoint now",
+     "Every rank of the job that uses the trainer SDK saves a checkpoint when its current step ends\n"
+     "(docs/trainer-api.md). Prints the request; with --wait, follows it until a checkpoint of every\n"
+     "rank completes or the deadline passes. Interrupting the wait leaves the request in force.",
+     checkpoint_opts, false, tide_cli_cmd_checkpoint},
     {"logs", "ID [--rank R]... [-f]", "Print a job's output",
      "With several ranks each line is prefixed with \"[rank R] \"; with one rank the bytes are\n"
      "written as the job wrote them.",
@@ -130,11 +144,12 @@ void tide_cli_print_help(const tide_cli_command_t *cmd, FILE *f)
               "Usage: tidectl [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS]\n\nCommands:\n",
               f);
         for (const tide_cli_command_t *c = tide_cli_commands; c->name; c++)
-            fprintf(f, "  %-10s %s\n", c->name, c->summary);
+            fprintf(f, "  %-11s %s\n", c->name, c->summary);
         fputs("\nGlobal options (also accepted after the command):\n", f);
         tide_cli_opts_help(f, tide_cli_global_opts, help_opts);
         fputs("\nExit status: 0 success, 1 error (or, with submit --wait, a job that failed or was\n"
-              "cancelled), 2 bad usage. Run 'tidectl COMMAND --help' for a command's options.\n",
+              "cancelled; with checkpoint --wait, a request that got no checkpoint), 2 bad usage.\n"
+              "Run 'tidectl COMMAND --help' for a command's options.\n",
               f);
         return;
     }

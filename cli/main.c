@@ -25,6 +25,7 @@ int main(int argc, char **argv)
     cli.default_token_path = token_path;
     cli.cwd = cwd;
     cli.now_ms = tide_clock_wall_ms;
+    cli.err_tty = isatty(STDERR_FILENO) == 1;
     rc = tide_cli_main(&cli, argc, argv);
     tide_cli_cleanup(&cli);
     free(cwd);

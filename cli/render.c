@@ -120,18 +120,54 @@ static void workers_cell(const Tide__V1__Job *j, char *buf, size_t size)
         snprintf(buf, size, "%zu/%d-%d", j->n_worker_ids, min, max);
 }
 
+void tide_cli_bytes_format(uint64_t bytes, char *buf, size_t size)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = -1;
+
+    if (bytes < 1024) {
+        snprintf(buf, size, "%" PRIu64 " B", bytes);
+        return;
+    }
+    /* 1023.96 KiB prints as "1.0 MiB", not "1024.0 KiB". */
+    do {
+        v /= 1024;
+        u++;
+    } while (v >= 1023.95 && u < 5);
+    snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+const Tide__V1__TrainerProgress *tide_cli_job_progress(const Tide__V1__Job *j)
+{
+    for (size_t i = 0; i < j->n_ranks; i++)
+        if (j->ranks[i]->rank == 0)
+            return j->ranks[i]->progress && j->ranks[i]->progress->sdk ? j->ranks[i]->progress : NULL;
+    return NULL;
+}
+
+/* A rank's reported step: "1200", "-" when none. */
+static void step_cell(const Tide__V1__TrainerProgress *p, char *buf, size_t size)
+{
+    if (p && p->sdk && p->step >= 0)
+        snprintf(buf, size, "%" PRId64, p->step);
+    else
+        snprintf(buf, size, "-");
+}
+
 void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out)
 {
-    static const char *const headers[] = {"ID", "NAME", "STATE", "WORKERS", "GEN", "AGE", "MESSAGE"};
-    tide_cli_table_t *t = tide_cli_table_new(7, headers);
+    static const char *const headers[] = {"ID", "NAME", "STATE", "WORKERS", "GEN", "STEP", "AGE", "MESSAGE"};
+    tide_cli_table_t *t = tide_cli_table_new(8, headers);
 
     for (size_t i = 0; i < n; i++) {
         const Tide__V1__Job *j = jobs[i];
-        char state[32], workers[48], gen[16], age[16];
-        const char *cells[7];
+        char state[32], workers[48], gen[16], step[24], age[16];
+        const char *cells[8];
 
         workers_cell(j, workers, sizeof(workers));
         snprintf(gen, sizeof(gen), "%d", j->generation);
+        step_cell(tide_cli_job_progress(j), step, sizeof(step));
         if (j->submit_time_ms > 0)
             tide_cli_age_format((now_ms - j->submit_time_ms) / 1000, age, sizeof(age));
         else
@@ -141,8 +177,9 @@ void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, 
         cells[2] = job_state(j->state, state, sizeof(state));
         cells[3] = workers;
         cells[4] = gen;
-        cells[5] = age;
-        cells[6] = j->message;
+        cells[5] = step;
+        cells[6] = age;
+        cells[7] = j->message;
         tide_cli_table_add_row(t, cells);
     }
     tide_cli_table_render(t, out);
@@ -171,6 +208,61 @@ static void kvf(tide_buf_t *out, const char *key, const char *fmt, ...)
     free(s);
 }
 
+/* A rate with an SI prefix and three significant digits: "312T", "1.25G", "980". */
+static void si_format(double v, char *buf, size_t size)
+{
+    static const char prefixes[] = "\0KMGTPEZ";
+    int p = 0;
+
+    while (v >= 999.5 && p < 7) {
+        v /= 1000;
+        p++;
+    }
+    if (v < 9.995)
+        snprintf(buf, size, "%.2f%.1s", v, &prefixes[p]);
+    else if (v < 99.95)
+        snprintf(buf, size, "%.1f%.1s", v, &prefixes[p]);
+    else
+        snprintf(buf, size, "%.0f%.1s", v, &prefixes[p]);
+}
+
+/* A step's length: "850ms", "4.2ms", "1.25s", "12.5s", "340s". */
+static void step_time_format(double s, char *buf, size_t size)
+{
+    if (s * 1000 < 9.95)
+        snprintf(buf, size, "%.1fms", s * 1000);
+    else if (s < 0.9995)
+        snprintf(buf, size, "%.0fms", s * 1000);
+    else if (s < 9.995)
+        snprintf(buf, size, "%.2fs", s);
+    else if (s < 99.95)
+        snprintf(buf, size, "%.1fs", s);
+    else
+        snprintf(buf, size, "%.0fs", s);
+}
+
+/* STEP, TRAINER, STEP-TIME and FLOP/S of one rank: "-" for what its trainer did not report. */
+static void progress_cells(const Tide__V1__TrainerProgress *p, char *step, char *phase, char *time, char *rate,
+                           size_t size)
+{
+    bool sdk = p && p->sdk;
+
+    step_cell(p, step, size);
+    if (sdk && p->phase != TIDE__V1__TRAINER_PHASE__TRAINER_PHASE_UNSPECIFIED)
+        tide_cli_enum_name(&tide__v1__trainer_phase__descriptor, p->phase, "TRAINER_PHASE_", phase, size);
+    else
+        snprintf(phase, size, "-");
+    if (sdk && p->step_seconds > 0)
+        step_time_format(p->step_seconds, time, size);
+    else
+        snprintf(time, size, "-");
+    /* Model FLOPs of the step over its length: what MFU divides by the peak. */
+    if (sdk && p->step_seconds > 0 && p->step_flops > 0)
+        si_format(p->step_flops / p->step_seconds, rate, size);
+    else
+        snprintf(rate, size, "-");
+}
+
 static void render_ranks(const Tide__V1__Job *j, tide_buf_t *out)
 {
     tide_cli_table_t *t;
@@ -178,12 +270,13 @@ static void render_ranks(const Tide__V1__Job *j, tide_buf_t *out)
     const char *p;
 
     if (j->n_ranks > 0) {
-        static const char *const headers[] = {"RANK", "WORKER", "PHASE", "PID", "EXIT"};
-        t = tide_cli_table_new(5, headers);
+        static const char *const headers[] = {"RANK", "WORKER",  "PHASE",     "PID",   "EXIT",
+                                              "STEP", "TRAINER", "STEP-TIME", "FLOP/S"};
+        t = tide_cli_table_new(9, headers);
         for (size_t i = 0; i < j->n_ranks; i++) {
             const Tide__V1__JobRank *r = j->ranks[i];
-            char rank[16], phase[32], pid[16], code[48];
-            const char *cells[5] = {rank, r->worker_id, phase, pid, code};
+            char rank[16], phase[32], pid[16], code[48], step[32], trainer[32], time[32], rate[32];
+            const char *cells[9] = {rank, r->worker_id, phase, pid, code, step, trainer, time, rate};
             snprintf(rank, sizeof(rank), "%d", r->rank);
             tide_cli_enum_name(&tide__v1__rank_phase__descriptor, r->phase, "RANK_PHASE_", phase, sizeof(phase));
             if (r->pid > 0)
@@ -194,6 +287,7 @@ static void render_ranks(const Tide__V1__Job *j, tide_buf_t *out)
                 tide_cli_exit_code_format(r->exit_code, code, sizeof(code));
             else
                 snprintf(code, sizeof(code), "-");
+            progress_cells(r->progress, step, trainer, time, rate, 32);
             tide_cli_table_add_row(t, cells);
         }
     } else if (j->n_worker_ids > 0) {
@@ -223,6 +317,45 @@ static void render_ranks(const Tide__V1__Job *j, tide_buf_t *out)
     tide_cli_table_free(t);
 }
 
+/* The last checkpoint and the CheckpointJob request in flight, under one key:
+ *   Checkpoint:   step 1200 (generation 2, 4 ranks), 1.5 GiB, /ckpt/step-1200, 3m ago
+ *                 request 1714564790000 pending, deadline in 50s */
+static void render_checkpoint(const Tide__V1__Job *j, int64_t now_ms, tide_buf_t *out)
+{
+    const Tide__V1__Checkpoint *c = j->last_checkpoint;
+    char pending[128] = "";
+
+    if (j->checkpoint_request) {
+        int64_t left = j->checkpoint_deadline_ms - now_ms;
+        if (j->checkpoint_deadline_ms <= 0)
+            snprintf(pending, sizeof(pending), "request %" PRIu64 " pending", j->checkpoint_request);
+        else if (left < 0)
+            snprintf(pending, sizeof(pending), "request %" PRIu64 " pending, deadline passed",
+                     j->checkpoint_request);
+        else
+            snprintf(pending, sizeof(pending), "request %" PRIu64 " pending, deadline in %" PRId64 "s",
+                     j->checkpoint_request, (left + 500) / 1000);
+    }
+    if (c) {
+        char bytes[32], age[32] = "";
+        tide_cli_bytes_format(c->bytes, bytes, sizeof(bytes));
+        if (c->time_ms > 0) {
+            char a[16];
+            tide_cli_age_format((now_ms - c->time_ms) / 1000, a, sizeof(a));
+            snprintf(age, sizeof(age), ", %s ago", a);
+        }
+        kvf(out, "Checkpoint:", "step %" PRId64 " (generation %d, %d rank%s), %s%s%s%s", c->step, c->generation,
+            c->ranks, c->ranks == 1 ? "" : "s", bytes, c->path && *c->path ? ", " : "", c->path ? c->path : "",
+            age);
+        if (*pending)
+            kv(out, "", pending);
+    } else if (*pending) {
+        kvf(out, "Checkpoint:", "none yet; %s", pending);
+    } else {
+        kv(out, "Checkpoint:", NULL);
+    }
+}
+
 void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_buf_t *out)
 {
     const Tide__V1__JobSpec *s = j->spec;
@@ -233,6 +366,12 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     kv(out, "State:", job_state(j->state, buf, sizeof(buf)));
     kv(out, "Priority:",
        tide_cli_enum_name(&tide__v1__priority__descriptor, s ? (int)s->priority : 0, "PRIORITY_", buf, sizeof(buf)));
+    /* UNSPECIFIED starts ranks as ENV does (types.proto). */
+    kv(out, "Launcher:",
+       !s ? NULL
+          : tide_cli_enum_name(&tide__v1__launcher__descriptor,
+                               s->launcher ? (int)s->launcher : TIDE__V1__LAUNCHER__LAUNCHER_ENV, "LAUNCHER_", buf,
+                               sizeof(buf)));
     if (s) {
         int32_t max = s->max_workers > s->min_workers ? s->max_workers : s->min_workers;
         kvf(out, "Workers:", "%zu (min %d, max %d)", j->n_worker_ids, s->min_workers, max);
@@ -243,6 +382,7 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     render_ranks(j, out);
     if (j->master_addr && *j->master_addr)
         kvf(out, "Master:", "%s:%d", j->master_addr, j->master_port);
+    render_checkpoint(j, now_ms, out);
     if (s) {
         char *cmd = tide_cli_shell_join(s->command, s->n_command);
         kv(out, "Command:", cmd);

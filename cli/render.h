@@ -28,10 +28,20 @@ char *tide_cli_shell_join(char *const *argv, size_t n);
 /* "137 (SIGKILL)" for exit codes that mean a signal (128+N), else the number. */
 void tide_cli_exit_code_format(int32_t code, char *buf, size_t size);
 
-/* Table ID NAME STATE WORKERS GEN AGE MESSAGE; WORKERS is "running/min" or "running/min-max". */
+/* "0 B", "512 B", "1.5 KiB", "20.0 MiB", "3.1 GiB" (powers of 1024, one decimal above bytes). */
+void tide_cli_bytes_format(uint64_t bytes, char *buf, size_t size);
+
+/* What rank 0's trainer last reported through the SDK (borrowed from j), or NULL when it reported
+ * nothing (no SDK, or no heartbeat carried it yet). */
+const Tide__V1__TrainerProgress *tide_cli_job_progress(const Tide__V1__Job *j);
+
+/* Table ID NAME STATE WORKERS GEN STEP AGE MESSAGE; WORKERS is "running/min" or "running/min-max", STEP
+ * rank 0's last reported training step ("-" when it reported none). */
 void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
 
-/* The describe view of one job: "Key:  value" lines, ranks in rank order. */
+/* The describe view of one job: "Key:  value" lines, ranks in rank order with what their trainers
+ * report (STEP, TRAINER phase, STEP-TIME, FLOP/S; "-" for ranks without the SDK), the last checkpoint
+ * and a CheckpointJob request in flight. */
 void tide_cli_render_job(const Tide__V1__Job *job, int64_t now_ms, bool utc, tide_buf_t *out);
 
 /* Table ID NODE GPU DEVICE STATE JOB RANK CORDONED UTIL TEMP HEARTBEAT (age of the last one). */

@@ -27,6 +27,8 @@ struct tide_cli_conn {
     bool connected;     /* the connection came up at least once */
     int conn_status;    /* the connection's failure (-errno), 0 while none */
     char conn_text[256];
+    uv_timer_t sleep_timer; /* tide_cli_conn_sleep's; initialised on first use */
+    bool sleep_timer_init, slept;
 };
 
 struct tide_cli_call {
@@ -112,6 +114,8 @@ void tide_cli_conn_close(tide_cli_conn_t *c)
     /* Fails any open call (their on_end fire now), then closes the socket through the loop. */
     tide_rpc_client_free(c->client);
     c->client = NULL;
+    if (c->sleep_timer_init)
+        uv_close((uv_handle_t *)&c->sleep_timer, NULL);
     uv_run(&c->loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&c->loop) != 0) {
         /* A handle outlived the client: let its close finish rather than leak the loop. */
@@ -201,6 +205,33 @@ void tide_cli_conn_run(tide_cli_conn_t *c)
 {
     while (c->open_calls > 0)
         uv_run(&c->loop, UV_RUN_ONCE);
+}
+
+static void on_sleep_timer(uv_timer_t *t)
+{
+    tide_cli_conn_t *c = t->data;
+
+    c->slept = true;
+}
+
+int tide_cli_conn_sleep(tide_cli_conn_t *c, int64_t ms)
+{
+    int rc;
+
+    if (!c->sleep_timer_init) {
+        rc = uv_timer_init(&c->loop, &c->sleep_timer);
+        if (rc < 0)
+            return rc;
+        c->sleep_timer.data = c;
+        c->sleep_timer_init = true;
+    }
+    c->slept = false;
+    rc = uv_timer_start(&c->sleep_timer, on_sleep_timer, ms > 0 ? (uint64_t)ms : 0, 0);
+    if (rc < 0)
+        return rc;
+    while (!c->slept)
+        uv_run(&c->loop, UV_RUN_ONCE);
+    return 0;
 }
 
 typedef struct unary_result {

@@ -51,6 +51,10 @@ void tide_cli_call_cancel(tide_cli_call_t *call);
 /* Runs the loop until no call is open. */
 void tide_cli_conn_run(tide_cli_conn_t *c);
 
+/* Runs the loop for ms milliseconds (calls in flight go on meanwhile): the pause between two polls.
+ * Returns 0, or -errno when no timer can be started (then it returns at once). */
+int tide_cli_conn_sleep(tide_cli_conn_t *c, int64_t ms);
+
 /* One unary call, run to its end (deadline: cli->call_timeout_ms, default 30 s). Returns 0 with *resp
  * (caller frees with protobuf_c_message_free_unpacked(*resp, NULL)), or -1 with st filled. */
 int tide_cli_unary(tide_cli_conn_t *c, const char *path, const ProtobufCMessage *req,

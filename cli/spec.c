@@ -33,6 +33,10 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
                  {"normal", TIDE__V1__PRIORITY__PRIORITY_NORMAL},
                  {"high", TIDE__V1__PRIORITY__PRIORITY_HIGH},
                  {"critical", TIDE__V1__PRIORITY__PRIORITY_CRITICAL}};
+    static const struct {
+        const char *name;
+        int value;
+    } launchers[] = {{"env", TIDE__V1__LAUNCHER__LAUNCHER_ENV}, {"mpi", TIDE__V1__LAUNCHER__LAUNCHER_MPI}};
     char *key;
     const char *value;
     int rc;
@@ -63,6 +67,15 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
             }
         }
         tide_errprintf(err, "bad --priority '%.40s' (one of low, normal, high, critical)", arg);
+        return -EINVAL;
+    case TIDE_CLI_OPT_LAUNCHER:
+        for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]); i++) {
+            if (strcasecmp(arg, launchers[i].name) == 0) {
+                s->launcher = launchers[i].value;
+                return 0;
+            }
+        }
+        tide_errprintf(err, "bad --launcher '%.40s' (one of env, mpi)", arg);
         return -EINVAL;
     case TIDE_CLI_OPT_ENV:
         if (tide_cli_parse_kv(arg, &key, &value) < 0) {
@@ -214,6 +227,8 @@ int tide_cli_submit_build(const tide_cli_submit_t *o, const Tide__V1__JobSpec *b
     }
     if (o->priority)
         s->priority = o->priority;
+    if (o->launcher)
+        s->launcher = o->launcher;
     for (size_t i = 0; i < o->n_env; i++)
         set_env(s, o->env[i]);
     if (o->workdir)

@@ -15,6 +15,7 @@ typedef struct tide_cli_submit {
     int32_t workers, min, max;
     bool has_workers, has_min, has_max;
     int priority;  /* Tide__V1__Priority; 0: unset */
+    int launcher;  /* Tide__V1__Launcher; 0: unset (the spec file's, else the scheduler's default, env) */
     char **env;    /* owned "K=V" strings, in order (a later K wins) */
     size_t n_env;
     char *workdir; /* owned; NULL: the spec file's, else the current directory */
@@ -27,7 +28,7 @@ typedef struct tide_cli_submit {
 } tide_cli_submit_t;
 
 /* Applies one submit option (ids from cli.h) with its argument. Returns 0, or -EINVAL with err naming
- * the option and the bad value ("bad --time '5x': ..."). */
+ * the option and the bad value ("bad --time '5x': ...", "bad --launcher 'ssh' (one of env, mpi)"). */
 int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_error_t *err);
 
 /* Builds the spec: base (from --file, may be NULL; borrowed) overridden by the options, workdir

@@ -1,2 +1,757 @@
-/* tide trainer SDK for C (trainer/tide_trainer.h). Being written. */
+/* tide trainer SDK for C (trainer/tide_trainer.h, protocol in docs/trainer-api.md): one Unix stream
+ * socket to the worker, one short JSON line per report, commands read without blocking.
+ * Invariants: a line goes out whole or not at all (a partly sent line is finished before anything
+ * else is sent); once the connection is lost fd is -1 and every call is a no-op. libc only. */
 #include "tide_trainer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HELLO_TIMEOUT_MS 5000
+#define MUST_SEND_TIMEOUT_MS 5000
+#define RBUF_SIZE 2048 /* worker messages are short; a longer line is skipped */
+#define MAX_ERRORS_SHOWN 5
+#define SDK_NAME "c/1"
+#define MAX_EXACT ((INT64_C(1) << 53) - 1) /* integers on the wire are exact */
+
+struct tide_trainer {
+    int fd; /* -1 once the connection is lost or closed */
+    /* receive side: bytes of an unfinished line */
+    char rbuf[RBUF_SIZE];
+    size_t rlen;
+    bool rdiscard; /* inside a line longer than rbuf: drop up to the next newline */
+    /* send side: the unsent rest of a partly sent line */
+    char *pending;
+    size_t pending_len;
+    /* commands */
+    int64_t stop_step; /* INT64_MAX when none */
+    bool ckpt_pending;
+    int64_t ckpt_id;
+    int64_t ckpt_deadline;
+    /* state of the hello exchange */
+    bool welcomed;
+    bool refused;
+    char refusal[300]; /* "code: message" of the error that refused the hello */
+    /* counters, for messages and tests */
+    unsigned errors_seen;
+    uint64_t dropped;
+    bool warned_args;
+};
+
+static const char *const phase_names[] = {"forward", "backward", "update",
+                                          "eval",    "checkpoint", "idle"};
+
+const char *tide_phase_name(tide_phase_t phase)
+{
+    if ((unsigned)phase >= sizeof(phase_names) / sizeof(phase_names[0]))
+        return NULL;
+    return phase_names[phase];
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    /* one write(2) so lines of several ranks do not interleave */
+    if (write(STDERR_FILENO, line, (size_t)n) < 0)
+        return;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The connection is gone: close it, keep the struct (and the commands already received). */
+static void lose(tide_trainer_t *t, const char *why)
+{
+    if (t->fd < 0)
+        return;
+    close(t->fd);
+    t->fd = -1;
+    free(t->pending);
+    t->pending = NULL;
+    t->pending_len = 0;
+    t->ckpt_pending = false; /* nobody to report it to */
+    if (why && t->welcomed)
+        say("tide_trainer: connection to the tide worker lost (%s): reports are off", why);
+}
+
+/* --- a tiny reader for the worker's flat JSON objects ---------------------------------------- */
+
+typedef struct wmsg {
+    char op[24];
+    bool has_id, has_deadline, has_step;
+    int64_t id, deadline, step;
+    char code[32];
+    char message[256];
+    char ref[24];
+} wmsg_t;
+
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    return p;
+}
+
+/* A JSON string starting at p ('"'); copies its raw bytes (escapes kept as written, truncated to
+ * out_size - 1) into out when not NULL. Returns the position after the closing quote, or NULL. */
+static const char *scan_string(const char *p, const char *end, char *out, size_t out_size)
+{
+    size_t n = 0;
+
+    if (p >= end || *p != '"')
+        return NULL;
+    for (p++; p < end; p++) {
+        if (*p == '"') {
+            if (out)
+                out[n] = '\0';
+            return p + 1;
+        }
+        if ((unsigned char)*p < 0x20)
+            return NULL;
+        if (*p == '\\') {
+            if (out && n + 1 < out_size)
+                out[n++] = *p;
+            if (++p >= end)
+                return NULL;
+        }
+        if (out && n + 1 < out_size)
+            out[n++] = *p;
+    }
+    return NULL;
+}
+
+/* A JSON number or literal at p. *is_int tells whether it is a plain integer that fits int64
+ * (then in *v). Returns the position after it, or NULL. */
+static const char *scan_scalar(const char *p, const char *end, bool *is_int, int64_t *v)
+{
+    const char *s = p;
+    bool neg = false, ok = true;
+    uint64_t acc = 0;
+
+    *is_int = false;
+    while (p < end && *p != ',' && *p != '}' && *p != ' ' && *p != '\t' && *p != '\r' &&
+           *p != '\n') {
+        if (*p == '{' || *p == '[' || *p == '"' || *p == ']')
+            return NULL;
+        p++;
+    }
+    if (p == s)
+        return NULL;
+    if (*s == '-') {
+        neg = true;
+        s++;
+    }
+    if (s == p)
+        return p;
+    for (const char *q = s; q < p; q++) {
+        if (*q < '0' || *q > '9') {
+            ok = false;
+            break;
+        }
+        if (acc > (UINT64_MAX - 9) / 10) {
+            ok = false;
+            break;
+        }
+        acc = acc * 10 + (uint64_t)(*q - '0');
+    }
+    if (ok && acc <= (uint64_t)INT64_MAX) {
+        *is_int = true;
+        *v = neg ? -(int64_t)acc : (int64_t)acc;
+    }
+    return p;
+}
+
+/* Parses one flat object; nested values, bad syntax and the like make it return false. */
+static bool parse_wmsg(const char *p, size_t len, wmsg_t *m)
+{
+    const char *end = p + len;
+
+    memset(m, 0, sizeof(*m));
+    p = skip_ws(p, end);
+    if (p >= end || *p != '{')
+        return false;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}')
+        return skip_ws(p + 1, end) == end && m->op[0];
+    for (;;) {
+        char key[24];
+        bool is_int;
+        int64_t v = 0;
+
+        p = scan_string(p, end, key, sizeof(key));
+        if (!p)
+            return false;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':')
+            return false;
+        p = skip_ws(p + 1, end);
+        if (p >= end)
+            return false;
+        if (*p == '"') {
+            char *dst = NULL;
+            size_t dst_size = 0;
+            if (!strcmp(key, "op")) {
+                dst = m->op;
+                dst_size = sizeof(m->op);
+            } else if (!strcmp(key, "code")) {
+                dst = m->code;
+                dst_size = sizeof(m->code);
+            } else if (!strcmp(key, "message")) {
+                dst = m->message;
+                dst_size = sizeof(m->message);
+            } else if (!strcmp(key, "ref")) {
+                dst = m->ref;
+                dst_size = sizeof(m->ref);
+            }
+            p = scan_string(p, end, dst, dst_size);
+        } else {
+            p = scan_scalar(p, end, &is_int, &v);
+            if (p && is_int) {
+                if (!strcmp(key, "id")) {
+                    m->has_id = true;
+                    m->id = v;
+                } else if (!strcmp(key, "deadline_unix_ms")) {
+                    m->has_deadline = true;
+                    m->deadline = v;
+                } else if (!strcmp(key, "step")) {
+                    m->has_step = true;
+                    m->step = v;
+                }
+            }
+        }
+        if (!p)
+            return false;
+        p = skip_ws(p, end);
+        if (p >= end)
+            return false;
+        if (*p == '}')
+            return skip_ws(p + 1, end) == end && m->op[0];
+        if (*p != ',')
+            return false;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+/* Applies one line from the worker; returns 1 when it was a command or welcome, else 0. */
+static int apply_line(tide_trainer_t *t, const char *line, size_t len)
+{
+    wmsg_t m;
+
+    if (!parse_wmsg(line, len, &m))
+        return 0;
+    if (!strcmp(m.op, "checkpoint_now") && m.has_id) {
+        t->ckpt_pending = true;
+        t->ckpt_id = m.id;
+        t->ckpt_deadline = m.has_deadline ? m.deadline : 0;
+        return 1;
+    }
+    if (!strcmp(m.op, "stop_after_step") && m.has_step) {
+        if (m.step < t->stop_step)
+            t->stop_step = m.step;
+        return 1;
+    }
+    if (!strcmp(m.op, "welcome")) {
+        t->welcomed = true;
+        return 1;
+    }
+    if (!strcmp(m.op, "error")) {
+        if (!t->welcomed && (!strcmp(m.ref, "hello") || !m.ref[0])) {
+            t->refused = true;
+            snprintf(t->refusal, sizeof(t->refusal), "%s: %s", m.code, m.message);
+        } else if (t->errors_seen++ < MAX_ERRORS_SHOWN)
+            say("tide_trainer: the tide worker rejected a %s report: %s: %s",
+                m.ref[0] ? m.ref : "", m.code, m.message);
+    }
+    return 0;
+}
+
+/* Reads what is there without blocking and applies complete lines. Returns the number of
+ * commands applied, or -1 when the connection is (now) lost. */
+static int read_commands(tide_trainer_t *t)
+{
+    int applied = 0;
+
+    if (t->fd < 0)
+        return -1;
+    for (;;) {
+        ssize_t n = recv(t->fd, t->rbuf + t->rlen, sizeof(t->rbuf) - t->rlen, MSG_DONTWAIT);
+        size_t start = 0, i;
+
+        if (n == 0) {
+            lose(t, "the worker closed it");
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return applied;
+            lose(t, strerror(errno));
+            return -1;
+        }
+        for (i = t->rlen; i < t->rlen + (size_t)n; i++) {
+            if (t->rbuf[i] != '\n')
+                continue;
+            if (!t->rdiscard)
+                applied += apply_line(t, t->rbuf + start, i - start);
+            t->rdiscard = false;
+            start = i + 1;
+        }
+        t->rlen += (size_t)n;
+        if (start > 0) {
+            memmove(t->rbuf, t->rbuf + start, t->rlen - start);
+            t->rlen -= start;
+        }
+        if (t->rlen == sizeof(t->rbuf)) { /* a line longer than any worker message: skip it */
+            t->rdiscard = true;
+            t->rlen = 0;
+        }
+    }
+}
+
+/* --- sending ---------------------------------------------------------------------------------- */
+
+/* Sends what it can of buf without blocking; returns bytes sent, or -1 when the connection is
+ * lost (the handle is then a no-op). */
+static ssize_t send_some(tide_trainer_t *t, const char *buf, size_t len)
+{
+    for (;;) {
+        ssize_t n = send(t->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        lose(t, strerror(errno));
+        return -1;
+    }
+}
+
+/* Sends the rest of a partly sent line; with a deadline it waits for it (poll), else not.
+ * Returns 0 when nothing is pending any more, 1 when some is, -1 when the connection is lost. */
+static int flush_pending(tide_trainer_t *t, int64_t deadline)
+{
+    while (t->pending_len > 0) {
+        ssize_t n = send_some(t, t->pending, t->pending_len);
+        if (n < 0)
+            return -1;
+        memmove(t->pending, t->pending + n, t->pending_len - (size_t)n);
+        t->pending_len -= (size_t)n;
+        if (t->pending_len == 0)
+            break;
+        if (n == 0) {
+            struct pollfd pfd = {.fd = t->fd, .events = POLLOUT};
+            int64_t left = deadline - now_ms();
+            if (deadline <= 0 || left <= 0)
+                return 1;
+            if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR) {
+                lose(t, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    free(t->pending);
+    t->pending = NULL;
+    return 0;
+}
+
+/* Sends one whole line. A report that may be lost without harm (must == false: step, phase) is
+ * dropped when the socket is full; the others wait up to MUST_SEND_TIMEOUT_MS. A partly sent line
+ * is always finished later, so the stream never carries half a line followed by another. */
+static void send_line(tide_trainer_t *t, const char *line, size_t len, bool must)
+{
+    int64_t deadline = must ? now_ms() + MUST_SEND_TIMEOUT_MS : 0;
+    ssize_t n;
+    int rc;
+
+    if (t->fd < 0)
+        return;
+    rc = flush_pending(t, deadline);
+    if (rc < 0)
+        return;
+    if (rc > 0) {
+        t->dropped++;
+        if (must)
+            say("tide_trainer: the tide worker does not read its socket: a report was dropped");
+        return;
+    }
+    n = send_some(t, line, len);
+    if (n < 0 || (size_t)n == len)
+        return;
+    if (n == 0 && !must) {
+        t->dropped++;
+        return;
+    }
+    t->pending = malloc(len - (size_t)n);
+    if (!t->pending) {
+        lose(t, "out of memory");
+        return;
+    }
+    memcpy(t->pending, line + n, len - (size_t)n);
+    t->pending_len = len - (size_t)n;
+    if (must && flush_pending(t, deadline) > 0)
+        say("tide_trainer: the tide worker does not read its socket: a report is delayed");
+}
+
+/* Appends s JSON-escaped (without quotes) to out[*n..size); false when it does not fit. Bytes
+ * >= 0x80 are copied as they are (the worker checks them). */
+static bool put_escaped(char *out, size_t size, size_t *n, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[6];
+        size_t k = 0;
+
+        if (c == '"' || c == '\\') {
+            esc[k++] = '\\';
+            esc[k++] = (char)c;
+        } else if (c == '\n') {
+            esc[k++] = '\\';
+            esc[k++] = 'n';
+        } else if (c == '\t') {
+            esc[k++] = '\\';
+            esc[k++] = 't';
+        } else if (c == '\r') {
+            esc[k++] = '\\';
+            esc[k++] = 'r';
+        } else if (c < 0x20) {
+            memcpy(esc, "\\u00", 4);
+            k = 4;
+            esc[k++] = hex[c >> 4];
+            esc[k++] = hex[c & 15];
+        } else {
+            esc[k++] = (char)c;
+        }
+        if (size - *n <= k)
+            return false;
+        memcpy(out + *n, esc, k);
+        *n += k;
+    }
+    out[*n] = '\0';
+    return true;
+}
+
+/* --- open / close ----------------------------------------------------------------------------- */
+
+static bool env_int(const char *name, int64_t *v)
+{
+    const char *s = getenv(name);
+    char *end;
+    long long x;
+
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    x = strtoll(s, &end, 10);
+    if (errno || *end || x < 0)
+        return false;
+    *v = x;
+    return true;
+}
+
+static int connect_to(const char *path)
+{
+    struct sockaddr_un sa;
+    struct timeval tv = {.tv_sec = HELLO_TIMEOUT_MS / 1000};
+    int fd, rc;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    /* bounds a connect to a worker whose backlog is full */
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    do
+        rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0) {
+        int e = errno;
+        close(fd);
+        errno = (e == EINPROGRESS || e == EAGAIN) ? ETIMEDOUT : e;
+        return -1;
+    }
+    /* from here on nothing blocks: reads and sends use MSG_DONTWAIT, waits use poll() */
+    return fd;
+}
+
+tide_trainer_t *tide_trainer_open(void)
+{
+    const char *path = getenv("TIDE_AGENT_SOCK");
+    const char *job = getenv("TIDE_JOB_ID");
+    tide_trainer_t *t = NULL;
+    int64_t generation, rank, deadline;
+    char line[1024];
+    size_t n;
+
+    if (!path || !*path)
+        return NULL;
+    if (!job || !*job) {
+        say("tide_trainer: TIDE_AGENT_SOCK is set but TIDE_JOB_ID is not: running without tide");
+        return NULL;
+    }
+    if (!env_int("TIDE_GENERATION", &generation) || !env_int("RANK", &rank)) {
+        say("tide_trainer: TIDE_GENERATION and RANK must be integers >= 0: running without tide");
+        return NULL;
+    }
+    n = (size_t)snprintf(line, sizeof(line), "{\"op\":\"hello\",\"v\":1,\"job\":\"");
+    if (!put_escaped(line, sizeof(line), &n, job)) {
+        say("tide_trainer: TIDE_JOB_ID is too long: running without tide");
+        return NULL;
+    }
+    n += (size_t)snprintf(line + n, sizeof(line) - n,
+                          "\",\"generation\":%" PRId64 ",\"rank\":%" PRId64
+                          ",\"pid\":%ld,\"sdk\":\"" SDK_NAME "\"}\n",
+                          generation, rank, (long)getpid());
+    if (n >= sizeof(line)) {
+        say("tide_trainer: TIDE_JOB_ID is too long: running without tide");
+        return NULL;
+    }
+    t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->stop_step = INT64_MAX;
+    t->fd = connect_to(path);
+    if (t->fd < 0) {
+        say("tide_trainer: connect %s: %s: running without tide", path, strerror(errno));
+        goto error;
+    }
+    send_line(t, line, n, true);
+    if (t->fd < 0 || t->pending_len) {
+        say("tide_trainer: hello to %s failed: running without tide", path);
+        goto error;
+    }
+    deadline = now_ms() + HELLO_TIMEOUT_MS;
+    while (!t->welcomed && !t->refused) {
+        struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            say("tide_trainer: no welcome from %s within %d s: running without tide", path,
+                HELLO_TIMEOUT_MS / 1000);
+            goto error;
+        }
+        if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR) {
+            say("tide_trainer: poll: %s: running without tide", strerror(errno));
+            goto error;
+        }
+        if (read_commands(t) < 0) {
+            say("tide_trainer: the tide worker closed the connection before its welcome: running "
+                "without tide");
+            goto error;
+        }
+    }
+    if (t->refused) {
+        say("tide_trainer: the tide worker refused the hello (%s): running without tide",
+            t->refusal);
+        goto error;
+    }
+    return t;
+error:
+    tide_trainer_close(t);
+    return NULL;
+}
+
+void tide_trainer_close(tide_trainer_t *t)
+{
+    if (!t)
+        return;
+    if (t->fd >= 0) {
+        flush_pending(t, t->pending_len ? now_ms() + 1000 : 0);
+        if (t->fd >= 0)
+            close(t->fd);
+    }
+    free(t->pending);
+    free(t);
+}
+
+/* --- reports and commands --------------------------------------------------------------------- */
+
+/* Formats a double as JSON whatever LC_NUMERIC says (a ',' decimal point becomes '.'). */
+static void fix_decimal_point(char *s)
+{
+    for (; *s; s++)
+        if (*s == ',')
+            *s = '.';
+}
+
+static void warn_args(tide_trainer_t *t, const char *what)
+{
+    if (t->warned_args)
+        return;
+    t->warned_args = true;
+    say("tide_trainer: %s: report not sent (further ones are dropped silently)", what);
+}
+
+void tide_trainer_step(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
+                       int64_t samples, int64_t tokens)
+{
+    const char *phase = tide_phase_name(next);
+    char num[32], line[256];
+    int n;
+
+    if (!t || t->fd < 0)
+        return;
+    if (step < 0 || samples < 0 || tokens < 0 || step > MAX_EXACT || samples > MAX_EXACT ||
+        tokens > MAX_EXACT || !phase) {
+        warn_args(t, "step, samples and tokens must be integers from 0 to 2^53 - 1 and the phase "
+                     "valid");
+        goto done;
+    }
+    if (!isfinite(flops) || flops < 0) {
+        warn_args(t, "flops must be finite and >= 0");
+        goto done;
+    }
+    snprintf(num, sizeof(num), "%.17g", flops == 0 ? 0.0 : flops);
+    fix_decimal_point(num);
+    n = snprintf(line, sizeof(line),
+                 "{\"op\":\"step\",\"step\":%" PRId64 ",\"phase\":\"%s\",\"flops\":%s,\"samples\":%" PRId64
+                 ",\"tokens\":%" PRId64 "}\n",
+                 step, phase, num, samples, tokens);
+    send_line(t, line, (size_t)n, false);
+done:
+    read_commands(t);
+}
+
+void tide_trainer_phase(tide_trainer_t *t, tide_phase_t phase)
+{
+    const char *name = tide_phase_name(phase);
+    char line[64];
+    int n;
+
+    if (!t || t->fd < 0)
+        return;
+    if (!name) {
+        warn_args(t, "unknown phase");
+        return;
+    }
+    n = snprintf(line, sizeof(line), "{\"op\":\"phase\",\"phase\":\"%s\"}\n", name);
+    send_line(t, line, (size_t)n, false);
+    read_commands(t);
+}
+
+static bool hex64(const char *s)
+{
+    size_t i;
+
+    for (i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
+              (s[i] >= 'A' && s[i] <= 'F')))
+            return false;
+    return s[64] == '\0';
+}
+
+void tide_trainer_checkpoint(tide_trainer_t *t, int64_t step, const char *path, uint64_t bytes,
+                             const char *sha256_hex, int64_t request)
+{
+    char sha[65] = "";
+    char *line = NULL;
+    size_t size, n;
+
+    if (!t || t->fd < 0)
+        return;
+    read_commands(t);
+    if (t->fd < 0)
+        return;
+    if (!path)
+        path = "";
+    if (step < 0 || request < 0 || step > MAX_EXACT || request > MAX_EXACT ||
+        bytes > (uint64_t)MAX_EXACT) {
+        say("tide_trainer: checkpoint report not sent: step, bytes and request must be integers "
+            "from 0 to 2^53 - 1");
+        return;
+    }
+    if (bytes > 0) {
+        if (!sha256_hex || !hex64(sha256_hex)) {
+            say("tide_trainer: checkpoint report not sent: sha256 must be 64 hex digits");
+            return;
+        }
+        for (n = 0; n < 64; n++)
+            sha[n] = (char)(sha256_hex[n] | 0x20); /* lowercase */
+        sha[64] = '\0';
+    }
+    size = 256 + 6 * strlen(path);
+    line = malloc(size);
+    if (!line)
+        return;
+    n = (size_t)snprintf(line, size, "{\"op\":\"checkpoint\",\"step\":%" PRId64 ",\"path\":\"",
+                         step);
+    put_escaped(line, size, &n, path); /* fits: size covers the worst case */
+    n += (size_t)snprintf(line + n, size - n,
+                          "\",\"bytes\":%" PRIu64 ",\"sha256\":\"%s\",\"request\":%" PRId64 "}\n",
+                          bytes, sha, request);
+    if (n >= 65536) {
+        say("tide_trainer: checkpoint report not sent: path too long");
+        goto done;
+    }
+    send_line(t, line, n, true);
+    if (request != 0 && t->ckpt_pending && t->ckpt_id == request)
+        t->ckpt_pending = false;
+done:
+    free(line);
+}
+
+bool tide_trainer_checkpoint_requested(tide_trainer_t *t, int64_t *request,
+                                       int64_t *deadline_unix_ms)
+{
+    if (!t)
+        return false;
+    read_commands(t);
+    if (!t->ckpt_pending)
+        return false;
+    if (request)
+        *request = t->ckpt_id;
+    if (deadline_unix_ms)
+        *deadline_unix_ms = t->ckpt_deadline;
+    return true;
+}
+
+bool tide_trainer_should_stop(tide_trainer_t *t, int64_t step)
+{
+    if (!t)
+        return false;
+    read_commands(t);
+    return t->stop_step <= step;
+}
+
+int tide_trainer_poll(tide_trainer_t *t)
+{
+    if (!t)
+        return 0;
+    return read_commands(t);
+}

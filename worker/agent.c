@@ -16,7 +16,9 @@
 #include "launcher.h"
 #include "log.h"
 #include "logs.h"
+#include "mpi.h"
 #include "rpc_client.h"
+#include "rpc_server.h"
 #include "trainer_server.h"
 #include "xmalloc.h"
 
@@ -41,6 +43,9 @@ struct tide_worker_agent {
     tide_launcher_t *launcher;
     tide_worker_logs_t *logs;
     tide_trainer_server_t *trainer;
+    tide_worker_mpi_t *mpi;
+    tide_rpc_server_t *launcher_server; /* WorkerLauncher (MPI daemons) */
+    char *launcher_address;
     tide_rpc_client_t *client;
     tide_rpc_client_call_t *call; /* the current stream, or NULL */
 
@@ -77,7 +82,9 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
                     tide_worker_spawned_t *out, tide_error_t *err)
 {
     tide_worker_agent_t *a = ud;
-    int rc = tide_launcher_spawn(a->launcher, id, launch, out, err);
+    int rc = launch->launcher == TIDE__V1__LAUNCHER__LAUNCHER_MPI
+                 ? (a->mpi ? tide_worker_mpi_spawn(a->mpi, id, launch, out, err) : -ESHUTDOWN)
+                 : tide_launcher_spawn(a->launcher, id, launch, out, err);
 
     if (rc == 0 && a->trainer)
         tide_trainer_server_rank_add(a->trainer, id, launch->job_id, launch->generation,
@@ -90,10 +97,19 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
 static void op_stop(void *ud, uint64_t id, uint32_t grace_ms)
 {
     tide_worker_agent_t *a = ud;
+    uint32_t kill_after = grace_ms < SOFT_STOP_KILL_MAX_MS ? grace_ms : SOFT_STOP_KILL_MAX_MS;
 
+    if (a->mpi)
+        tide_worker_mpi_stop_daemons(a->mpi, id);
+    if (a->mpi && tide_worker_mpi_is_virtual(a->mpi, id)) {
+        if (grace_ms > 0 && a->trainer && tide_trainer_server_stop_after_step(a->trainer, id) == 0)
+            tide_worker_mpi_stop(a->mpi, id, grace_ms, kill_after);
+        else
+            tide_worker_mpi_stop(a->mpi, id, 0, grace_ms);
+        return;
+    }
     if (grace_ms > 0 && a->trainer && tide_trainer_server_stop_after_step(a->trainer, id) == 0) {
-        tide_launcher_stop_soft(a->launcher, id, grace_ms,
-                                grace_ms < SOFT_STOP_KILL_MAX_MS ? grace_ms : SOFT_STOP_KILL_MAX_MS);
+        tide_launcher_stop_soft(a->launcher, id, grace_ms, kill_after);
         return;
     }
     tide_launcher_stop(a->launcher, id, grace_ms);
@@ -211,8 +227,37 @@ static const tide_worker_core_ops_t core_ops = {
     .end_stream = op_end_stream,
 };
 
+static void on_attach(void *ud, tide_trainer_conn_t *c, const tide_trainer_msg_t *m)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (a->mpi)
+        tide_worker_mpi_on_attach(a->mpi, c, m);
+    else
+        tide_trainer_conn_close(c);
+}
+
+static void on_attach_exited(void *ud, tide_trainer_conn_t *c, int64_t status, int64_t signal)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (a->mpi)
+        tide_worker_mpi_on_attach_exited(a->mpi, c, status, signal);
+}
+
+static void on_attach_closed(void *ud, tide_trainer_conn_t *c)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (a->mpi)
+        tide_worker_mpi_on_attach_closed(a->mpi, c);
+}
+
 static const tide_trainer_server_ops_t trainer_ops = {
     .checkpoint = on_trainer_checkpoint,
+    .attach = on_attach,
+    .attach_exited = on_attach_exited,
+    .attach_closed = on_attach_closed,
 };
 
 /* --- logs --- */
@@ -250,6 +295,13 @@ static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void
 {
     tide_worker_agent_t *a = ud;
 
+    if (id & TIDE_WORKER_MPI_DAEMON_ID) {
+        if (a->mpi)
+            tide_worker_mpi_daemon_exited(a->mpi, id, exit_status, term_signal);
+        return;
+    }
+    if (a->mpi)
+        tide_worker_mpi_rank_gone(a->mpi, id);
     tide_info("rank process %llu exited: status %lld, signal %d", (unsigned long long)id,
               (long long)exit_status, term_signal);
     if (a->trainer)
@@ -257,6 +309,12 @@ static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void
     tide_worker_core_rank_exited(a->core, id, exit_status, term_signal);
     tide_worker_logs_kick(a->logs);
     maybe_finish_shutdown(a);
+}
+
+/* A virtual MPI rank (no process of ours) ended: the same as a process exit. */
+static void on_mpi_rank_exit(void *ud, uint64_t id, int64_t exit_status, int term_signal)
+{
+    on_rank_exit(id, exit_status, term_signal, ud);
 }
 
 /* --- the stream --- */
@@ -414,6 +472,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (--a->open_handles == 0 && a->free_requested) {
         tide_worker_core_free(a->core);
         free(a->exec_helper);
+        free(a->launcher_address);
         free(a);
     }
 }
@@ -430,6 +489,10 @@ static void stop_io(tide_worker_agent_t *a)
     a->launcher = NULL;
     tide_worker_logs_free(a->logs);
     a->logs = NULL;
+    tide_worker_mpi_free(a->mpi);
+    a->mpi = NULL;
+    tide_rpc_server_free(a->launcher_server, NULL, NULL);
+    a->launcher_server = NULL;
     tide_trainer_server_free(a->trainer);
     a->trainer = NULL;
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
@@ -472,6 +535,18 @@ static void on_signal(uv_signal_t *s, int signum)
     tide_worker_agent_shutdown(a, signum == SIGINT ? "SIGINT" : "SIGTERM", force);
 }
 
+/* path if given, else `name` in exec_helper's directory. */
+static char *sibling(const char *exec_helper, const char *path, const char *name)
+{
+    const char *slash = strrchr(exec_helper, '/');
+
+    if (path)
+        return tide_xstrdup(path);
+    if (!slash)
+        return tide_xstrdup(name);
+    return tide_xasprintf("%.*s/%s", (int)(slash - exec_helper), exec_helper, name);
+}
+
 int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg,
                           tide_worker_agent_t **out, tide_error_t *err)
 {
@@ -481,7 +556,9 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     tide_launcher_config_t lc;
     tide_trainer_server_config_t tc;
     tide_trainer_server_t *trainer = NULL;
-    char *sock_path;
+    tide_worker_mpi_config_t mc;
+    tide_rpc_server_config_t sc;
+    char *sock_path, *rank_exec, *shim;
     tide_worker_logs_config_t logc;
     tide_worker_reap_stats_t reaped;
     tide_worker_agent_t *a;
@@ -502,6 +579,8 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     if (rc < 0)
         return rc;
 
+    rank_exec = sibling(cfg->exec_helper, cfg->rank_exec, "tide-rank-exec");
+    shim = sibling(cfg->exec_helper, cfg->mpi_shim, "tide-mpi-shim");
     a = tide_xcalloc(1, sizeof(*a));
     sock_path = tide_xasprintf("%s/%s", wc->data_dir, AGENT_SOCK_NAME);
     memset(&tc, 0, sizeof(tc));
@@ -511,7 +590,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     free(sock_path);
     if (rc < 0) {
         free(a);
-        return rc;
+        goto done;
     }
     a->trainer = trainer;
     a->loop = loop;
@@ -521,22 +600,6 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     a->welcome_timeout_ms =
         cfg->welcome_timeout_ms ? cfg->welcome_timeout_ms : WELCOME_TIMEOUT_DEFAULT_MS;
     a->drain_timeout_ms = cfg->drain_timeout_ms ? cfg->drain_timeout_ms : DRAIN_TIMEOUT_DEFAULT_MS;
-
-    memset(&cc, 0, sizeof(cc));
-    cc.worker_id = wc->id;
-    cc.node = wc->node;
-    cc.gpu_index = wc->gpu_index;
-    cc.device = gi->device;
-    cc.peak_flops = gi->peak_flops;
-    cc.memory_bytes = gi->memory_bytes;
-    cc.labels = wc->labels;
-    cc.n_labels = wc->n_labels;
-    cc.address = wc->advertise;
-    cc.version = TIDE_VERSION;
-    cc.max_epoch_seen = epoch;
-    cc.stop_grace_ms = wc->stop_grace_ms;
-    cc.seed = cfg->seed;
-    tide_worker_core_new(&cc, &core_ops, a, &a->core);
 
     memset(&lc, 0, sizeof(lc));
     lc.exec_helper = cfg->exec_helper;
@@ -548,6 +611,52 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     lc.on_exit = on_rank_exit;
     lc.ud = a;
     tide_launcher_new(loop, &lc, &a->launcher);
+
+    memset(&mc, 0, sizeof(mc));
+    mc.data_dir = wc->data_dir;
+    mc.worker_id = wc->id;
+    mc.rank_exec = rank_exec;
+    mc.shim = shim;
+    mc.launcher = a->launcher;
+    mc.on_exit = on_mpi_rank_exit;
+    mc.ud = a;
+    tide_worker_mpi_new(loop, &mc, &a->mpi);
+    memset(&sc, 0, sizeof(sc));
+    sc.methods = tide_worker_mpi_methods;
+    sc.n_methods = tide_worker_mpi_methods_count;
+    sc.ud = a->mpi;
+    rc = tide_rpc_server_new(loop, &sc, &a->launcher_server, err);
+    if (rc == 0)
+        rc = tide_rpc_server_listen(a->launcher_server, wc->listen, err);
+    if (rc < 0) {
+        tide_worker_mpi_free(a->mpi);
+        tide_rpc_server_free(a->launcher_server, NULL, NULL);
+        tide_launcher_free(a->launcher);
+        tide_trainer_server_free(a->trainer);
+        free(a->exec_helper);
+        free(a);
+        goto done;
+    }
+    a->launcher_address = tide_xasprintf("%s:%d", wc->advertise,
+                                         tide_rpc_server_port(a->launcher_server));
+
+    memset(&cc, 0, sizeof(cc));
+    cc.worker_id = wc->id;
+    cc.node = wc->node;
+    cc.gpu_index = wc->gpu_index;
+    cc.device = gi->device;
+    cc.peak_flops = gi->peak_flops;
+    cc.memory_bytes = gi->memory_bytes;
+    cc.labels = wc->labels;
+    cc.n_labels = wc->n_labels;
+    cc.address = wc->advertise;
+    cc.launcher_address = a->launcher_address;
+    cc.agent_sock = tide_trainer_server_path(trainer);
+    cc.version = TIDE_VERSION;
+    cc.max_epoch_seen = epoch;
+    cc.stop_grace_ms = wc->stop_grace_ms;
+    cc.seed = cfg->seed;
+    tide_worker_core_new(&cc, &core_ops, a, &a->core);
 
     memset(&logc, 0, sizeof(logc));
     logc.data_dir = wc->data_dir;
@@ -571,11 +680,14 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         uv_signal_start(&a->sigint, on_signal, SIGINT);
         a->open_handles += 2;
     }
-    tide_info("worker %s (%s, %s) data dir %s, max epoch %llu", wc->id, gi->device, wc->node,
-              wc->data_dir, (unsigned long long)epoch);
+    tide_info("worker %s (%s, %s) data dir %s, max epoch %llu, MPI launcher on %s", wc->id,
+              gi->device, wc->node, wc->data_dir, (unsigned long long)epoch, a->launcher_address);
     connect_now(a);
     *out = a;
-    return 0;
+done:
+    free(rank_exec);
+    free(shim);
+    return rc;
 }
 
 bool tide_worker_agent_done(const tide_worker_agent_t *a)
@@ -602,6 +714,7 @@ void tide_worker_agent_free(tide_worker_agent_t *a)
     if (a->open_handles == 0) {
         tide_worker_core_free(a->core);
         free(a->exec_helper);
+        free(a->launcher_address);
         free(a);
     }
 }

@@ -21,6 +21,8 @@ typedef struct tide_worker_agent tide_worker_agent_t;
 typedef struct tide_worker_agent_config {
     const tide_worker_config_t *cfg; /* borrowed; must outlive the agent */
     const char *exec_helper;         /* path of tide-exec; copied */
+    const char *rank_exec;           /* path of tide-rank-exec (MPI ranks); NULL: beside exec_helper */
+    const char *mpi_shim;            /* path of tide-mpi-shim (mpirun's rsh agent); same */
     tide_gpu_t *gpu;                 /* borrowed; must outlive the agent */
     bool handle_signals;             /* SIGTERM/SIGINT shut down (a second one forces) */
     uint64_t seed;                   /* reconnect jitter */

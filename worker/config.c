@@ -3,6 +3,8 @@
  * again. */
 #include "config.h"
 
+#include <arpa/inet.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -24,7 +26,7 @@ static const char usage_text[] =
     "usage: tide-worker [--scheduler HOST:PORT] [--id ID] [--node NAME] [--gpu-index N]\n"
     "                   [--gpu sim:MODEL] [--labels k=v,...] [--advertise HOST]\n"
     "                   [--data-dir DIR] [--token-file FILE] [--log-level debug|info|warn|error]\n"
-    "                   [--stop-grace-ms MS]\n"
+    "                   [--stop-grace-ms MS] [--listen HOST:PORT]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -45,6 +47,8 @@ static const char usage_text[] =
     "                         by $TIDE_TOKEN_FILE)\n"
     "  --log-level LEVEL      debug, info, warn or error (default: info)\n"
     "  --stop-grace-ms MS     SIGTERM-to-SIGKILL grace when a stop names none (default: 10000)\n"
+    "  --listen HOST:PORT     where to serve MPI daemon starts (WorkerLauncher; default:\n"
+    "                         the advertised address if numeric, else 0.0.0.0, port 0 = any)\n"
     "  --help                 this text\n";
 
 const char *tide_worker_usage(void)
@@ -135,7 +139,7 @@ done:
 /* Flags that take a value. */
 static const char *const value_flags[] = {
     "--scheduler", "--id",       "--node",       "--gpu-index", "--gpu",           "--labels",
-    "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms",
+    "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
 };
 
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
@@ -225,6 +229,12 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
                 tide_errprintf(err, "--log-level: '%s' is not debug, info, warn or error", val);
                 rc = -EINVAL;
             }
+        } else if (strcmp(flag, "--listen") == 0) {
+            if (!strchr(val, ':')) {
+                tide_errprintf(err, "--listen: '%s' is not HOST:PORT", val);
+                rc = -EINVAL;
+            }
+            set_str(&cfg->listen, val);
         } else if (strcmp(flag, "--stop-grace-ms") == 0) {
             rc = parse_long(flag, val, 0, 24L * 3600 * 1000, &n, err);
             cfg->stop_grace_ms = (uint32_t)n;
@@ -259,6 +269,12 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         cfg->advertise = tide_xstrdup(host);
     if (!cfg->data_dir)
         cfg->data_dir = tide_xasprintf("%s/%s-gpu%d", DATA_DIR_BASE, cfg->node, cfg->gpu_index);
+    if (!cfg->listen) {
+        struct in_addr a4;
+        cfg->listen = tide_xasprintf("%s:0", inet_pton(AF_INET, cfg->advertise, &a4) == 1
+                                                 ? cfg->advertise
+                                                 : "0.0.0.0");
+    }
 
     /* Token: --token-file, else TIDE_TOKEN (the value), else TIDE_TOKEN_FILE (a path), else the token of
      * a scheduler with the default data dir on this machine. */
@@ -287,6 +303,7 @@ void tide_worker_config_free(tide_worker_config_t *cfg)
     free(cfg->node);
     free(cfg->gpu);
     free(cfg->advertise);
+    free(cfg->listen);
     free(cfg->data_dir);
     free(cfg->token);
     memset(cfg, 0, sizeof(*cfg));

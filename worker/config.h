@@ -18,6 +18,7 @@ typedef struct tide_worker_config {
     tide_worker_label_t *labels; /* n_labels entries; keys and values owned */
     size_t n_labels;
     char *advertise; /* hostname by default */
+    char *listen;    /* HOST:PORT of the WorkerLauncher service (docs/mpi.md) */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

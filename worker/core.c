@@ -45,6 +45,7 @@ struct tide_worker_core {
     void *ud;
 
     char *worker_id, *node, *device, *address, *version;
+    char *launcher_address, *agent_sock;
     int32_t gpu_index;
     double peak_flops;
     uint64_t memory_bytes;
@@ -110,6 +111,8 @@ void tide_worker_core_new(const tide_worker_core_config_t *cfg, const tide_worke
     c->node = tide_xstrdup(cfg->node ? cfg->node : "");
     c->device = tide_xstrdup(cfg->device ? cfg->device : "");
     c->address = tide_xstrdup(cfg->address ? cfg->address : "");
+    c->launcher_address = tide_xstrdup(cfg->launcher_address ? cfg->launcher_address : "");
+    c->agent_sock = tide_xstrdup(cfg->agent_sock ? cfg->agent_sock : "");
     c->version = tide_xstrdup(cfg->version ? cfg->version : "");
     c->gpu_index = cfg->gpu_index;
     c->peak_flops = cfg->peak_flops;
@@ -158,6 +161,8 @@ void tide_worker_core_free(tide_worker_core_t *c)
     free(c->node);
     free(c->device);
     free(c->address);
+    free(c->launcher_address);
+    free(c->agent_sock);
     free(c->version);
     free(c->goodbye_reason);
     free(c);
@@ -324,6 +329,8 @@ void tide_worker_core_stream_opened(tide_worker_core_t *c)
     h.peak_flops = c->peak_flops;
     h.memory_bytes = c->memory_bytes;
     h.address = c->address;
+    h.launcher_address = c->launcher_address;
+    h.agent_sock = c->agent_sock;
     h.version = c->version;
     h.max_epoch_seen = c->max_epoch;
     if (c->n_labels) {

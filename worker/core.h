@@ -35,6 +35,8 @@ typedef struct tide_worker_core_config {
     const tide_worker_label_t *labels; /* n_labels entries, copied */
     size_t n_labels;
     const char *address; /* advertised address */
+    const char *launcher_address; /* HOST:PORT of the WorkerLauncher service; may be NULL */
+    const char *agent_sock;       /* trainer socket path; may be NULL */
     const char *version;
     uint64_t max_epoch_seen; /* loaded from the data dir */
     uint32_t stop_grace_ms;  /* StopRank.grace_ms == 0 and shutdown use this */
@@ -66,10 +68,10 @@ typedef struct tide_worker_core_ops {
     void (*log_request)(void *ud, const Tide__V1__LogRequest *req);
     /* Welcome arrived: heartbeat every interval_ms from now on. */
     void (*welcomed)(void *ud, uint32_t interval_ms);
-    /* A TrainerCommand for a rank that runs here (relay it to the trainer). May be NULL. */
-    void (*trainer_command)(void *ud, const Tide__V1__TrainerCommand *cmd);
     /* The current stream is unusable (why): end it; stream_ended follows as usual. */
     void (*end_stream)(void *ud, const char *why);
+    /* A TrainerCommand for a rank that runs here (relay it to the trainer). May be NULL. */
+    void (*trainer_command)(void *ud, const Tide__V1__TrainerCommand *cmd);
 } tide_worker_core_ops_t;
 
 /* What to do after a stream ended. */

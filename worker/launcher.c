@@ -262,13 +262,14 @@ static void env_free(env_t *e)
     free(e->kv);
 }
 
-/* The worker's environment, then the job's env map, then tide's variables (which win). */
+/* The worker's environment (when with_environ), then the job's env map, then tide's variables
+ * (which win). */
 static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, int master_port,
-                      env_t *e)
+                      bool with_environ, env_t *e)
 {
     tide_buf_t cvd = TIDE_BUF_INIT;
 
-    for (char **p = environ; p && *p; p++) {
+    for (char **p = with_environ ? environ : NULL; p && *p; p++) {
         const char *eq = strchr(*p, '=');
         char *name;
         if (!eq || eq == *p)
@@ -377,12 +378,13 @@ static int read_report(int fd, uint32_t timeout_ms, char *buf, size_t size)
     return 0;
 }
 
-static int open_log(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, int *fd,
-                    tide_error_t *err)
+static int open_log(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, const char *log_path,
+                    int *fd, tide_error_t *err)
 {
     char *logs = tide_xasprintf("%s/logs", l->data_dir);
     char *dir = tide_worker_log_dir(l->data_dir, r->job_id);
-    char *path = tide_worker_log_path(l->data_dir, r->job_id, r->generation, r->rank);
+    char *path = log_path ? tide_xstrdup(log_path)
+                          : tide_worker_log_path(l->data_dir, r->job_id, r->generation, r->rank);
     int rc = 0;
 
     if ((mkdir(logs, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
@@ -402,8 +404,32 @@ done:
     return rc;
 }
 
+char **tide_launcher_rank_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
+                              int master_port, size_t *n)
+{
+    env_t e = {NULL, 0, 0};
+
+    build_env(l, launch, master_port, false, &e);
+    *n = e.n;
+    return e.kv;
+}
+
+void tide_launcher_env_free(char **env, size_t n)
+{
+    env_t e = {env, n, n};
+
+    env_free(&e);
+}
+
 int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchRank *launch,
                         tide_worker_spawned_t *out, tide_error_t *err)
+{
+    return tide_launcher_spawn_ex(l, id, launch, NULL, out, err);
+}
+
+int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchRank *launch,
+                           const tide_launch_override_t *ov, tide_worker_spawned_t *out,
+                           tide_error_t *err)
 {
     const char *workdir = launch->workdir[0] ? launch->workdir : l->data_dir;
     uv_process_options_t opts;
@@ -415,6 +441,9 @@ int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchR
     proc_t *p = NULL;
     struct stat st;
     size_t na = 0;
+    char *const *command = ov && ov->command ? ov->command : launch->command;
+    size_t n_command = ov && ov->command ? ov->n_command : launch->n_command;
+    int32_t record_rank = ov ? ov->record_rank : launch->rank;
 
     if (stat(workdir, &st) < 0) {
         rc = -errno;
@@ -426,30 +455,44 @@ int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchR
         tide_errprintf(err, "workdir %s: %s", workdir, uv_strerror(rc));
         goto done;
     }
-    if (launch->rank == 0 && master_port == 0) {
+    if (n_command == 0) {
+        rc = -EINVAL;
+        tide_errprintf(err, "spawn: empty command");
+        goto done;
+    }
+    if (launch->rank == 0 && master_port == 0 && !(ov && ov->no_master_port)) {
         rc = pick_port(l->advertise, &master_port, err);
         if (rc < 0)
             goto done;
     }
-    rc = open_log(l, launch, &logfd, err);
+    rc = open_log(l, launch, ov ? ov->log_path : NULL, &logfd, err);
     if (rc < 0)
         goto done;
     if (pipe2(sp, O_CLOEXEC) < 0) {
         rc = -errno;
-        tide_errprintf(err, "spawn %s: pipe: %s", launch->command[0], uv_strerror(rc));
+        tide_errprintf(err, "spawn %s: pipe: %s", command[0], uv_strerror(rc));
         goto done;
     }
-    build_env(l, launch, master_port, &env);
+    build_env(l, launch, master_port, true, &env);
+    for (size_t i = 0; ov && i < ov->n_env; i++) {
+        const char *eq = strchr(ov->env[i], '=');
+        char *name;
+        if (!eq || eq == ov->env[i])
+            continue;
+        name = tide_xstrndup(ov->env[i], (size_t)(eq - ov->env[i]));
+        env_set(&env, name, eq + 1);
+        free(name);
+    }
     snprintf(parent, sizeof(parent), "%d", (int)uv_os_getpid());
-    args = tide_xcalloc(launch->n_command + 7, sizeof(char *));
+    args = tide_xcalloc(n_command + 7, sizeof(char *));
     args[na++] = l->exec_helper;
     args[na++] = "--parent";
     args[na++] = parent;
     args[na++] = "--status-fd";
     args[na++] = "3";
     args[na++] = "--";
-    for (size_t i = 0; i < launch->n_command; i++)
-        args[na++] = launch->command[i];
+    for (size_t i = 0; i < n_command; i++)
+        args[na++] = command[i];
     args[na] = NULL;
 
     memset(&opts, 0, sizeof(opts));
@@ -479,7 +522,7 @@ int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchR
     p->open_handles = 2;
     rc = uv_spawn(l->loop, &p->handle, &opts);
     if (rc < 0) {
-        tide_errprintf(err, "spawn %s: exec helper %s: %s", launch->command[0], l->exec_helper,
+        tide_errprintf(err, "spawn %s: exec helper %s: %s", command[0], l->exec_helper,
                        uv_strerror(rc));
         proc_close(p); /* a handle that failed to spawn must still be closed */
         p = NULL;
@@ -496,12 +539,12 @@ int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchR
     if (rc < 0 || strcmp(report, "ok") != 0) {
         if (rc == -ETIMEDOUT)
             tide_errprintf(err, "spawn %s: exec helper did not report within %u ms",
-                           launch->command[0], l->report_timeout_ms);
+                           command[0], l->report_timeout_ms);
         else if (rc == 0 && strncmp(report, "err ", 4) == 0)
             tide_errprintf(err, "%s", report + 4);
         else
             tide_errprintf(err, "spawn %s: exec helper exited without a report",
-                           launch->command[0]);
+                           command[0]);
         kill(-p->pid, SIGKILL); /* no-op when it already exits 127 */
         p->failed = true;
         rc = rc < 0 ? rc : -ECHILD;
@@ -512,10 +555,10 @@ int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchR
     rec.pgid = p->pid;
     rc = tide_proc_stat(p->pid, NULL, &rec.start_time, NULL);
     if (rc == 0)
-        rc = tide_worker_record_write(l->data_dir, launch->job_id, launch->generation, launch->rank,
+        rc = tide_worker_record_write(l->data_dir, launch->job_id, launch->generation, record_rank,
                                       &rec, err);
     else
-        tide_errprintf(err, "spawn %s: /proc/%d/stat: %s", launch->command[0], (int)p->pid,
+        tide_errprintf(err, "spawn %s: /proc/%d/stat: %s", command[0], (int)p->pid,
                        uv_strerror(rc));
     if (rc < 0) {
         /* Without a record a restarted worker could not clean it up: do not run it. */

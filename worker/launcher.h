@@ -40,12 +40,33 @@ void tide_launcher_new(struct uv_loop_s *loop, const tide_launcher_config_t *cfg
  * afterwards until it is empty). on_exit is not called any more. NULL is fine. */
 void tide_launcher_free(tide_launcher_t *l);
 
+/* How a spawn differs from a plain rank's (MPI: mpirun for rank 0, an orted for StartDaemon). */
+typedef struct tide_launch_override {
+    char *const *command; /* replaces launch->command; n_command entries */
+    size_t n_command;
+    const char *const *env; /* "K=V" strings set after tide's variables (they win); n_env */
+    size_t n_env;
+    const char *log_path;  /* NULL: the rank's log */
+    int32_t record_rank;   /* names the rank record in place of launch->rank */
+    bool no_master_port;   /* never pick a MASTER_PORT */
+} tide_launch_override_t;
+
 /* Starts rank `id` as `launch` (borrowed; validated by the core) describes. Returns 0 and fills
  * *out once the command was exec'd and its record written, or -errno with the reason in err (then
  * nothing runs and on_exit is never called for id). Blocks for the helper's report (a fork+exec).
  */
 int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchRank *launch,
                         tide_worker_spawned_t *out, tide_error_t *err);
+/* The same with ov (borrowed; NULL: none) applied. */
+int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchRank *launch,
+                           const tide_launch_override_t *ov, tide_worker_spawned_t *out,
+                           tide_error_t *err);
+/* The variables a rank gets besides the worker's own environment: the job's env map, then tide's
+ * (RANK, ..., TIDE_*, CUDA_VISIBLE_DEVICES), as "K=V" strings. *n is set; free with
+ * tide_launcher_env_free. */
+char **tide_launcher_rank_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
+                              int master_port, size_t *n);
+void tide_launcher_env_free(char **env, size_t n);
 /* SIGTERM to rank id's process group now, SIGKILL after grace_ms (0: now). A repeat can only
  * shorten the grace. Returns 0 or -ENOENT when id is not running. */
 int tide_launcher_stop(tide_launcher_t *l, uint64_t id, uint32_t grace_ms);

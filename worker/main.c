@@ -15,23 +15,23 @@
 #include "gpu.h"
 #include "log.h"
 
-/* tide-exec sits next to tide-worker (both in build/bin, or installed together); TIDE_EXEC
- * overrides. */
-static char *find_exec_helper(void)
+/* The helpers (tide-exec, tide-rank-exec, tide-mpi-shim) sit next to tide-worker (in build/bin, or
+ * installed together); the environment variable `env` overrides. */
+static char *find_helper(const char *name, const char *env_name)
 {
     char path[PATH_MAX];
     size_t len = sizeof(path);
-    const char *env = getenv("TIDE_EXEC");
+    const char *env = getenv(env_name);
     char *slash;
 
     if (env && *env)
         return strdup(env);
     if (uv_exepath(path, &len) < 0)
-        return strdup("tide-exec");
+        return strdup(name);
     slash = strrchr(path, '/');
     if (!slash)
-        return strdup("tide-exec");
-    snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "tide-exec");
+        return strdup(name);
+    snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "%s", name);
     return strdup(path);
 }
 
@@ -43,7 +43,7 @@ int main(int argc, char **argv)
     tide_gpu_t *gpu = NULL;
     tide_error_t err;
     uv_loop_t loop;
-    char *helper = NULL;
+    char *helper = NULL, *rank_exec = NULL, *shim = NULL;
     int rc, status = 1;
 
     tide_error_clear(&err);
@@ -68,11 +68,15 @@ int main(int argc, char **argv)
      * default back: libuv resets dispositions in the child. */
     signal(SIGPIPE, SIG_IGN);
 
-    helper = find_exec_helper();
+    helper = find_helper("tide-exec", "TIDE_EXEC");
+    rank_exec = find_helper("tide-rank-exec", "TIDE_RANK_EXEC");
+    shim = find_helper("tide-mpi-shim", "TIDE_MPI_SHIM");
     uv_loop_init(&loop);
     memset(&ac, 0, sizeof(ac));
     ac.cfg = &cfg;
     ac.exec_helper = helper;
+    ac.rank_exec = rank_exec;
+    ac.mpi_shim = shim;
     ac.gpu = gpu;
     ac.handle_signals = true;
     ac.seed = (uint64_t)getpid() ^ (uint64_t)tide_clock_wall_ms();
@@ -88,6 +92,8 @@ int main(int argc, char **argv)
     uv_loop_close(&loop);
     tide_gpu_close(gpu);
     free(helper);
+    free(rank_exec);
+    free(shim);
     tide_worker_config_free(&cfg);
     return status;
 }

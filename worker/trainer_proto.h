@@ -19,6 +19,9 @@ typedef enum tide_trainer_op {
     TIDE_TRAINER_OP_STEP,
     TIDE_TRAINER_OP_PHASE,
     TIDE_TRAINER_OP_CHECKPOINT,
+    /* tide-rank-exec (MPI ranks, docs/mpi.md), not trainers */
+    TIDE_TRAINER_OP_ATTACH,
+    TIDE_TRAINER_OP_EXITED,
 } tide_trainer_op_t;
 
 /* Same values as tide_phase_t in trainer/tide_trainer.h and tide.v1.TrainerPhase - 1. */
@@ -66,6 +69,11 @@ typedef struct tide_trainer_msg {
     uint64_t bytes;
     const char *sha256; /* 64 lowercase hex digits, or "" when bytes == 0 */
     int64_t request;    /* 0 when absent */
+    /* attach (job, generation, rank, pid as for hello) */
+    const char *credential;
+    /* exited */
+    int64_t status;     /* exit status 0..255 (0 when killed by a signal) */
+    int64_t signal;     /* the signal that ended it, or 0 */
     /* private */
     void *json_;
 } tide_trainer_msg_t;

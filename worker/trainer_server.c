@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -42,7 +43,7 @@ typedef struct rank_entry {
     Tide__V1__TrainerProgress progress;
 } rank_entry_t;
 
-typedef struct conn {
+typedef struct tide_trainer_conn {
     tide_list_t link;      /* s->conns */
     tide_list_t rank_link; /* rank->conns once bound */
     tide_trainer_server_t *s;
@@ -51,6 +52,8 @@ typedef struct conn {
     tide_trainer_lines_t lines;
     tide_trainer_msg_t msg;
     bool closing;
+    bool attach; /* an attach was handed to ops.attach: no hello, only "exited" from now on */
+    void *data;
 } conn_t;
 
 struct tide_trainer_server {
@@ -95,6 +98,8 @@ static void conn_close(conn_t *c)
     if (c->closing)
         return;
     c->closing = true;
+    if (c->attach && c->s->ops.attach_closed)
+        c->s->ops.attach_closed(c->s->ud, c);
     tide_list_remove(&c->link);
     if (tide_list_linked(&c->rank_link))
         tide_list_remove(&c->rank_link);
@@ -299,6 +304,23 @@ static void handle_line(conn_t *c, const char *line, size_t len)
         reject(c, rc, err, ref);
         return;
     }
+    if (c->attach) {
+        if (c->msg.op == TIDE_TRAINER_OP_EXITED && c->s->ops.attach_exited)
+            c->s->ops.attach_exited(c->s->ud, c, c->msg.status, c->msg.signal);
+        else if (c->msg.op != TIDE_TRAINER_OP_EXITED)
+            reject(c, TIDE_TRAINER_ERR_BAD_FIELD, "op: an attached connection only sends exited",
+                   ref);
+        return;
+    }
+    if (c->msg.op == TIDE_TRAINER_OP_ATTACH && !c->rank) {
+        if (!c->s->ops.attach) {
+            reject(c, TIDE_TRAINER_ERR_UNKNOWN_OP, "op: attach is not served here", ref);
+            return;
+        }
+        c->attach = true;
+        c->s->ops.attach(c->s->ud, c, &c->msg);
+        return;
+    }
     if (c->msg.op == TIDE_TRAINER_OP_HELLO) {
         handle_hello(c, &c->msg);
         return;
@@ -316,6 +338,10 @@ static void handle_line(conn_t *c, const char *line, size_t len)
         break;
     case TIDE_TRAINER_OP_CHECKPOINT:
         handle_checkpoint(c, &c->msg);
+        break;
+    case TIDE_TRAINER_OP_ATTACH:
+    case TIDE_TRAINER_OP_EXITED:
+        reject(c, TIDE_TRAINER_ERR_BAD_FIELD, "op: not on a trainer connection", ref);
         break;
     default:
         break;
@@ -557,6 +583,40 @@ size_t tide_trainer_server_progress(tide_trainer_server_t *s, Tide__V1__RankProg
             out[n++] = &r->msg;
     }
     return n;
+}
+
+void tide_trainer_conn_send(tide_trainer_conn_t *c, const void *data, size_t len)
+{
+    tide_buf_reset(&c->s->out);
+    tide_buf_append(&c->s->out, data, len);
+    conn_send(c);
+}
+
+void tide_trainer_conn_close(tide_trainer_conn_t *c)
+{
+    conn_close(c);
+}
+
+void tide_trainer_conn_set_data(tide_trainer_conn_t *c, void *data)
+{
+    c->data = data;
+}
+
+void *tide_trainer_conn_data(const tide_trainer_conn_t *c)
+{
+    return c->data;
+}
+
+int32_t tide_trainer_conn_pid(const tide_trainer_conn_t *c)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+
+    if (c->closing || uv_fileno((const uv_handle_t *)&c->pipe, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return -1;
+    return (int32_t)cred.pid;
 }
 
 uint64_t tide_trainer_server_rejected(const tide_trainer_server_t *s)

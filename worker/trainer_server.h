@@ -18,11 +18,20 @@
 struct uv_loop_s;
 
 typedef struct tide_trainer_server tide_trainer_server_t;
+/* A connection of tide-rank-exec (an MPI rank's supervisor, docs/mpi.md). */
+typedef struct tide_trainer_conn tide_trainer_conn_t;
 
 typedef struct tide_trainer_server_ops {
     /* A rank reported a checkpoint (validated; m borrowed for the call). */
     void (*checkpoint)(void *ud, const char *job_id, int32_t generation, int32_t rank,
                        const tide_trainer_msg_t *m);
+    /* An attach from tide-rank-exec (m borrowed). The callee answers with
+     * tide_trainer_conn_send (now or later) or closes c. NULL: attach is refused. */
+    void (*attach)(void *ud, tide_trainer_conn_t *c, const tide_trainer_msg_t *m);
+    /* An attached connection reported its command's exit. */
+    void (*attach_exited)(void *ud, tide_trainer_conn_t *c, int64_t status, int64_t signal);
+    /* An attached (or attaching) connection closed; c is gone after the call. */
+    void (*attach_closed)(void *ud, tide_trainer_conn_t *c);
 } tide_trainer_server_ops_t;
 
 typedef struct tide_trainer_server_config {
@@ -62,6 +71,16 @@ int tide_trainer_server_checkpoint_now(tide_trainer_server_t *s, const char *job
  * Returns how many. */
 size_t tide_trainer_server_progress(tide_trainer_server_t *s, Tide__V1__RankProgress **out,
                                     size_t max);
+/* Attach connections. */
+/* Queues len bytes (whole lines) on c; closes it when its backlog is too large. */
+void tide_trainer_conn_send(tide_trainer_conn_t *c, const void *data, size_t len);
+/* Closes c (attach_closed follows at once). */
+void tide_trainer_conn_close(tide_trainer_conn_t *c);
+void tide_trainer_conn_set_data(tide_trainer_conn_t *c, void *data);
+void *tide_trainer_conn_data(const tide_trainer_conn_t *c);
+/* The peer's pid from the kernel (SO_PEERCRED), or -1. */
+int32_t tide_trainer_conn_pid(const tide_trainer_conn_t *c);
+
 /* Lines rejected since start (all ranks and unbound connections). */
 uint64_t tide_trainer_server_rejected(const tide_trainer_server_t *s);
 

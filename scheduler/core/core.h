@@ -186,6 +186,8 @@ struct tide_worker {
     tide_kv_t *labels;
     size_t n_labels;
     char *address;
+    char *launcher_address; /* HOST:PORT of its WorkerLauncher (MPI daemons) */
+    char *agent_sock;       /* its trainer socket path, on its node */
     char *version;
     tide_worker_state_t state;
     bool cordoned;
@@ -346,6 +348,8 @@ typedef struct tide_worker_info {
     const tide_kv_t *labels;
     size_t n_labels;
     const char *address;
+    const char *launcher_address;
+    const char *agent_sock;
     const char *version;
 } tide_worker_info_t;
 

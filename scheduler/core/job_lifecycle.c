@@ -436,7 +436,15 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
     if (!job || job->state != TIDE_JOB_RUNNING || job->generation != generation || rank < 0 ||
         rank >= job->n_ranks || job->ranks[rank].worker != w) {
         /* The exit of a rank that was being stopped (ended job, rolled-back generation), or of a
-         * stale one. */
+         * stale one. An ended job's record keeps how its ranks ended. */
+        if (job && is_final(job->state) && job->generation == generation && rank >= 0 &&
+            rank < job->n_ranks && job->ranks[rank].worker_id &&
+            strcmp(job->ranks[rank].worker_id, w->id) == 0 &&
+            job->ranks[rank].state != TIDE_RANK_EXITED && job->ranks[rank].state != TIDE_RANK_LOST) {
+            job->ranks[rank].state = TIDE_RANK_EXITED;
+            job->ranks[rank].exit_code = exit_code;
+            tide__persist_job(core, job);
+        }
         if (w->job && job == w->job && w->generation == generation && w->rank == rank)
             tide__worker_release(core, w);
         else

@@ -144,6 +144,8 @@ void tide__worker_free(tide_worker_t *w)
     free(w->device);
     kv_free(w->labels, w->n_labels);
     free(w->address);
+    free(w->launcher_address);
+    free(w->agent_sock);
     free(w->version);
     free(w);
 }
@@ -270,6 +272,8 @@ static void worker_set_info(tide_core_t *core, tide_worker_t *w, const tide_work
     }
     w->n_labels = info->n_labels;
     set_str(&w->address, info->address);
+    set_str(&w->launcher_address, info->launcher_address);
+    set_str(&w->agent_sock, info->agent_sock);
     set_str(&w->version, info->version);
 }
 

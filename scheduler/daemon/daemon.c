@@ -285,6 +285,8 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
     l.max_restarts = 0;
     l.run_id = job->id;
     l.launcher = (Tide__V1__Launcher)job->spec.launcher;
+    if (job->spec.launcher == TIDE_LAUNCHER_MPI)
+        tide_daemon_mpi_launch(d, job, a->generation, &l);
     msg.epoch = d->epoch;
     msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_LAUNCH;
     msg.launch = &l;
@@ -626,6 +628,12 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
         if (rc < 0)
             return rc;
     }
+    /* The secret behind the per-generation MPI credentials (launch_mpi.c). */
+    token_path = tide_xasprintf("%s/launch.key", d->data_dir);
+    rc = tide_token_load_or_create(token_path, &d->launch_key, err);
+    free(token_path);
+    if (rc < 0)
+        return rc;
     d->store_url = cfg->store_url ? tide_xstrdup(cfg->store_url)
                                   : tide_xasprintf("sqlite:%s/state.db", d->data_dir);
     if ((rc = tide_store_open(loop, d->store_url, &d->store, err)) < 0)
@@ -740,5 +748,6 @@ void tide_daemon_free(tide_daemon_t *d)
     free(d->token);
     free(d->store_url);
     free(d->data_dir);
+    free(d->launch_key);
     free(d);
 }

@@ -52,6 +52,7 @@ typedef struct tide_daemon {
     char *data_dir;
     char *store_url;
     char *token;
+    char *launch_key; /* secret for MPI credentials (DATA_DIR/launch.key) */
     tide_core_t *core;
     tide_store_t *store;
     tide_rpc_server_t *server;
@@ -100,6 +101,11 @@ typedef struct tide_daemon {
     uint64_t commits_total;
     uint64_t commit_ops_total;
 } tide_daemon_t;
+
+/* launch_mpi.c */
+/* Fills the MPI fields of l (hosts, credential) for job's generation; arena memory. */
+void tide_daemon_mpi_launch(tide_daemon_t *d, const tide_job_t *job, int32_t generation,
+                            Tide__V1__LaunchRank *l);
 
 /* daemon.c */
 int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_daemon_t **out,

@@ -117,6 +117,8 @@ static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
     info.labels = labels;
     info.n_labels = h->n_labels;
     info.address = h->address;
+    info.launcher_address = h->launcher_address;
+    info.agent_sock = h->agent_sock;
     info.version = h->version;
     tide_daemon_now(d);
     rc = tide_core_worker_register(d->core, &info, tide_conn_handle(ws->id), reps, h->n_ranks,

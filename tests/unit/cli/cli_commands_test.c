@@ -30,6 +30,8 @@ typedef struct result {
 } result_t;
 
 static const char *env_scheduler, *env_token;
+static bool err_tty;             /* run() tells the command that stderr is a terminal */
+static int64_t (*clock_fn)(void); /* run()'s clock; NULL: fixed_now */
 
 static int64_t fixed_now(void)
 {
@@ -63,7 +65,9 @@ static result_t run(const char *first, ...)
     cli.env_scheduler = env_scheduler;
     cli.env_token = env_token;
     cli.cwd = "/home/u/exp";
-    cli.now_ms = fixed_now;
+    cli.now_ms = clock_fn ? clock_fn : fixed_now;
+    cli.err_tty = err_tty;
+    cli.poll_interval_ms = 1;
     r.rc = tide_cli_main(&cli, argc, argv);
     tide_cli_cleanup(&cli);
     fclose(out);
@@ -92,6 +96,8 @@ static int setup(void **state)
     fake_rpc_reset();
     env_scheduler = NULL;
     env_token = NULL;
+    err_tty = false;
+    clock_fn = NULL;
     return 0;
 }
 
@@ -138,7 +144,8 @@ static void test_help_and_usage(void **state)
     r = run("--help", NULL);
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "Usage: tidectl [GLOBAL OPTIONS] COMMAND"));
-    assert_non_null(strstr(r.out, "  submit     Submit a job\n"));
+    assert_non_null(strstr(r.out, "  submit      Submit a job\n"));
+    assert_non_null(strstr(r.out, "  checkpoint  Ask a running job for a checkpoint now\n"));
     expect_str(r.err, "");
     result_free(&r);
 
@@ -487,10 +494,10 @@ static void test_jobs_pages(void **state)
     fake_rpc_route("/tide.v1.JobService/ListJobs", list_handler, &p);
     r = run("jobs", "--state", "succeeded,failed", NULL);
     assert_int_equal(r.rc, 0);
-    expect_str(r.out, "ID   NAME    STATE       WORKERS   GEN   AGE   MESSAGE\n"
-                      "1    mnist   SUCCEEDED   0/2       1     2h\n"
-                      "2    mnist   SUCCEEDED   0/2       1     2h\n"
-                      "3    mnist   SUCCEEDED   0/2       1     2h\n");
+    expect_str(r.out, "ID   NAME    STATE       WORKERS   GEN   STEP   AGE   MESSAGE\n"
+                      "1    mnist   SUCCEEDED   0/2       1     -      2h\n"
+                      "2    mnist   SUCCEEDED   0/2       1     -      2h\n"
+                      "3    mnist   SUCCEEDED   0/2       1     -      2h\n");
     assert_int_equal(p.calls, 3);
     assert_string_equal(p.seen_tokens[0], "");
     assert_string_equal(p.seen_tokens[1], "p2");
@@ -643,6 +650,416 @@ static void test_cancel(void **state)
     expect_str(r.out, "job 17 cancelled\njob 18: cancellation requested (state RUNNING)\n");
     expect_str(r.err, "tidectl: FAILED_PRECONDITION: job 5 already ended\n");
     result_free(&r);
+}
+
+/* ---- checkpoint ---- */
+
+#define CKPT_REQ 1714564790000ULL
+
+typedef enum ckpt_outcome { CKPT_COMPLETE, CKPT_MISSED, CKPT_JOB_FAILED, CKPT_GET_FAILS } ckpt_outcome_t;
+
+typedef struct ckpt_script {
+    char id_seen[32];
+    int64_t deadline_seen;
+    int gets;           /* GetJob calls answered */
+    int pending_gets;   /* how many of them still show the request in flight */
+    ckpt_outcome_t outcome;
+    bool sdk;           /* the ranks report through the trainer SDK */
+    bool no_request;    /* CheckpointJob answers without a request id */
+    const char *reply_id; /* the job id in answers; NULL: "17" */
+} ckpt_script_t;
+
+static void send_ckpt_job(fake_call_t *call, const ckpt_script_t *s, bool pending)
+{
+    Tide__V1__JobSpec spec = spec_fixture();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__JobRank r0 = TIDE__V1__JOB_RANK__INIT, r1 = TIDE__V1__JOB_RANK__INIT;
+    Tide__V1__JobRank *ranks[] = {&r0, &r1};
+    Tide__V1__TrainerProgress p = TIDE__V1__TRAINER_PROGRESS__INIT;
+    Tide__V1__Checkpoint c = TIDE__V1__CHECKPOINT__INIT;
+
+    j.id = (char *)(s->reply_id ? s->reply_id : "17"), j.spec = &spec;
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j.generation = 1;
+    j.failed_rank = -1, j.message = "";
+    r0.rank = 0, r0.worker_id = "node1/gpu0", r0.phase = TIDE__V1__RANK_PHASE__RANK_PHASE_RUNNING;
+    r1.rank = 1, r1.worker_id = "node1/gpu1", r1.phase = TIDE__V1__RANK_PHASE__RANK_PHASE_RUNNING;
+    p.sdk = 1, p.step = 1200, p.phase = TIDE__V1__TRAINER_PHASE__TRAINER_PHASE_UPDATE;
+    if (s->sdk)
+        r0.progress = r1.progress = &p;
+    j.n_ranks = 2, j.ranks = ranks;
+    /* The trainer's own checkpoint from before. */
+    c.step = 1100, c.generation = 1, c.ranks = 2, c.bytes = 1024, c.path = "/ckpt/17/step-1100";
+    c.time_ms = NOW_MS - 60000;
+    j.last_checkpoint = &c;
+    if (pending && !s->no_request) {
+        j.checkpoint_request = CKPT_REQ;
+        j.checkpoint_deadline_ms = NOW_MS + (s->deadline_seen ? s->deadline_seen : 60000);
+    } else if (!pending && s->outcome == CKPT_COMPLETE) {
+        c.step = 1200, c.bytes = 2048, c.path = "/ckpt/17/step-1200", c.time_ms = NOW_MS, c.request_id = CKPT_REQ;
+    } else if (!pending && s->outcome == CKPT_JOB_FAILED) {
+        j.state = TIDE__V1__JOB_STATE__JOB_STATE_FAILED, j.message = "rank 1 exited with code 3";
+    }
+    fake_call_send(call, &j.base);
+}
+
+static void checkpoint_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    ckpt_script_t *s = ud;
+    Tide__V1__CheckpointJobRequest *r = tide__v1__checkpoint_job_request__unpack(NULL, len, req);
+
+    assert_non_null(r);
+    snprintf(s->id_seen, sizeof(s->id_seen), "%s", r->id);
+    s->deadline_seen = r->deadline_ms;
+    if (strcmp(r->id, "17") == 0) {
+        send_ckpt_job(call, s, true);
+        fake_call_finish(call, TIDE_GRPC_OK, NULL);
+    } else if (strcmp(r->id, "18") == 0) {
+        fake_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, "job 18 is PENDING: only a running job can checkpoint");
+    } else {
+        char msg[64];
+        snprintf(msg, sizeof(msg), "job %s not found", r->id);
+        fake_call_finish(call, TIDE_GRPC_NOT_FOUND, msg);
+    }
+    tide__v1__checkpoint_job_request__free_unpacked(r, NULL);
+}
+
+static void checkpoint_get_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    ckpt_script_t *s = ud;
+
+    (void)req, (void)len;
+    s->gets++;
+    if (s->gets > s->pending_gets && s->outcome == CKPT_GET_FAILS) {
+        fake_call_finish(call, TIDE_GRPC_UNAVAILABLE, "scheduler shutting down");
+        return;
+    }
+    send_ckpt_job(call, s, s->gets <= s->pending_gets);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void route_checkpoint(ckpt_script_t *s)
+{
+    fake_rpc_route("/tide.v1.JobService/CheckpointJob", checkpoint_handler, s);
+    fake_rpc_route("/tide.v1.JobService/GetJob", checkpoint_get_handler, s);
+}
+
+static void test_checkpoint_usage(void **state)
+{
+    result_t r;
+    (void)state;
+
+    r = run("checkpoint", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: missing job ID\nRun 'tidectl checkpoint --help' for usage.\n");
+    result_free(&r);
+    r = run("checkpoint", "17", "18", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: unexpected argument '18'\nRun 'tidectl checkpoint --help' for usage.\n");
+    result_free(&r);
+    r = run("checkpoint", "17", "--deadline", "5x", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad --deadline '5x': expected e.g. 30s, 5m, 1h or MM:SS\n"
+                      "Run 'tidectl checkpoint --help' for usage.\n");
+    result_free(&r);
+    /* 0 would mean the scheduler's default: not what someone typing it wants. */
+    static const char *const out_of_range[] = {"0", "unlimited", "1d1s", "2d"};
+    for (size_t i = 0; i < 4; i++) {
+        char want[160];
+        r = run("checkpoint", "--deadline", out_of_range[i], "17", NULL);
+        assert_int_equal(r.rc, 2);
+        snprintf(want, sizeof(want),
+                 "tidectl: bad --deadline '%s': must be from 1s to 1d\nRun 'tidectl checkpoint --help' for usage.\n",
+                 out_of_range[i]);
+        expect_str(r.err, want);
+        result_free(&r);
+    }
+    r = run("checkpoint", "17", "--follow", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: unknown option '--follow'\nRun 'tidectl checkpoint --help' for usage.\n");
+    result_free(&r);
+    r = run("checkpoint", "--help", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "Usage: tidectl checkpoint ID [--deadline DURATION] [-W]\n"));
+    assert_non_null(strstr(r.out, "      --deadline DURATION"));
+    assert_non_null(strstr(r.out, "  -W, --wait"));
+    result_free(&r);
+    /* None of that reached the network. */
+    assert_null(fake_rpc_last_hostport());
+}
+
+static void test_checkpoint(void **state)
+{
+    ckpt_script_t s = {.sdk = true};
+    result_t r;
+    (void)state;
+
+    route_checkpoint(&s);
+    r = run("checkpoint", "17", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 17: checkpoint requested (request 1714564790000, deadline in 60s)\n");
+    expect_str(r.err, "");
+    expect_str(s.id_seen, "17");
+    assert_int_equal(s.deadline_seen, 0); /* the scheduler's default */
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/GetJob"), 0);
+    result_free(&r);
+
+    r = run("checkpoint", "--deadline", "5m", "17", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 17: checkpoint requested (request 1714564790000, deadline in 300s)\n");
+    assert_int_equal(s.deadline_seen, 300000);
+    result_free(&r);
+    r = run("checkpoint", "17", "--deadline=1d", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(s.deadline_seen, 86400000);
+    result_free(&r);
+
+    /* -o json: the returned Job. */
+    s.deadline_seen = 0;
+    r = run("checkpoint", "17", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_true(strncmp(r.out, "{\n  \"id\": \"17\",\n", 16) == 0);
+    assert_non_null(strstr(r.out, "\n  \"checkpointRequest\": \"1714564790000\",\n"));
+    assert_non_null(strstr(r.out, "\"phase\": \"TRAINER_PHASE_UPDATE\""));
+    result_free(&r);
+
+    /* A job whose ranks do not use the SDK: the request goes out, with a note. */
+    s.sdk = false;
+    r = run("checkpoint", "17", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 17: checkpoint requested (request 1714564790000, deadline in 60s)\n");
+    expect_str(r.err, "tidectl: note: no rank of job 17 has reported through the trainer SDK yet; only SDK "
+                      "trainers checkpoint on request (docs/trainer-api.md)\n");
+    result_free(&r);
+
+    /* The scheduler's refusals, as every command reports them. */
+    r = run("checkpoint", "42", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "");
+    expect_str(r.err, "tidectl: NOT_FOUND: job 42 not found\n");
+    result_free(&r);
+    r = run("checkpoint", "18", "--wait", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "");
+    expect_str(r.err, "tidectl: FAILED_PRECONDITION: job 18 is PENDING: only a running job can checkpoint\n");
+    result_free(&r);
+    s.no_request = true;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: INTERNAL: the scheduler accepted the checkpoint of job 17 but named no request\n");
+    result_free(&r);
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/GetJob"), 0);
+}
+
+static void test_checkpoint_wait(void **state)
+{
+    ckpt_script_t s = {.sdk = true, .pending_gets = 2, .outcome = CKPT_COMPLETE};
+    result_t r;
+    (void)state;
+
+    route_checkpoint(&s);
+    r = run("checkpoint", "17", "--wait", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 17: checkpoint requested (request 1714564790000, deadline in 60s)\n"
+                      "job 17: checkpoint of step 1200 complete (2 ranks, 2048 bytes, /ckpt/17/step-1200)\n");
+    expect_str(r.err, ""); /* not a terminal: no progress line */
+    assert_int_equal(s.gets, 3);
+    result_free(&r);
+
+    /* -o json: only the final Job, whose last checkpoint answers the request. */
+    s.gets = 0;
+    r = run("checkpoint", "17", "-W", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_true(strncmp(r.out, "{\n  \"id\": \"17\",\n", 16) == 0);
+    assert_non_null(strstr(r.out, "\"requestId\": \"1714564790000\""));
+    assert_null(strstr(r.out, "checkpointRequest"));
+    assert_null(strstr(r.out, "}\n{"));
+    expect_str(r.err, "");
+    result_free(&r);
+
+    /* Missed: the request ends without a checkpoint answering it. */
+    s.gets = 0, s.outcome = CKPT_MISSED;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 17: checkpoint requested (request 1714564790000, deadline in 60s)\n"
+                      "job 17: checkpoint request 1714564790000 missed (job RUNNING; no complete checkpoint "
+                      "before the deadline)\n");
+    result_free(&r);
+    s.gets = 0, s.outcome = CKPT_JOB_FAILED, s.pending_gets = 0;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 17: checkpoint requested (request 1714564790000, deadline in 60s)\n"
+                      "job 17: checkpoint request 1714564790000 missed (job FAILED: rank 1 exited with code 3)\n");
+    assert_int_equal(s.gets, 1);
+    result_free(&r);
+    s.gets = 0;
+    r = run("-o", "json", "checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.out, "\"state\": \"JOB_STATE_FAILED\""));
+    result_free(&r);
+
+    /* The scheduler goes away while we wait. */
+    s.gets = 0, s.outcome = CKPT_GET_FAILS, s.pending_gets = 1;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: UNAVAILABLE: scheduler shutting down\n");
+    assert_int_equal(s.gets, 2);
+    result_free(&r);
+}
+
+/* On a terminal the wait redraws one line in place and erases it before the result. */
+static void test_checkpoint_wait_tty(void **state)
+{
+    ckpt_script_t s = {.sdk = true, .pending_gets = 2, .outcome = CKPT_COMPLETE};
+    const char *line = "job 17: checkpoint pending 0s, deadline in 60s, step 1200 (UPDATE)";
+    char want[512];
+    size_t n = strlen(line);
+    result_t r;
+    (void)state;
+
+    route_checkpoint(&s);
+    err_tty = true;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 17: checkpoint requested (request 1714564790000, deadline in 60s)\n"
+                      "job 17: checkpoint of step 1200 complete (2 ranks, 2048 bytes, /ckpt/17/step-1200)\n");
+    /* Drawn before each of the three reads, then blanked. */
+    snprintf(want, sizeof(want), "\r%s\r%s\r%s\r%*s\r", line, line, line, (int)n, "");
+    expect_str(r.err, want);
+    result_free(&r);
+
+    /* A shorter line is padded over the longer one it replaces. */
+    s.gets = 0, s.sdk = false, s.pending_gets = 1, s.outcome = CKPT_MISSED;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    {
+        const char *shorter = "job 17: checkpoint pending 0s, deadline in 60s";
+        const char *note = "tidectl: note: no rank of job 17 has reported through the trainer SDK yet; only SDK "
+                           "trainers checkpoint on request (docs/trainer-api.md)\n";
+        snprintf(want, sizeof(want), "%s\r%s\r%s\r%*s\r", note, shorter, shorter, (int)strlen(shorter), "");
+        expect_str(r.err, want);
+    }
+    result_free(&r);
+
+    /* Never wider than 79 columns, so it cannot wrap on an 80-column terminal and break the redraw;
+     * a multi-byte character is not split. */
+    s.gets = 0, s.sdk = true, s.pending_gets = 1, s.outcome = CKPT_COMPLETE;
+    s.reply_id = "experiment-\xc3\xa9-with-a-very-long-name-that-goes-on-and-on";
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 0);
+    {
+        /* 79 columns end in a blank, which goes too. */
+        const char *cut = "job experiment-\xc3\xa9-with-a-very-long-name-that-goes-on-and-on: checkpoint pending";
+        snprintf(want, sizeof(want), "\r%s\r%s\r%*s\r", cut, cut, 78, "");
+        expect_str(r.err, want);
+    }
+    result_free(&r);
+    s.reply_id = "x-\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";
+    s.gets = 0;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 0);
+    {
+        /* "job x-" then 74 é: 80 characters, cut to 79 = "job x-" + 73 é, 152 bytes. */
+        const char *e = r.err + 1;
+        const char *cr = strchr(e, '\r');
+        assert_non_null(cr);
+        assert_int_equal(cr - e, 6 + 73 * 2);
+        assert_true(strncmp(e, "job x-\xc3\xa9", 8) == 0);
+        assert_true(strncmp(cr - 2, "\xc3\xa9", 2) == 0);
+    }
+    result_free(&r);
+}
+
+/* A clock 10 s ahead at every look: the request never ends, tidectl stops 30 s after its deadline. */
+static int64_t fast_clock_ms;
+static int64_t fast_clock(void)
+{
+    fast_clock_ms += 10000;
+    return fast_clock_ms;
+}
+
+static void test_checkpoint_wait_gives_up(void **state)
+{
+    ckpt_script_t s = {.sdk = true, .pending_gets = 1000000};
+    result_t r;
+    (void)state;
+
+    route_checkpoint(&s);
+    fast_clock_ms = NOW_MS - 10000;
+    clock_fn = fast_clock;
+    r = run("checkpoint", "17", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: DEADLINE_EXCEEDED: job 17: checkpoint request 1714564790000 still pending 30s "
+                      "after its deadline\n");
+    /* 60 s deadline + 30 s grace at 10 s a look: about ten reads, not a million. */
+    assert_true(s.gets >= 5 && s.gets <= 12);
+    result_free(&r);
+}
+
+/* ---- submit --launcher ---- */
+
+static void test_submit_launcher(void **state)
+{
+    Tide__V1__JobSpec *seen = NULL;
+    char path[] = "/tmp/tidectl-spec-XXXXXX";
+    const char *json = "{\"command\": [\"./run.sh\"], \"launcher\": \"LAUNCHER_MPI\"}";
+    int fd;
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+    r = run("submit", "--launcher", "mpi", "-n", "4", "--", "./run.sh", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(seen->launcher, TIDE__V1__LAUNCHER__LAUNCHER_MPI);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+    seen = NULL;
+    r = run("submit", "--", "./run.sh", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(seen->launcher, TIDE__V1__LAUNCHER__LAUNCHER_UNSPECIFIED);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+
+    r = run("submit", "--launcher", "srun", "--", "./run.sh", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad --launcher 'srun' (one of env, mpi)\nRun 'tidectl submit --help' for usage.\n");
+    result_free(&r);
+    r = run("submit", "--help", NULL);
+    assert_non_null(strstr(r.out, "      --launcher KIND"));
+    result_free(&r);
+
+    /* From a spec file (the JSON mapping's enum name), and overridden by the option. */
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+    close(fd);
+    seen = NULL;
+    r = run("submit", "-f", path, NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(seen->launcher, TIDE__V1__LAUNCHER__LAUNCHER_MPI);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+    seen = NULL;
+    r = run("submit", "-f", path, "--launcher", "ENV", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(seen->launcher, TIDE__V1__LAUNCHER__LAUNCHER_ENV);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+    /* A short name is not the JSON mapping: the file is refused with the field named. */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_int_equal(write(fd, "{\"launcher\": \"mpi\"}", 19), 19);
+    close(fd);
+    r = run("submit", "-f", path, "--", "true", NULL);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.err, ": launcher: unknown value \"mpi\" of tide.v1.Launcher\n"));
+    result_free(&r);
+    unlink(path);
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/SubmitJob"), 4);
 }
 
 /* ---- logs and events ---- */
@@ -877,6 +1294,12 @@ int main(void)
         cmocka_unit_test_setup(test_job, setup),
         cmocka_unit_test_setup(test_errors, setup),
         cmocka_unit_test_setup(test_cancel, setup),
+        cmocka_unit_test_setup(test_checkpoint_usage, setup),
+        cmocka_unit_test_setup(test_checkpoint, setup),
+        cmocka_unit_test_setup(test_checkpoint_wait, setup),
+        cmocka_unit_test_setup(test_checkpoint_wait_tty, setup),
+        cmocka_unit_test_setup(test_checkpoint_wait_gives_up, setup),
+        cmocka_unit_test_setup(test_submit_launcher, setup),
         cmocka_unit_test_setup(test_logs, setup),
         cmocka_unit_test_setup(test_events, setup),
         cmocka_unit_test_setup(test_events_connection_lost, setup),

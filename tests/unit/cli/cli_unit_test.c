@@ -356,10 +356,18 @@ static void test_render_jobs(void **state)
     Tide__V1__JobSpec s1 = make_spec(), s2 = make_spec();
     Tide__V1__Job j1 = TIDE__V1__JOB__INIT, j2 = TIDE__V1__JOB__INIT, j3 = TIDE__V1__JOB__INIT;
     Tide__V1__Job *jobs[] = {&j1, &j2, &j3};
+    Tide__V1__JobRank r0 = TIDE__V1__JOB_RANK__INIT, r1 = TIDE__V1__JOB_RANK__INIT;
+    Tide__V1__JobRank *ranks[] = {&r1, &r0}; /* STEP is rank 0's, wherever it is in the list */
+    Tide__V1__TrainerProgress p0 = TIDE__V1__TRAINER_PROGRESS__INIT, p1 = TIDE__V1__TRAINER_PROGRESS__INIT;
     char *wids[] = {"node1/gpu0", "node1/gpu1"};
     tide_buf_t b = TIDE_BUF_INIT;
     (void)state;
 
+    p0.sdk = 1, p0.step = 1200;
+    p1.sdk = 1, p1.step = 1199;
+    r0.rank = 0, r0.progress = &p0;
+    r1.rank = 1, r1.progress = &p1;
+    j1.n_ranks = 2, j1.ranks = ranks;
     s2.name = "resnet-long-name";
     s2.min_workers = s2.max_workers = 1;
     j1.id = "17", j1.spec = &s1, j1.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j1.generation = 1;
@@ -368,10 +376,22 @@ static void test_render_jobs(void **state)
     j2.message = "waiting for 1 free worker", j2.submit_time_ms = NOW_MS - 5000;
     j3.id = "9", j3.state = 9, j3.submit_time_ms = NOW_MS - 4 * 86400000LL;
     tide_cli_render_jobs(jobs, 3, NOW_MS, &b);
-    expect_str(tide_buf_cstr(&b), "ID   NAME               STATE     WORKERS   GEN   AGE   MESSAGE\n"
-                                  "17   mnist              RUNNING   2/2-4     1     3m\n"
-                                  "18   resnet-long-name   PENDING   0/1       0     5s    waiting for 1 free worker\n"
-                                  "9    -                  9         0         0     4d\n");
+    expect_str(tide_buf_cstr(&b),
+               "ID   NAME               STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
+               "17   mnist              RUNNING   2/2-4     1     1200   3m\n"
+               "18   resnet-long-name   PENDING   0/1       0     -      5s    waiting for 1 free worker\n"
+               "9    -                  9         0         0     -      4d\n");
+    tide_buf_free(&b);
+
+    /* Rank 0 without the SDK (or no step yet) shows "-", even when another rank reports. */
+    p0.sdk = 0;
+    tide_cli_render_jobs(jobs, 1, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "ID   NAME    STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
+                                  "17   mnist   RUNNING   2/2-4     1     -      3m\n");
+    tide_buf_reset(&b);
+    p0.sdk = 1, p0.step = -1;
+    tide_cli_render_jobs(jobs, 1, NOW_MS, &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "\n17   mnist   RUNNING   2/2-4     1     -      3m\n"));
     tide_buf_free(&b);
 }
 
@@ -403,13 +423,15 @@ static void test_render_job(void **state)
                                   "Name:         mnist\n"
                                   "State:        FAILED\n"
                                   "Priority:     HIGH\n"
+                                  "Launcher:     ENV\n"
                                   "Workers:      2 (min 2, max 4)\n"
                                   "Generation:   2\n"
                                   "Ranks:\n"
-                                  "  RANK   WORKER       PHASE    PID    EXIT\n"
-                                  "  0      node1/gpu0   EXITED   4242   137 (SIGKILL)\n"
-                                  "  1      node2/gpu0   LOST     -      -\n"
+                                  "  RANK   WORKER       PHASE    PID    EXIT            STEP   TRAINER   STEP-TIME   FLOP/S\n"
+                                  "  0      node1/gpu0   EXITED   4242   137 (SIGKILL)   -      -         -           -\n"
+                                  "  1      node2/gpu0   LOST     -      -               -      -         -           -\n"
                                   "Master:       node1:29500\n"
+                                  "Checkpoint:   -\n"
                                   "Command:      python3 train.py --note 'it'\\''s fine'\n"
                                   "Workdir:      /home/u\n"
                                   "Environment:  OMP_NUM_THREADS=4\n"
@@ -433,12 +455,14 @@ static void test_render_job(void **state)
                                   "Name:         -\n"
                                   "State:        RUNNING\n"
                                   "Priority:     UNSPECIFIED\n"
+                                  "Launcher:     -\n"
                                   "Workers:      2\n"
                                   "Generation:   0\n"
                                   "Ranks:\n"
                                   "  RANK   WORKER\n"
                                   "  0      node1/gpu0\n"
                                   "  1      node2/gpu0\n"
+                                  "Checkpoint:   -\n"
                                   "Submitted:    -\n"
                                   "Started:      2024-05-01 11:58:59 UTC\n"
                                   "Ended:        -\n"
@@ -447,6 +471,91 @@ static void test_render_job(void **state)
                                   "Exit code:    -\n"
                                   "Message:      -\n");
     tide_buf_free(&b);
+}
+
+/* What SDK trainers report, the last checkpoint and a request in flight; ranks without the SDK get "-". */
+static void test_render_job_progress(void **state)
+{
+    Tide__V1__JobSpec s = make_spec();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__JobRank r[4] = {TIDE__V1__JOB_RANK__INIT, TIDE__V1__JOB_RANK__INIT, TIDE__V1__JOB_RANK__INIT,
+                              TIDE__V1__JOB_RANK__INIT};
+    Tide__V1__JobRank *ranks[] = {&r[0], &r[1], &r[2], &r[3]};
+    Tide__V1__TrainerProgress p[4] = {TIDE__V1__TRAINER_PROGRESS__INIT, TIDE__V1__TRAINER_PROGRESS__INIT,
+                                      TIDE__V1__TRAINER_PROGRESS__INIT, TIDE__V1__TRAINER_PROGRESS__INIT};
+    Tide__V1__Checkpoint c = TIDE__V1__CHECKPOINT__INIT;
+    static const char *const workers[] = {"node1/gpu0", "node1/gpu1", "node2/gpu0", "node2/gpu1"};
+    tide_buf_t b = TIDE_BUF_INIT;
+    const char *view;
+    (void)state;
+
+    s.launcher = TIDE__V1__LAUNCHER__LAUNCHER_MPI;
+    for (int i = 0; i < 4; i++) {
+        r[i].rank = i, r[i].worker_id = (char *)workers[i], r[i].pid = 100 + i;
+        r[i].phase = TIDE__V1__RANK_PHASE__RANK_PHASE_RUNNING;
+    }
+    /* A GPU rank in its update phase: 124.8 TFLOP in 0.4 s. */
+    p[0].sdk = 1, p[0].step = 1200, p[0].phase = TIDE__V1__TRAINER_PHASE__TRAINER_PHASE_UPDATE;
+    p[0].step_flops = 1.248e14, p[0].step_seconds = 0.4;
+    /* Short steps. */
+    p[1].sdk = 1, p[1].step = 1199, p[1].phase = TIDE__V1__TRAINER_PHASE__TRAINER_PHASE_BACKWARD;
+    p[1].step_flops = 5e9, p[1].step_seconds = 0.0042;
+    /* A CPU rank: 2.5 GFLOP in 12.5 s. */
+    p[2].sdk = 1, p[2].step = 7, p[2].phase = TIDE__V1__TRAINER_PHASE__TRAINER_PHASE_FORWARD;
+    p[2].step_flops = 2.5e9, p[2].step_seconds = 12.5;
+    /* Connected, no step yet. */
+    p[3].sdk = 1, p[3].step = -1, p[3].phase = TIDE__V1__TRAINER_PHASE__TRAINER_PHASE_IDLE;
+    for (int i = 0; i < 4; i++)
+        r[i].progress = &p[i];
+    j.id = "17", j.spec = &s, j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j.generation = 2;
+    j.n_ranks = 4, j.ranks = ranks, j.failed_rank = -1;
+    c.step = 1100, c.generation = 2, c.ranks = 4, c.bytes = 1610612736, c.path = "/ckpt/job17/step-1100\x1b[2J";
+    c.time_ms = NOW_MS - 180000, c.request_id = 5;
+    j.last_checkpoint = &c;
+    j.checkpoint_request = 1714564790000ULL, j.checkpoint_deadline_ms = NOW_MS + 49600;
+    tide_cli_render_job(&j, NOW_MS, false, &b);
+    view = tide_buf_cstr(&b);
+    assert_non_null(strstr(view, "Priority:     HIGH\nLauncher:     MPI\nWorkers:"));
+    assert_non_null(strstr(view,
+                           "Ranks:\n"
+                           "  RANK   WORKER       PHASE     PID   EXIT   STEP   TRAINER    STEP-TIME   FLOP/S\n"
+                           "  0      node1/gpu0   RUNNING   100   -      1200   UPDATE     400ms       312T\n"
+                           "  1      node1/gpu1   RUNNING   101   -      1199   BACKWARD   4.2ms       1.19T\n"
+                           "  2      node2/gpu0   RUNNING   102   -      7      FORWARD    12.5s       200M\n"
+                           "  3      node2/gpu1   RUNNING   103   -      -      IDLE       -           -\n"
+                           "Checkpoint:   step 1100 (generation 2, 4 ranks), 1.5 GiB, /ckpt/job17/step-1100 [2J, 3m ago\n"
+                           "              request 1714564790000 pending, deadline in 50s\n"
+                           "Command:"));
+    tide_buf_reset(&b);
+
+    /* Without the SDK: no progress at all, or progress not from the SDK. No checkpoint yet, a request
+     * whose deadline has passed; step times of a second and more. */
+    r[0].progress = NULL;
+    p[1].sdk = 0;
+    p[2].step_seconds = 1.25, p[3].step = 3, p[3].step_seconds = 340, p[3].step_flops = 1e3;
+    j.last_checkpoint = NULL;
+    j.checkpoint_request = 9, j.checkpoint_deadline_ms = NOW_MS - 2000;
+    tide_cli_render_job(&j, NOW_MS, false, &b);
+    view = tide_buf_cstr(&b);
+    assert_non_null(strstr(view,
+                           "  RANK   WORKER       PHASE     PID   EXIT   STEP   TRAINER   STEP-TIME   FLOP/S\n"
+                           "  0      node1/gpu0   RUNNING   100   -      -      -         -           -\n"
+                           "  1      node1/gpu1   RUNNING   101   -      -      -         -           -\n"
+                           "  2      node2/gpu0   RUNNING   102   -      7      FORWARD   1.25s       2.00G\n"
+                           "  3      node2/gpu1   RUNNING   103   -      3      IDLE      340s        2.94\n"
+                           "Checkpoint:   none yet; request 9 pending, deadline passed\n"));
+    tide_buf_reset(&b);
+
+    /* A checkpoint of one rank without a path or time; nothing pending. */
+    c.ranks = 1, c.path = "", c.time_ms = 0, c.bytes = 0, c.step = 0;
+    j.last_checkpoint = &c;
+    j.checkpoint_request = 0;
+    tide_cli_render_job(&j, NOW_MS, false, &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "\nCheckpoint:   step 0 (generation 2, 1 rank), 0 B\nCommand:"));
+    tide_buf_free(&b);
+    assert_null(tide_cli_job_progress(&j)); /* rank 0 has none */
+    r[0].progress = &p[0];
+    assert_ptr_equal(tide_cli_job_progress(&j), &p[0]);
 }
 
 static void test_render_workers(void **state)
@@ -550,6 +659,20 @@ static void test_small_formats(void **state)
                         "RUNNING");
     assert_string_equal(tide_cli_enum_name(&tide__v1__job_state__descriptor, 99, "JOB_STATE_", buf, sizeof(buf)),
                         "99");
+    tide_cli_bytes_format(0, buf, sizeof(buf));
+    assert_string_equal(buf, "0 B");
+    tide_cli_bytes_format(1023, buf, sizeof(buf));
+    assert_string_equal(buf, "1023 B");
+    tide_cli_bytes_format(1024, buf, sizeof(buf));
+    assert_string_equal(buf, "1.0 KiB");
+    tide_cli_bytes_format(1536, buf, sizeof(buf));
+    assert_string_equal(buf, "1.5 KiB");
+    tide_cli_bytes_format(1048575, buf, sizeof(buf)); /* not "1024.0 KiB" */
+    assert_string_equal(buf, "1.0 MiB");
+    tide_cli_bytes_format(20971520, buf, sizeof(buf));
+    assert_string_equal(buf, "20.0 MiB");
+    tide_cli_bytes_format(UINT64_MAX, buf, sizeof(buf));
+    assert_string_equal(buf, "16.0 EiB");
 }
 
 static void feed(tide_cli_logmux_t *m, int rank, const char *s, tide_buf_t *out)
@@ -675,6 +798,26 @@ static void test_submit_spec(void **state)
     protobuf_c_message_free_unpacked(&spec->base, NULL);
     tide_cli_submit_clear(&o);
 
+    /* --launcher: unset leaves the spec file's (or UNSPECIFIED, which the scheduler runs as env). */
+    o.command = cmd, o.n_command = 2;
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), 0);
+    assert_int_equal(spec->launcher, TIDE__V1__LAUNCHER__LAUNCHER_UNSPECIFIED);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    base.launcher = TIDE__V1__LAUNCHER__LAUNCHER_MPI;
+    assert_int_equal(tide_cli_submit_build(&o, &base, "/", &spec, &err), 0);
+    assert_int_equal(spec->launcher, TIDE__V1__LAUNCHER__LAUNCHER_MPI);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_LAUNCHER, "ENV", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, &base, "/", &spec, &err), 0);
+    assert_int_equal(spec->launcher, TIDE__V1__LAUNCHER__LAUNCHER_ENV);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_LAUNCHER, "mpi", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), 0);
+    assert_int_equal(spec->launcher, TIDE__V1__LAUNCHER__LAUNCHER_MPI);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    base.launcher = 0;
+    tide_cli_submit_clear(&o);
+
     /* A relative --workdir is relative to where tidectl runs (as sbatch -D). */
     o.command = cmd, o.n_command = 2;
     assert_int_equal(apply(&o, TIDE_CLI_OPT_WORKDIR, "runs/a", &err), 0);
@@ -713,6 +856,11 @@ static void test_submit_spec(void **state)
     expect_str(err.text, "bad --priority 'urgent' (one of low, normal, high, critical)");
     assert_int_equal(apply(&o, TIDE_CLI_OPT_ENV, "NOVALUE", &err), -EINVAL);
     expect_str(err.text, "bad --env 'NOVALUE': expected KEY=VALUE");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_LAUNCHER, "ssh", &err), -EINVAL);
+    expect_str(err.text, "bad --launcher 'ssh' (one of env, mpi)");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_LAUNCHER, "", &err), -EINVAL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_LAUNCHER, "launcher_mpi", &err), -EINVAL);
+    assert_int_equal(o.launcher, 0);
     assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), -EINVAL);
     expect_str(err.text, "no command given (put it after --, as in: tidectl submit -- python3 train.py)");
     tide_cli_submit_clear(&o);
@@ -756,6 +904,7 @@ int main(void)
         cmocka_unit_test(test_token_resolve),
         cmocka_unit_test(test_render_jobs),
         cmocka_unit_test(test_render_job),
+        cmocka_unit_test(test_render_job_progress),
         cmocka_unit_test(test_render_workers),
         cmocka_unit_test(test_render_event_status_change),
         cmocka_unit_test(test_small_formats),

@@ -39,6 +39,8 @@ class Scheduler:
         self.gets = 0
         self.tokens = set()
         self.submitted = None
+        self.ckpt_polls = None  # GetJob reads since CheckpointJob; None: no request in flight
+        self.ckpt_deadline = None
 
     def auth(self, ctx):
         md = dict(ctx.invocation_metadata())
@@ -65,6 +67,18 @@ class Scheduler:
         if req.id != "1":
             ctx.abort(grpc.StatusCode.NOT_FOUND, "job %s not found" % req.id)
         with self.lock:
+            if self.ckpt_polls is not None:
+                # A checkpoint request: in flight for two reads, then answered.
+                self.ckpt_polls += 1
+                j = self.job(self.t.JOB_STATE_RUNNING, 1)
+                if self.ckpt_polls < 3:
+                    j.checkpoint_request = 77
+                    j.checkpoint_deadline_ms = self.ckpt_deadline
+                else:
+                    self.ckpt_polls = None
+                    c = j.last_checkpoint
+                    c.step, c.generation, c.path, c.bytes, c.ranks, c.request_id = 5, 1, "/ckpt/5", 4096, 2, 77
+                return j
             self.gets += 1
             n = self.gets
         t = self.t
@@ -87,6 +101,18 @@ class Scheduler:
     def CancelJob(self, req, ctx):
         self.auth(ctx)
         return self.job(self.t.JOB_STATE_CANCELLED, 1, "cancelled by user")
+
+    def CheckpointJob(self, req, ctx):
+        self.auth(ctx)
+        if req.id != "1":
+            ctx.abort(grpc.StatusCode.NOT_FOUND, "job %s not found" % req.id)
+        j = self.job(self.t.JOB_STATE_RUNNING, 1)
+        with self.lock:
+            self.ckpt_polls = 0
+            self.ckpt_deadline = int(time.time() * 1000) + (req.deadline_ms or 60000)
+            j.checkpoint_request = 77
+            j.checkpoint_deadline_ms = self.ckpt_deadline
+        return j
 
     def GetJobLogs(self, req, ctx):
         self.auth(ctx)
@@ -137,6 +163,7 @@ def serve(s):
         "GetJob": u(s.GetJob, j.GetJobRequest.FromString, t.Job.SerializeToString),
         "ListJobs": u(s.ListJobs, j.ListJobsRequest.FromString, j.ListJobsResponse.SerializeToString),
         "CancelJob": u(s.CancelJob, j.CancelJobRequest.FromString, t.Job.SerializeToString),
+        "CheckpointJob": u(s.CheckpointJob, j.CheckpointJobRequest.FromString, t.Job.SerializeToString),
         "GetJobLogs": st(s.GetJobLogs, j.GetJobLogsRequest.FromString, j.LogChunk.SerializeToString),
         "WatchEvents": st(s.WatchEvents, j.WatchEventsRequest.FromString, t.Event.SerializeToString),
     }
@@ -191,6 +218,10 @@ def main():
             check(tidectl, port, ["job", "1"], 0, contains=("ID:           1\n", "State:        SUCCEEDED\n"))
             check(tidectl, port, ["job", "7"], 1, "", "tidectl: NOT_FOUND: job 7 not found\n")
             check(tidectl, port, ["cancel", "1"], 0, "job 1 cancelled\n", "")
+            check(tidectl, port, ["checkpoint", "1", "--deadline", "30s", "--wait"], 0,
+                  "job 1: checkpoint requested (request 77, deadline in 30s)\n"
+                  "job 1: checkpoint of step 5 complete (2 ranks, 4096 bytes, /ckpt/5)\n", "")
+            check(tidectl, port, ["checkpoint", "9"], 1, "", "tidectl: NOT_FOUND: job 9 not found\n")
             check(tidectl, port, ["logs", "1"], 0,
                   "[rank 0] hello from 0\n[rank 1] hello from 1\n[rank 0] partial\n", "")
             check(tidectl, port, ["logs", "1", "--rank", "0"], 0, "hello from 0\nparthello from 1\nial\n", "")

@@ -199,6 +199,14 @@ static void test_cancel(void **state)
     assert_non_null(strstr(err.text, "already ended: CANCELLED"));
     assert_int_equal(tide_core_job_cancel(h.core, "999", &out, &err), -ENOENT);
     assert_string_equal(err.text, "job 999 not found");
+    /* The stopped ranks' exits still land in the ended job's record. */
+    h_clear(&h);
+    tide_core_rank_exited(h.core, tide_core_worker_find(h.core, run->ranks[1].worker_id),
+                          run->id, run->generation, 1, 143, NULL);
+    assert_int_equal(run->ranks[1].state, TIDE_RANK_EXITED);
+    assert_int_equal(run->ranks[1].exit_code, 143);
+    assert_non_null(h_find(&h, TIDE_ACT_PERSIST_JOB, NULL, -1));
+    assert_int_equal(run->state, TIDE_JOB_CANCELLED);
     h_check_invariants(&h);
     h_fini(&h);
 }

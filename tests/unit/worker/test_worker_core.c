@@ -33,6 +33,8 @@ typedef struct fake {
     int log_requests;
     uint32_t welcomed_ms;
     int ends;
+    int trainer_commands;
+    uint64_t last_request;
 } fake_t;
 
 static int f_send(void *ud, const Tide__V1__WorkerMessage *msg)
@@ -106,8 +108,18 @@ static void f_end_stream(void *ud, const char *why)
     ((fake_t *)ud)->ends++;
 }
 
+static void f_trainer_command(void *ud, const Tide__V1__TrainerCommand *cmd)
+{
+    fake_t *f = ud;
+
+    f->trainer_commands++;
+    if (cmd->cmd_case == TIDE__V1__TRAINER_COMMAND__CMD_CHECKPOINT_NOW)
+        f->last_request = cmd->checkpoint_now->request_id;
+}
+
 static const tide_worker_core_ops_t fake_ops = {
-    f_send, f_spawn, f_stop, f_forget, f_save_epoch, f_log_request, f_welcomed, f_end_stream,
+    f_send,    f_spawn,      f_stop,        f_forget,          f_save_epoch,
+    f_log_request, f_welcomed, f_end_stream, f_trainer_command,
 };
 
 static void fake_clear_sent(fake_t *f)
@@ -563,6 +575,44 @@ static void test_stop(void **state)
     assert_int_equal(deliver_stop(fx, 5, "j1", 1, 0, 0), -ENOENT);
 }
 
+static int deliver_checkpoint_now(fixture_t *fx, uint64_t epoch, const char *job, int32_t gen,
+                                  int32_t rank, uint64_t request)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__TrainerCommand tc = TIDE__V1__TRAINER_COMMAND__INIT;
+    Tide__V1__CheckpointNow cn = TIDE__V1__CHECKPOINT_NOW__INIT;
+    tide_error_t err;
+
+    cn.request_id = request;
+    cn.deadline_unix_ms = 1;
+    tc.job_id = (char *)job;
+    tc.generation = gen;
+    tc.rank = rank;
+    tc.cmd_case = TIDE__V1__TRAINER_COMMAND__CMD_CHECKPOINT_NOW;
+    tc.checkpoint_now = &cn;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_TRAINER_COMMAND;
+    m.trainer_command = &tc;
+    return tide_worker_core_handle(fx->core, &m, &err);
+}
+
+/* TrainerCommands reach the shell only for a rank that runs here, and only from the current
+ * leader. */
+static void test_trainer_command(void **state)
+{
+    fixture_t *fx = *state;
+
+    connect_welcome(fx);
+    assert_int_equal(deliver_launch(fx, 5, (launch_args_t){.job = "j1", .gen = 1}, NULL), 0);
+    assert_int_equal(deliver_checkpoint_now(fx, 5, "j1", 1, 0, 77), 0);
+    assert_int_equal(fx->f.trainer_commands, 1);
+    assert_int_equal(fx->f.last_request, 77);
+    assert_int_equal(deliver_checkpoint_now(fx, 5, "j1", 2, 0, 78), -ENOENT);
+    assert_int_equal(deliver_checkpoint_now(fx, 5, "j2", 1, 0, 78), -ENOENT);
+    assert_int_equal(deliver_checkpoint_now(fx, 4, "j1", 1, 0, 78), -ESTALE);
+    assert_int_equal(fx->f.trainer_commands, 1);
+}
+
 static void test_shutdown(void **state)
 {
     fixture_t *fx = *state;
@@ -743,6 +793,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_end_decisions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jitter_varies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trainer_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_launch, setup, teardown),

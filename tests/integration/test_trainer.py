@@ -1,0 +1,149 @@
+"""The trainer API end to end (docs/trainer-api.md) with tide-mlp as the trainer: tide sees its steps;
+`tidectl checkpoint --wait` gets a complete checkpoint within its deadline (one env-launched rank, then 4 MPI
+ranks); the checkpoint on disk matches what was reported; cancelling an SDK job asks it to stop after a step,
+so it saves and exits 0 on its own instead of being killed; a request that nobody answers is reported missed;
+malformed and absurd trainer messages get error replies and are counted, and the worker keeps serving."""
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tidetest  # noqa: E402
+from tidetest import wait_for  # noqa: E402
+
+BIN = tidetest.BIN
+MLP = os.path.join(BIN, "tide-mlp")
+
+
+def submit(c, *args):
+    return json.loads(c.tidectl("-o", "json", "submit", *args).stdout)["id"]
+
+
+def progress(job, rank=0):
+    return job.get("ranks", [{}])[rank].get("progress", {})
+
+
+def wait_steps(c, jid, n_ranks, min_step=1):
+    def ok():
+        j = c.job(jid)
+        ranks = j.get("ranks", [])
+        if len(ranks) != n_ranks:
+            return None
+        return j if all(int(r.get("progress", {}).get("step", -1)) >= min_step for r in ranks) else None
+    return wait_for(ok, 60, f"job {jid}: every rank reporting steps")
+
+
+def check_file(ck):
+    data = open(ck["path"], "rb").read()
+    assert len(data) == int(ck["bytes"]), (len(data), ck)
+    assert hashlib.sha256(data).hexdigest() == ck["sha256"], ck
+
+
+def main():
+    with tidetest.Cluster("trainer") as c:
+        c.start_scheduler()
+        for node in ("node1", "node2"):
+            for gpu in (0, 1):
+                c.start_worker(node, gpu)
+        c.wait_workers(4)
+        ckdir = os.path.join(c.tmp, "ckpt")
+
+        def test_checkpoint_now_one_rank():
+            d = ckdir + "-1"
+            jid = submit(c, "--workers", "1", "--", MLP, "--steps", "1000000", "--checkpoint-dir", d)
+            job = wait_steps(c, jid, 1)
+            p = progress(job)
+            assert p.get("sdk") is True and float(p.get("stepFlops", 0)) > 0, p
+            r = c.tidectl("-o", "json", "checkpoint", jid, "--deadline", "30s", "--wait")
+            job = json.loads(r.stdout)
+            ck = job["lastCheckpoint"]
+            assert int(ck["step"]) >= 1 and int(ck["ranks"]) == 1, ck
+            assert ck.get("requestId") and not job.get("checkpointRequest"), job
+            check_file(ck)
+            # Cancel: the SDK rank is asked to stop after its next step; it saves and exits 0 itself.
+            c.tidectl("cancel", jid)
+            job = c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
+            wait_for(lambda: c.job(jid)["ranks"][0].get("phase") == "RANK_PHASE_EXITED", 30, "rank exit")
+            rk = c.job(jid)["ranks"][0]
+            assert rk.get("exitCode", 0) == 0, rk
+            assert "stop" in c.tidectl("logs", jid).stdout.lower(), c.tidectl("logs", jid).stdout
+
+        def test_checkpoint_now_mpi():
+            d = ckdir + "-4"
+            jid = submit(c, "--launcher", "mpi", "--workers", "4", "--", MLP, "--steps", "1000000",
+                         "--checkpoint-dir", d)
+            wait_steps(c, jid, 4)
+            r = c.tidectl("-o", "json", "checkpoint", jid, "--deadline", "60s", "--wait")
+            job = json.loads(r.stdout)
+            ck = job["lastCheckpoint"]
+            assert int(ck["ranks"]) == 4, ck
+            check_file(ck)
+            events = c.tidectl("events", "--job", jid).stdout
+            assert "job.checkpoint_requested" in events and "job.checkpoint " in events + " ", events
+            c.tidectl("cancel", jid)
+            c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
+
+        def test_checkpoint_missed():
+            # A rank that never uses the SDK cannot answer: the request is reported missed at its deadline.
+            jid = submit(c, "--workers", "1", "--", "sleep", "600")
+            c.wait_job(jid, "JOB_STATE_RUNNING")
+            wait_for(lambda: c.job(jid)["ranks"][0].get("phase") == "RANK_PHASE_RUNNING", 20, "rank running")
+            r = c.tidectl("checkpoint", jid, "--deadline", "1s", "--wait", check=False)
+            assert r.returncode == 1 and "missed" in r.stdout + r.stderr, (r.stdout, r.stderr)
+            assert "job.checkpoint_missed" in c.tidectl("events", "--job", jid).stdout
+            c.tidectl("cancel", jid)
+
+        def test_bad_trainer_messages():
+            jid = submit(c, "--workers", "1", "--", MLP, "--steps", "1000000")
+            job = wait_steps(c, jid, 1)
+            wid = job["ranks"][0]["workerId"]
+            sock = os.path.join(c.tmp, "worker-" + wid.replace("/gpu", "-gpu"), "agent.sock")
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sock)
+            f = s.makefile("rwb")
+            s.settimeout(10)
+
+            def send(line):
+                f.write(line if isinstance(line, bytes) else line.encode())
+                f.flush()
+
+            def reply():
+                return json.loads(f.readline())
+            send("not json\n")
+            assert reply()["code"] == "bad_json"
+            send(json.dumps({"op": "step", "step": 1, "phase": "forward", "flops": 1.0, "samples": 1,
+                             "tokens": 0}) + "\n")
+            assert reply()["code"] == "not_hello"
+            send(b"x" * 70000 + b"\n")
+            assert reply()["code"] == "line_too_long"
+            send(json.dumps({"op": "dance"}) + "\n")
+            assert reply()["code"] == "unknown_op"
+            send(json.dumps({"op": "hello", "v": 1, "job": jid, "generation": 1, "rank": 0, "pid": 1}) + "\n")
+            assert reply()["op"] == "welcome"
+            base = int(progress(c.job(jid)).get("rejectedReports", 0))
+            send(json.dumps({"op": "step", "step": 5, "phase": "forward", "flops": -1.0, "samples": 1,
+                             "tokens": 0}) + "\n")
+            e = reply()
+            assert e["code"] == "bad_field" and "flops" in e["message"], e
+            send(json.dumps({"op": "step", "step": 0, "phase": "nap", "flops": 1.0, "samples": 1,
+                             "tokens": 0}) + "\n")
+            assert reply()["code"] == "bad_field"
+            s.close()
+            wait_for(lambda: int(progress(c.job(jid)).get("rejectedReports", 0)) >= base + 2, 10,
+                     "rejected reports counted")
+            # The worker keeps serving: steps still arrive.
+            s1 = int(progress(c.job(jid))["step"])
+            wait_for(lambda: int(progress(c.job(jid))["step"]) > s1, 20, "more steps")
+            c.tidectl("cancel", jid)
+            c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
+
+        tidetest.run([test_checkpoint_now_one_rank, test_checkpoint_now_mpi, test_checkpoint_missed,
+                      test_bad_trainer_messages])
+
+
+if __name__ == "__main__":
+    main()

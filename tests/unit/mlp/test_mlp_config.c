@@ -1,0 +1,116 @@
+/* tide-mlp's flags: defaults, every flag parsed, and one clear line naming the flag for bad input.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mlp_config.h"
+
+static int parse(tide_mlp_options_t *o, tide_error_t *err, int argc, const char **argv)
+{
+    tide_mlp_options_default(o);
+    tide_error_clear(err);
+    return tide_mlp_options_parse(o, argc, (char **)argv, err);
+}
+
+#define PARSE(o, err, ...)                                                                         \
+    parse(o, err, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),             \
+          (const char *[]){__VA_ARGS__})
+
+static void test_defaults_and_flags(void **state)
+{
+    tide_mlp_options_t o;
+    tide_error_t err;
+    (void)state;
+
+    assert_int_equal(PARSE(&o, &err, "tide-mlp"), 0);
+    assert_int_equal(o.steps, 100);
+    assert_int_equal(o.cfg.width, 128);
+    assert_int_equal(o.checkpoint_keep, 2);
+    assert_null(o.checkpoint_dir);
+    assert_int_equal(tide_mlp_config_validate(&o.cfg, &err), 0);
+
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--steps", "7", "--width", "16", "--depth=5",
+                           "--input", "3", "--output", "2", "--batch", "60", "--micro-batches",
+                           "12", "--lr", "0.5", "--momentum", "0", "--seed", "18446744073709551615",
+                           "--checkpoint-dir", "/x/y", "--checkpoint-every", "3",
+                           "--checkpoint-keep", "4", "--log-every", "0", "--quiet"),
+                     0);
+    assert_int_equal(o.steps, 7);
+    assert_int_equal(o.cfg.width, 16);
+    assert_int_equal(o.cfg.depth, 5);
+    assert_int_equal(o.cfg.input, 3);
+    assert_int_equal(o.cfg.output, 2);
+    assert_int_equal(o.cfg.batch, 60);
+    assert_int_equal(o.cfg.micro_batches, 12);
+    assert_true(o.cfg.lr == 0.5 && o.cfg.momentum == 0);
+    assert_true(o.cfg.seed == UINT64_MAX);
+    assert_string_equal(o.checkpoint_dir, "/x/y");
+    assert_int_equal(o.checkpoint_every, 3);
+    assert_int_equal(o.checkpoint_keep, 4);
+    assert_int_equal(o.log_every, 0);
+    assert_true(o.quiet);
+
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--help"), 0);
+    assert_true(o.help);
+    assert_non_null(strstr(tide_mlp_usage(), "--micro-batches"));
+    /* the parser can run again (getopt's state is reset) */
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--steps", "3"), 0);
+    assert_int_equal(o.steps, 3);
+}
+
+static void expect_bad(const char *needle, int argc, const char **argv)
+{
+    tide_mlp_options_t o;
+    tide_error_t err;
+
+    assert_int_equal(parse(&o, &err, argc, argv), -EINVAL);
+    if (!strstr(err.text, needle))
+        fail_msg("error '%s' does not name '%s'", err.text, needle);
+    assert_null(strchr(err.text, '\n'));
+}
+
+#define BAD(needle, ...)                                                                           \
+    expect_bad(needle, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),        \
+               (const char *[]){__VA_ARGS__})
+
+static void test_bad_flags_are_named(void **state)
+{
+    (void)state;
+    BAD("'--bogus'", "tide-mlp", "--bogus");
+    BAD("'-x'", "tide-mlp", "-x");
+    BAD("--width: missing value", "tide-mlp", "--width");
+    BAD("--width: expected an integer", "tide-mlp", "--width", "abc");
+    BAD("--width", "tide-mlp", "--width", "0");
+    BAD("--width", "tide-mlp", "--width", "-3");
+    BAD("--width", "tide-mlp", "--width", "12x");
+    BAD("--depth", "tide-mlp", "--depth", "65");
+    BAD("--steps", "tide-mlp", "--steps", "");
+    BAD("--steps", "tide-mlp", "--steps", "99999999999999999999999");
+    BAD("--lr", "tide-mlp", "--lr", "0");
+    BAD("--lr", "tide-mlp", "--lr", "nan");
+    BAD("--lr", "tide-mlp", "--lr", "-1");
+    BAD("--momentum", "tide-mlp", "--momentum", "1");
+    BAD("--checkpoint-keep", "tide-mlp", "--checkpoint-keep", "0");
+    BAD("--checkpoint-dir", "tide-mlp", "--checkpoint-dir", "");
+    BAD("--micro-batches: 3 does not divide --batch 10", "tide-mlp", "--batch", "10",
+        "--micro-batches", "3");
+    BAD("--micro-batches", "tide-mlp", "--batch", "4", "--micro-batches", "8");
+    BAD("unexpected argument 'extra'", "tide-mlp", "extra");
+    BAD("parameters", "tide-mlp", "--width", "65536", "--depth", "64");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_flags),
+        cmocka_unit_test(test_bad_flags_are_named),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

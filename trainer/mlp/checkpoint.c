@@ -1,0 +1,502 @@
+/* Checkpoint encoding, checking, atomic writing and the newest-valid scan (checkpoint.h).
+ * Invariant: nothing is decoded from bytes whose SHA-256 does not match, and a checkpoint file
+ * appears under its final name only once all of its bytes are on disk. */
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "model.h"
+#include "xmalloc.h"
+
+static const uint8_t magic[8] = {'T', 'I', 'D', 'E', 'M', 'L', 'P', 0};
+
+#define SHA_LEN 32
+
+size_t tide_mlp_ckpt_size(uint64_t n_params)
+{
+    return TIDE_MLP_CKPT_HEADER + 16 * (size_t)n_params + SHA_LEN;
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_f64(uint8_t *p, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, sizeof(v));
+    put_u64(p, v);
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static double get_f64(const uint8_t *p)
+{
+    uint64_t v = get_u64(p);
+    double d;
+    memcpy(&d, &v, sizeof(d));
+    return d;
+}
+
+static void sha256(const void *buf, size_t len, uint8_t *out)
+{
+    unsigned int n = SHA_LEN;
+    if (!EVP_Digest(buf, len, out, &n, EVP_sha256(), NULL))
+        abort(); /* only on OOM or a broken libcrypto */
+}
+
+static void to_hex(const uint8_t *d, size_t n, char *hex)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        hex[2 * i] = digits[d[i] >> 4];
+        hex[2 * i + 1] = digits[d[i] & 15];
+    }
+    hex[2 * n] = '\0';
+}
+
+void tide_mlp_sha256_hex(const void *buf, size_t len, char *hex)
+{
+    uint8_t d[SHA_LEN];
+    sha256(buf, len, d);
+    to_hex(d, SHA_LEN, hex);
+}
+
+void tide_mlp_params_sha256_hex(const double *params, size_t n, char *hex)
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    uint8_t chunk[8 * 512];
+    uint8_t d[SHA_LEN];
+    unsigned int dn = SHA_LEN;
+
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+        abort();
+    for (size_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; k < 512 && i < n; k++, i++)
+            put_f64(chunk + 8 * k, params[i]);
+        if (!EVP_DigestUpdate(ctx, chunk, 8 * k))
+            abort();
+    }
+    if (!EVP_DigestFinal_ex(ctx, d, &dn))
+        abort();
+    EVP_MD_CTX_free(ctx);
+    to_hex(d, SHA_LEN, hex);
+}
+
+void tide_mlp_ckpt_encode(const tide_mlp_state_t *s, uint8_t *buf, uint8_t *sha_out)
+{
+    const tide_mlp_config_t *c = &s->cfg;
+    size_t n = s->n_params;
+    uint8_t *p;
+
+    memcpy(buf, magic, 8);
+    put_u32(buf + 8, TIDE_MLP_CKPT_VERSION);
+    put_u32(buf + 12, c->input);
+    put_u32(buf + 16, c->width);
+    put_u32(buf + 20, c->depth);
+    put_u32(buf + 24, c->output);
+    put_u32(buf + 28, c->micro_batches);
+    put_u64(buf + 32, c->batch);
+    put_u64(buf + 40, c->seed);
+    put_f64(buf + 48, c->lr);
+    put_f64(buf + 56, c->momentum);
+    put_u64(buf + 64, s->steps_done);
+    put_u64(buf + 72, s->data_position);
+    put_u64(buf + 80, s->generation);
+    put_u64(buf + 88, n);
+    p = buf + TIDE_MLP_CKPT_HEADER;
+    for (size_t i = 0; i < n; i++, p += 8)
+        put_f64(p, s->params[i]);
+    for (size_t i = 0; i < n; i++, p += 8)
+        put_f64(p, s->velocity[i]);
+    sha256(buf, (size_t)(p - buf), p);
+    if (sha_out)
+        memcpy(sha_out, p, SHA_LEN);
+}
+
+static bool same_double(double a, double b)
+{
+    return memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+int tide_mlp_ckpt_decode(const uint8_t *buf, size_t len, const tide_mlp_config_t *expect,
+                         tide_mlp_state_t *s, tide_error_t *err)
+{
+    tide_mlp_config_t c;
+    uint8_t d[SHA_LEN];
+    uint64_t n, steps, pos;
+    const uint8_t *p;
+
+    memset(&c, 0, sizeof(c)); /* padding too: configs are compared with memcmp */
+
+    if (len < TIDE_MLP_CKPT_HEADER + SHA_LEN) {
+        tide_errprintf(err, "too short (%zu bytes)", len);
+        return -EBADMSG;
+    }
+    sha256(buf, len - SHA_LEN, d);
+    if (memcmp(d, buf + len - SHA_LEN, SHA_LEN) != 0) {
+        tide_errprintf(err,
+                       "checksum mismatch (SHA-256 of the contents differs from the stored one)");
+        return -EBADMSG;
+    }
+    if (memcmp(buf, magic, 8) != 0) {
+        tide_errprintf(err, "not a tide-mlp checkpoint (bad magic)");
+        return -EBADMSG;
+    }
+    if (get_u32(buf + 8) != TIDE_MLP_CKPT_VERSION) {
+        tide_errprintf(err, "format version %u, this program reads %u", get_u32(buf + 8),
+                       TIDE_MLP_CKPT_VERSION);
+        return -EBADMSG;
+    }
+    n = get_u64(buf + 88);
+    if (n > (len - TIDE_MLP_CKPT_HEADER - SHA_LEN) / 16 || len != tide_mlp_ckpt_size(n)) {
+        tide_errprintf(err, "size %zu does not match its %" PRIu64 " parameters", len, n);
+        return -EBADMSG;
+    }
+    c.input = get_u32(buf + 12);
+    c.width = get_u32(buf + 16);
+    c.depth = get_u32(buf + 20);
+    c.output = get_u32(buf + 24);
+    c.micro_batches = get_u32(buf + 28);
+    c.batch = get_u64(buf + 32);
+    c.seed = get_u64(buf + 40);
+    c.lr = get_f64(buf + 48);
+    c.momentum = get_f64(buf + 56);
+    steps = get_u64(buf + 64);
+    pos = get_u64(buf + 72);
+    if (c.batch == 0 || steps > UINT64_MAX / c.batch || pos != steps * c.batch) {
+        tide_errprintf(err, "data position %" PRIu64 " is not steps done (%" PRIu64 ") x batch",
+                       pos, steps);
+        return -EBADMSG;
+    }
+#define MATCH(field, flag, fmt, cast)                                                              \
+    if (c.field != expect->field) {                                                                \
+        tide_errprintf(err, "it was made with " flag " " fmt ", this run has " flag " " fmt,       \
+                       (cast)c.field, (cast)expect->field);                                        \
+        return -EINVAL;                                                                            \
+    }
+    MATCH(input, "--input", "%u", unsigned)
+    MATCH(width, "--width", "%u", unsigned)
+    MATCH(depth, "--depth", "%u", unsigned)
+    MATCH(output, "--output", "%u", unsigned)
+    MATCH(batch, "--batch", "%llu", unsigned long long)
+    MATCH(micro_batches, "--micro-batches", "%u", unsigned)
+    MATCH(seed, "--seed", "%llu", unsigned long long)
+#undef MATCH
+    if (!same_double(c.lr, expect->lr)) {
+        tide_errprintf(err, "it was made with --lr %.17g, this run has --lr %.17g", c.lr,
+                       expect->lr);
+        return -EINVAL;
+    }
+    if (!same_double(c.momentum, expect->momentum)) {
+        tide_errprintf(err, "it was made with --momentum %.17g, this run has --momentum %.17g",
+                       c.momentum, expect->momentum);
+        return -EINVAL;
+    }
+    if (n != tide_mlp_param_count(expect)) {
+        tide_errprintf(err, "%" PRIu64 " parameters, this model has %" PRIu64, n,
+                       tide_mlp_param_count(expect));
+        return -EBADMSG;
+    }
+    s->cfg = c;
+    s->steps_done = steps;
+    s->data_position = pos;
+    s->generation = get_u64(buf + 80);
+    s->n_params = n;
+    s->params = tide_xmalloc(sizeof(double) * (n ? n : 1));
+    s->velocity = tide_xmalloc(sizeof(double) * (n ? n : 1));
+    p = buf + TIDE_MLP_CKPT_HEADER;
+    for (size_t i = 0; i < n; i++, p += 8)
+        s->params[i] = get_f64(p);
+    for (size_t i = 0; i < n; i++, p += 8)
+        s->velocity[i] = get_f64(p);
+    return 0;
+}
+
+void tide_mlp_state_free(tide_mlp_state_t *s)
+{
+    if (!s)
+        return;
+    free(s->params);
+    free(s->velocity);
+    s->params = s->velocity = NULL;
+}
+
+/* Checkpoint files in dir, by steps done, newest first. Returns the count (0 when the directory
+ * does not exist) or a negative errno. *steps is caller-freed. */
+static int list_checkpoints(const char *dir, uint64_t **steps)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t *v = NULL;
+    size_t n = 0, cap = 0;
+
+    *steps = NULL;
+    if (!d)
+        return errno == ENOENT ? 0 : -errno;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long st;
+        char canon[64];
+        int used = 0;
+        if (sscanf(e->d_name, "mlp-%12llu.ckpt%n", &st, &used) != 1 || e->d_name[used] != '\0')
+            continue;
+        snprintf(canon, sizeof(canon), "mlp-%012llu.ckpt", st);
+        if (strcmp(canon, e->d_name) != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            v = tide_xrealloc(v, cap * sizeof(*v));
+        }
+        v[n++] = st;
+    }
+    closedir(d);
+    for (size_t i = 1; i < n; i++) /* insertion sort, descending: a handful of files */
+        for (size_t j = i; j > 0 && v[j - 1] < v[j]; j--) {
+            uint64_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    *steps = v;
+    return (int)n;
+}
+
+static void ckpt_path(char *out, const char *dir, uint64_t steps)
+{
+    snprintf(out, TIDE_MLP_CKPT_PATH_MAX, "%s/mlp-%012llu.ckpt", dir, (unsigned long long)steps);
+}
+
+static int mkdir_p(const char *dir)
+{
+    char *p = tide_xstrdup(dir);
+    int rc = 0;
+
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/')
+            continue;
+        *q = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            rc = -errno;
+            goto done;
+        }
+        *q = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        rc = -errno;
+done:
+    free(p);
+    return rc;
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int tide_mlp_ckpt_save(const char *dir, const tide_mlp_state_t *s, uint32_t keep, char *path,
+                       uint64_t *bytes, char *sha256_hex, tide_error_t *err)
+{
+    size_t len = tide_mlp_ckpt_size(s->n_params);
+    uint8_t *buf = tide_xmalloc(len);
+    char final[TIDE_MLP_CKPT_PATH_MAX], tmp[TIDE_MLP_CKPT_PATH_MAX + 32];
+    uint64_t *steps = NULL;
+    int fd = -1, dfd = -1, rc, n;
+
+    tide_mlp_ckpt_encode(s, buf, NULL);
+    rc = mkdir_p(dir);
+    if (rc) {
+        tide_errprintf(err, "%s: cannot create: %s", dir, strerror(-rc));
+        goto done;
+    }
+    ckpt_path(final, dir, s->steps_done);
+    snprintf(tmp, sizeof(tmp), "%s/.mlp-%012llu.ckpt.tmp%ld", dir,
+             (unsigned long long)s->steps_done, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        tide_errprintf(err, "%s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    rc = write_all(fd, buf, len);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    fd = -1;
+    if (rc == 0 && rename(tmp, final) != 0)
+        rc = -errno;
+    if (rc) {
+        tide_errprintf(err, "%s: %s", final, strerror(-rc));
+        unlink(tmp);
+        goto done;
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        rc = -errno;
+        tide_errprintf(err, "%s: fsync: %s", dir, strerror(errno));
+        goto done;
+    }
+    if (path)
+        snprintf(path, TIDE_MLP_CKPT_PATH_MAX, "%s", final);
+    if (bytes)
+        *bytes = len;
+    if (sha256_hex)
+        tide_mlp_sha256_hex(buf, len, sha256_hex);
+    /* Keep the newest `keep` at or below this one. Newer files can only be ones the loader refused
+     * (it takes the newest valid one): they stay, for a human to look at. */
+    n = list_checkpoints(dir, &steps);
+    for (int i = 0, kept = 0; i < n; i++) {
+        char old[TIDE_MLP_CKPT_PATH_MAX];
+        if (steps[i] > s->steps_done || kept++ < (int)keep)
+            continue;
+        ckpt_path(old, dir, steps[i]);
+        unlink(old);
+    }
+done:
+    free(steps);
+    if (dfd >= 0)
+        close(dfd);
+    free(buf);
+    return rc;
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t got = 0;
+    int rc = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0) {
+        rc = -errno;
+        goto done;
+    }
+    buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+    if (!buf) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? -errno : -EIO;
+            goto done;
+        }
+        got += (size_t)r;
+    }
+    *out = buf;
+    *len = got;
+    buf = NULL;
+done:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, tide_mlp_state_t *s,
+                              char *path, FILE *log, tide_error_t *err)
+{
+    uint64_t *steps = NULL;
+    int n = list_checkpoints(dir, &steps);
+    int rc = -ENOENT;
+
+    if (n < 0) {
+        rc = n;
+        tide_errprintf(err, "%s: %s", dir, strerror(-rc));
+        goto done;
+    }
+    if (n == 0) {
+        tide_errprintf(err, "%s: no checkpoint", dir);
+        goto done;
+    }
+    rc = -EBADMSG;
+    tide_errprintf(err, "%s: none of its %d checkpoints is valid", dir, n);
+    for (int i = 0; i < n; i++) {
+        char file[TIDE_MLP_CKPT_PATH_MAX];
+        tide_error_t why = {{0}};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int r;
+
+        ckpt_path(file, dir, steps[i]);
+        r = read_file(file, &buf, &len);
+        if (r) {
+            if (log)
+                fprintf(log, "tide-mlp: checkpoint %s not loaded: %s\n", file, strerror(-r));
+            continue;
+        }
+        r = tide_mlp_ckpt_decode(buf, len, expect, s, &why);
+        free(buf);
+        if (r == -EBADMSG) {
+            if (log)
+                fprintf(log, "tide-mlp: checkpoint %s not loaded: %s\n", file, why.text);
+            continue;
+        }
+        if (r == -EINVAL) {
+            tide_errprintf(err, "checkpoint %s does not belong to this run: %s", file, why.text);
+            rc = r;
+            goto done;
+        }
+        if (r == 0 && s->steps_done != steps[i]) {
+            if (log)
+                fprintf(log, "tide-mlp: checkpoint %s not loaded: it holds step %llu\n", file,
+                        (unsigned long long)s->steps_done);
+            tide_mlp_state_free(s);
+            continue;
+        }
+        if (path)
+            snprintf(path, TIDE_MLP_CKPT_PATH_MAX, "%s", file);
+        rc = 0;
+        tide_error_clear(err);
+        goto done;
+    }
+done:
+    free(steps);
+    return rc;
+}

@@ -1,0 +1,52 @@
+/* tide-mlp's configuration: the model shape, the training hyper-parameters and the run's flags, and
+ * the parser of its command line. Pure (no MPI, no I/O beyond what the caller prints), so the unit
+ * tests drive it directly. docs/tide-mlp.md lists the flags. */
+#ifndef TIDE_MLP_CONFIG_H
+#define TIDE_MLP_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* What defines the training trajectory: every field must match for a checkpoint to be resumed,
+ * because each one changes the parameters after a step. */
+typedef struct tide_mlp_config {
+    uint32_t input;         /* input features per sample */
+    uint32_t width;         /* units per hidden layer */
+    uint32_t depth;         /* hidden layers (>= 1); the model has depth + 1 linear layers */
+    uint32_t output;        /* outputs per sample */
+    uint32_t micro_batches; /* micro-batches per step; divides batch */
+    uint64_t batch;         /* global batch: samples per step, whatever the world size */
+    uint64_t seed;          /* data, teacher and initial parameters */
+    double lr;              /* SGD learning rate */
+    double momentum;        /* SGD momentum in [0, 1); 0 turns momentum off */
+} tide_mlp_config_t;
+
+/* How to run: the config plus what does not change the trajectory. */
+typedef struct tide_mlp_options {
+    tide_mlp_config_t cfg;
+    uint64_t steps;             /* train until this many steps are done */
+    const char *checkpoint_dir; /* NULL: no checkpoints; borrowed from argv */
+    uint64_t checkpoint_every;  /* 0: only at the end, on a stop and on request */
+    uint32_t checkpoint_keep;   /* newest checkpoints kept in checkpoint_dir */
+    uint64_t log_every;         /* progress line every this many steps (0: none) */
+    bool quiet;                 /* only the final params-sha256 line */
+    bool help;
+} tide_mlp_options_t;
+
+/* The defaults: a small model that trains in a few seconds on 4 ranks of a 2-core machine. */
+void tide_mlp_options_default(tide_mlp_options_t *o);
+
+/* Parses argv (argv[0] is the program) over the defaults into *o. Returns 0, or -EINVAL with one
+ * line in err naming the bad flag. Strings in *o point into argv. Not reentrant (getopt_long). */
+int tide_mlp_options_parse(tide_mlp_options_t *o, int argc, char **argv, tide_error_t *err);
+
+/* Checks a config's ranges and consistency (micro_batches divides batch, the model fits in memory).
+ * Returns 0 or -EINVAL with err naming the field. */
+int tide_mlp_config_validate(const tide_mlp_config_t *c, tide_error_t *err);
+
+/* The usage text (static storage). */
+const char *tide_mlp_usage(void);
+
+#endif

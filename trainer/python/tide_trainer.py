@@ -1,0 +1,447 @@
+"""tide trainer SDK for Python: report steps, phases and checkpoints to the tide worker that runs
+this process, and learn when tide wants a checkpoint now or a stop after a step.
+
+One file, standard library only (Python 3.11): copy it next to your training script. The protocol
+is docs/trainer-api.md (newline-delimited JSON over the Unix socket named by TIDE_AGENT_SOCK); the
+semantics are those of the C SDK (trainer/tide_trainer.h).
+
+    import tide_trainer
+    t = tide_trainer.connect()          # a no-op object outside tide
+    for step in range(start, steps):
+        train_one_step()
+        t.step(step, phase="forward", flops=flops_per_step, samples=n, tokens=0)
+        req = t.checkpoint_requested()  # None, or the request id
+        if req is not None:
+            path, nbytes, digest = save(step)
+            t.checkpoint(step, path, nbytes, digest, request=req)
+        if t.should_stop(step):
+            break
+    t.close()
+
+Nothing here raises into the training loop because of the socket: when the worker goes away the
+object turns into a no-op and says so in one line on stderr. Reports with bad values (negative or
+non-finite FLOPs, negative counts, an unknown phase) are not sent either; the first one is named on
+stderr. A step report never blocks: when the worker does not keep up it is dropped. An object is
+used by one thread at a time.
+"""
+
+import json
+import math
+import operator
+import os
+import select
+import socket
+import sys
+import time
+
+__all__ = ["connect", "Trainer", "PHASES"]
+
+SDK = "python/1"
+PHASES = ("forward", "backward", "update", "eval", "checkpoint", "idle")
+LINE_MAX = 65536  # longest line, newline included
+_MAX_EXACT = (1 << 53) - 1  # integers on the wire are exact
+_HELLO_TIMEOUT = 5.0
+_MUST_SEND_TIMEOUT = 5.0
+_MAX_ERRORS_SHOWN = 5
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
+def _say(msg):
+    try:
+        sys.stderr.write("tide_trainer: " + msg + "\n")
+        sys.stderr.flush()
+    except Exception:  # a closed stderr must not break training either
+        pass
+
+
+def _int(v, name, lo=0, hi=_MAX_EXACT):
+    """v as an int in [lo, hi]; ValueError naming the field otherwise (bools are not ints)."""
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be an integer >= {lo}")
+    try:
+        x = operator.index(v)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer >= {lo}") from None
+    if x < lo or x > hi:
+        raise ValueError(f"{name} must be an integer from {lo} to {hi}")
+    return x
+
+
+def _phase(p):
+    if isinstance(p, str):
+        if p in PHASES:
+            return p
+    elif isinstance(p, int) and not isinstance(p, bool) and 0 <= p < len(PHASES):
+        return PHASES[p]
+    raise ValueError(f"phase must be one of {', '.join(PHASES)}")
+
+
+class _NoOp:
+    """What connect() returns outside tide: every call does nothing."""
+
+    active = False
+    checkpoint_deadline_unix_ms = None
+
+    def step(self, step, phase="forward", flops=0.0, samples=0, tokens=0):
+        pass
+
+    def phase(self, phase):
+        pass
+
+    def checkpoint(self, step, path="", nbytes=0, sha256="", request=0):
+        pass
+
+    def checkpoint_requested(self):
+        return None
+
+    def should_stop(self, step):
+        return False
+
+    def poll(self):
+        return 0
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Trainer(_NoOp):
+    """A connection to the tide worker; made by connect()."""
+
+    def __init__(self, sock):
+        self._sock = sock  # None once the connection is lost or closed
+        self._rbuf = bytearray()
+        self._rdiscard = False  # inside an oversize line from the worker
+        self._pending = b""  # unsent rest of a partly sent line
+        self._stop_step = None
+        self._ckpt = None  # (id, deadline) of the newest unanswered checkpoint_now
+        self._welcomed = False
+        self._refusal = None
+        self._errors_seen = 0
+        self._warned = False
+        self.dropped = 0  # step/phase reports dropped because the worker did not keep up
+
+    # --- connection state -------------------------------------------------------------------
+
+    @property
+    def active(self):
+        """Whether the connection to the worker is open."""
+        return self._sock is not None
+
+    def _lose(self, why):
+        if self._sock is None:
+            return
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        self._sock = None
+        self._pending = b""
+        self._ckpt = None  # nobody to report it to
+        if why and self._welcomed:
+            _say(f"connection to the tide worker lost ({why}): reports are off")
+
+    # --- receiving --------------------------------------------------------------------------
+
+    def _apply(self, line):
+        try:
+            m = json.loads(line)
+        except Exception:  # ValueError, RecursionError on deep nesting: ignore the line
+            return 0
+        if not isinstance(m, dict):
+            return 0
+        op = m.get("op")
+
+        def num(name):
+            v = m.get(name)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+        if op == "checkpoint_now" and num("id") is not None:
+            self._ckpt = (num("id"), num("deadline_unix_ms") or 0)
+            return 1
+        if op == "stop_after_step" and num("step") is not None:
+            if self._stop_step is None or num("step") < self._stop_step:
+                self._stop_step = num("step")
+            return 1
+        if op == "welcome":
+            self._welcomed = True
+            return 1
+        if op == "error":
+            ref = m.get("ref") or ""
+            text = f"{m.get('code')}: {m.get('message')}"
+            if not self._welcomed and ref in ("", "hello"):
+                self._refusal = text
+            elif self._errors_seen < _MAX_ERRORS_SHOWN:
+                self._errors_seen += 1
+                _say(f"the tide worker rejected a {ref} report: {text}")
+        return 0
+
+    def _read(self):
+        """Applies what arrived without blocking; the number of commands, or -1 when lost."""
+        if self._sock is None:
+            return -1
+        applied = 0
+        while True:
+            try:
+                data = self._sock.recv(65536, _DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return applied
+            except OSError as e:
+                self._lose(e.strerror or str(e))
+                return -1
+            if not data:
+                self._lose("the worker closed it")
+                return -1
+            self._rbuf += data
+            while True:
+                i = self._rbuf.find(b"\n")
+                if i < 0:
+                    break
+                line = bytes(self._rbuf[:i])
+                del self._rbuf[: i + 1]
+                if self._rdiscard:
+                    self._rdiscard = False
+                elif line.strip():
+                    applied += self._apply(line)
+            if len(self._rbuf) >= LINE_MAX:  # longer than any worker message: skip it
+                self._rbuf.clear()
+                self._rdiscard = True
+
+    # --- sending ----------------------------------------------------------------------------
+
+    def _send_some(self, data):
+        try:
+            return self._sock.send(data, _DONTWAIT | _NOSIGNAL)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as e:
+            self._lose(e.strerror or str(e))
+            return -1
+
+    def _flush(self, deadline):
+        """Sends the rest of a partly sent line, waiting until deadline (None: not at all).
+        True when nothing is pending any more."""
+        while self._pending:
+            n = self._send_some(self._pending)
+            if n < 0:
+                return False
+            self._pending = self._pending[n:]
+            if self._pending and n == 0:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is None or left <= 0:
+                    return False
+                try:
+                    select.select([], [self._sock], [], left)
+                except (OSError, ValueError) as e:
+                    self._lose(str(e))
+                    return False
+        return True
+
+    def _send(self, line, must):
+        """Sends one whole line; a report that may be lost (must=False) is dropped when the socket
+        is full, the others wait up to 5 s. A partly sent line is always finished first."""
+        if self._sock is None:
+            return
+        deadline = time.monotonic() + _MUST_SEND_TIMEOUT if must else None
+        if not self._flush(deadline):
+            if self._sock is not None:
+                self.dropped += 1
+                if must:
+                    _say("the tide worker does not read its socket: a report was dropped")
+            return
+        n = self._send_some(line)
+        if n < 0 or n == len(line):
+            return
+        if n == 0 and not must:
+            self.dropped += 1
+            return
+        self._pending = line[n:]
+        if must and not self._flush(deadline) and self._sock is not None:
+            _say("the tide worker does not read its socket: a report is delayed")
+
+    def _warn(self, e):
+        if not self._warned:
+            self._warned = True
+            _say(f"{e}: report not sent (further ones are dropped silently)")
+
+    # --- the API ----------------------------------------------------------------------------
+
+    def step(self, step, phase="forward", flops=0.0, samples=0, tokens=0):
+        """Step `step` finished: `flops` model FLOPs on this rank (without recomputation),
+        `samples` and `tokens` processed by this rank; `phase` is the phase entered now. Also
+        reads commands that arrived."""
+        if self._sock is None:
+            return
+        try:
+            step = _int(step, "step")
+            samples = _int(samples, "samples")
+            tokens = _int(tokens, "tokens")
+            phase = _phase(phase)
+            flops = float(flops)
+            if not math.isfinite(flops) or flops < 0:
+                raise ValueError("flops must be finite and >= 0")
+        except (ValueError, TypeError) as e:
+            self._warn(e)
+        else:
+            self._send(
+                f'{{"op":"step","step":{step},"phase":"{phase}","flops":{flops + 0.0!r},'
+                f'"samples":{samples},"tokens":{tokens}}}\n'.encode(),
+                False,
+            )
+        self._read()
+
+    def phase(self, phase):
+        """The rank entered `phase` (between step reports)."""
+        if self._sock is None:
+            return
+        try:
+            phase = _phase(phase)
+        except ValueError as e:
+            self._warn(e)
+            return
+        self._send(f'{{"op":"phase","phase":"{phase}"}}\n'.encode(), False)
+        self._read()
+
+    def checkpoint(self, step, path="", nbytes=0, sha256="", request=0):
+        """The rank finished writing its part of a checkpoint of the state after `step`: path,
+        size and SHA-256 (64 hex digits; may be empty when nbytes is 0). request is the id from
+        checkpoint_requested(), or 0 for a checkpoint of the trainer's own schedule."""
+        if self._sock is None:
+            return
+        self._read()
+        if self._sock is None:
+            return
+        try:
+            step = _int(step, "step")
+            nbytes = _int(nbytes, "nbytes")
+            request = _int(request or 0, "request")
+            path = os.fspath(path) if path else ""
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
+            digest = ""
+            if nbytes > 0:
+                digest = str(sha256 or "").lower()
+                if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                    raise ValueError("sha256 must be 64 hex digits")
+            line = json.dumps(
+                {"op": "checkpoint", "step": step, "path": path, "bytes": nbytes,
+                 "sha256": digest, "request": request},
+                separators=(",", ":"),
+            ).encode() + b"\n"
+        except (ValueError, TypeError) as e:
+            _say(f"checkpoint report not sent: {e}")
+            return
+        if len(line) > LINE_MAX:
+            _say("checkpoint report not sent: path too long")
+            return
+        self._send(line, True)
+        if request and self._ckpt is not None and self._ckpt[0] == request:
+            self._ckpt = None
+
+    def checkpoint_requested(self):
+        """The id of a checkpoint tide asked for and that was not answered yet, else None. The
+        request stays pending until checkpoint(..., request=id) names it."""
+        self._read()
+        return None if self._ckpt is None else self._ckpt[0]
+
+    @property
+    def checkpoint_deadline_unix_ms(self):
+        """The deadline (Unix epoch ms) of the pending checkpoint request, else None."""
+        return None if self._ckpt is None else self._ckpt[1]
+
+    def should_stop(self, step):
+        """Whether the rank should stop now that `step` is done (tide sent stop_after_step with a
+        value <= step). A stop received before the connection was lost stays in force."""
+        self._read()
+        return self._stop_step is not None and self._stop_step <= step
+
+    def poll(self):
+        """Reads and applies the commands that arrived, without blocking: the number applied,
+        or -1 when the connection is lost (the object is a no-op from then on)."""
+        return self._read()
+
+    def close(self):
+        """Closes the connection (waits up to 1 s for a partly sent line)."""
+        if self._sock is None:
+            return
+        if self._pending:
+            self._flush(time.monotonic() + 1.0)
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # --- opening ----------------------------------------------------------------------------
+
+    def _hello(self, job, generation, rank):
+        hello = json.dumps(
+            {"op": "hello", "v": 1, "job": job, "generation": generation, "rank": rank,
+             "pid": os.getpid(), "sdk": SDK},
+            separators=(",", ":"),
+        ).encode() + b"\n"
+        self._sock.settimeout(_HELLO_TIMEOUT)
+        self._sock.sendall(hello, _NOSIGNAL)
+        # from here on nothing blocks inside a socket call (a timeout socket would wait in recv)
+        self._sock.setblocking(False)
+        deadline = time.monotonic() + _HELLO_TIMEOUT
+        while not self._welcomed and self._refusal is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no welcome within {_HELLO_TIMEOUT:.0f} s")
+            select.select([self._sock], [], [], left)
+            if self._read() < 0:
+                raise ConnectionError("the tide worker closed the connection before its welcome")
+        if self._refusal is not None:
+            raise ConnectionError(f"the tide worker refused the hello ({self._refusal})")
+
+
+def connect():
+    """Connects to $TIDE_AGENT_SOCK and says hello with TIDE_JOB_ID, TIDE_GENERATION and RANK;
+    waits at most 5 s for the welcome. Returns a Trainer, or a no-op object outside tide (no
+    TIDE_AGENT_SOCK) and, with one line on stderr, when the socket or the hello fails."""
+    path = os.environ.get("TIDE_AGENT_SOCK")
+    if not path:
+        return _NoOp()
+    job = os.environ.get("TIDE_JOB_ID", "")
+    if not job:
+        _say("TIDE_AGENT_SOCK is set but TIDE_JOB_ID is not: running without tide")
+        return _NoOp()
+    try:
+        generation = _int(int(os.environ.get("TIDE_GENERATION", "")), "TIDE_GENERATION")
+        rank = _int(int(os.environ.get("RANK", "")), "RANK")
+    except ValueError:
+        _say("TIDE_GENERATION and RANK must be integers >= 0: running without tide")
+        return _NoOp()
+    sock = None
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # close-on-exec by default
+        sock.settimeout(_HELLO_TIMEOUT)
+        sock.connect(path)
+    except OSError as e:
+        if sock is not None:
+            sock.close()
+        _say(f"connect {path}: {e.strerror or e}: running without tide")
+        return _NoOp()
+    t = Trainer(sock)
+    try:
+        t._hello(job, generation, rank)
+    except OSError as e:  # ConnectionError and TimeoutError are OSErrors
+        t._lose(None)
+        _say(f"{e}: running without tide")
+        return _NoOp()
+    return t
