@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # tide end to end on one machine: a scheduler (embedded SQLite store in a throwaway data dir), 4 workers
 # with simulated H100s on 2 simulated nodes, a 4-rank job; shows the jobs and workers tables while it
-# runs, waits for it to succeed, prints each rank's output, and stops everything it started.
+# runs, waits for it to succeed, prints each rank's output; then tide-mlp as one MPI job across the 4
+# workers (--launcher mpi) with a checkpoint requested mid-run, checked bitwise against a one-process
+# run; and stops everything it started.
 #   scripts/demo.sh BIN_DIR        (make demo; TIDE_DEMO_QUICK=1 for a short run, as CI does)
 set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
 QUICK=${TIDE_DEMO_QUICK:-0}
 STEPS=$([ "$QUICK" = 1 ] && echo 4 || echo 12)
+MLP_STEPS=$([ "$QUICK" = 1 ] && echo 60 || echo 400)
 DIR=$(mktemp -d /tmp/tide-demo.XXXXXX)
 PIDS=()
 
@@ -104,4 +107,29 @@ say "each rank's output (tidectl logs $JOB)"
 
 say "job $JOB"
 "$BIN/tidectl" job "$JOB"
+
+say "an MPI job: tide-mlp across the 4 workers (tidectl submit --launcher mpi --workers 4 -- tide-mlp)"
+MLP=$("$BIN/tidectl" submit --launcher mpi --workers 4 --workdir "$DIR" -- \
+    "$BIN/tide-mlp" --steps "$MLP_STEPS" --checkpoint-dir "$DIR/ckpt")
+echo "submitted job $MLP"
+stepping() { "$BIN/tidectl" -o json job "$MLP" | grep -q '"stepsReported"'; }
+wait_for 60 "job $MLP to report steps through the trainer SDK" stepping
+say "asking it for a checkpoint now (tidectl checkpoint $MLP --wait)"
+"$BIN/tidectl" checkpoint "$MLP" --deadline 60s --wait || echo "(the job ended before it could checkpoint)"
+"$BIN/tidectl" job "$MLP"
+end=$((SECONDS + 180))
+until [ "$("$BIN/tidectl" job "$MLP" | awk '/^State:/ {print $2}')" = SUCCEEDED ]; do
+    st=$("$BIN/tidectl" job "$MLP" | awk '/^State:/ {print $2}')
+    case "$st" in FAILED | CANCELLED) "$BIN/tidectl" job "$MLP"; "$BIN/tidectl" logs "$MLP"; die "job $MLP ended $st" ;; esac
+    [ $SECONDS -lt $end ] || die "job $MLP did not finish within 180s"
+    sleep 0.5
+done
+say "job $MLP succeeded; rank 0's output ends"
+"$BIN/tidectl" logs "$MLP" --rank 0 | tail -n 4
+got=$("$BIN/tidectl" logs "$MLP" --rank 0 | awk '/^params-sha256/ {print $2}')
+want=$("$BIN/tide-mlp" --steps "$MLP_STEPS" --quiet | awk '/^params-sha256/ {print $2}')
+echo "4 MPI ranks under tide: $got"
+echo "1 process, no tide:     $want"
+[ -n "$got" ] && [ "$got" = "$want" ] || die "the MPI run's parameters differ from the one-process run"
+echo "bitwise identical"
 say "demo succeeded; stopping everything"
