@@ -99,16 +99,21 @@ static void op_stop(void *ud, uint64_t id, uint32_t grace_ms)
     tide_worker_agent_t *a = ud;
     uint32_t kill_after = grace_ms < SOFT_STOP_KILL_MAX_MS ? grace_ms : SOFT_STOP_KILL_MAX_MS;
 
+    bool soft = grace_ms > 0 && a->trainer &&
+                tide_trainer_server_stop_after_step(a->trainer, id) == 0;
+
+    /* An MPI rank's daemons go too; after a soft stop only once the rank had its chance to finish
+     * its step (killing orted kills its ranks, and mpirun then aborts the job). */
     if (a->mpi)
-        tide_worker_mpi_stop_daemons(a->mpi, id);
+        tide_worker_mpi_stop_daemons(a->mpi, id, soft ? grace_ms + kill_after : 0);
     if (a->mpi && tide_worker_mpi_is_virtual(a->mpi, id)) {
-        if (grace_ms > 0 && a->trainer && tide_trainer_server_stop_after_step(a->trainer, id) == 0)
+        if (soft)
             tide_worker_mpi_stop(a->mpi, id, grace_ms, kill_after);
         else
             tide_worker_mpi_stop(a->mpi, id, 0, grace_ms);
         return;
     }
-    if (grace_ms > 0 && a->trainer && tide_trainer_server_stop_after_step(a->trainer, id) == 0) {
+    if (soft) {
         tide_launcher_stop_soft(a->launcher, id, grace_ms, kill_after);
         return;
     }
@@ -485,14 +490,15 @@ static void stop_io(tide_worker_agent_t *a)
     a->call = NULL; /* freeing the client fails it: that status is ignored */
     tide_rpc_client_free(a->client);
     a->client = NULL;
-    tide_launcher_free(a->launcher);
-    a->launcher = NULL;
-    tide_worker_logs_free(a->logs);
-    a->logs = NULL;
+    /* MPI first: it kills its daemons through the launcher and ends its calls on the server. */
     tide_worker_mpi_free(a->mpi);
     a->mpi = NULL;
     tide_rpc_server_free(a->launcher_server, NULL, NULL);
     a->launcher_server = NULL;
+    tide_launcher_free(a->launcher);
+    a->launcher = NULL;
+    tide_worker_logs_free(a->logs);
+    a->logs = NULL;
     tide_trainer_server_free(a->trainer);
     a->trainer = NULL;
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);

@@ -26,6 +26,9 @@
 #include "xmalloc.h"
 
 #define WAIT_DEFAULT_MS 30000
+#define WAITERS_MAX     64          /* attaches and StartDaemons waiting for their LaunchRank */
+#define ARGV_MAX        512         /* StartDaemon argv: entries */
+#define ARGV_BYTES_MAX  (64 * 1024) /* and bytes */
 #define START_DAEMON_PATH "/tide.v1.WorkerLauncher/StartDaemon"
 
 typedef struct mpi_rank {
@@ -36,19 +39,21 @@ typedef struct mpi_rank {
     tide_trainer_conn_t *conn; /* the attached rank-exec */
     int32_t pid;               /* its pid (SO_PEERCRED) */
     bool exit_known, reported;
+    bool exit_pending; /* reported from the timer, never from inside a callback of ours */
     int64_t exit_status;
     int term_signal;
     uint64_t term_at, kill_at; /* loop ms of a pending SIGTERM / SIGKILL; 0: none */
 } mpi_rank_t;
 
-typedef struct daemon {
+struct daemon {
     tide_list_t link; /* m->daemons */
     uint64_t id;
     char *job_id;
     int32_t generation;
     tide_rpc_call_t *call; /* NULL once the call closed */
     bool running;
-} daemon_t;
+    uint64_t kill_at; /* loop ms of a deferred stop; 0: none */
+};
 
 /* An attach or StartDaemon that waits for its LaunchRank. */
 typedef struct waiter {
@@ -69,12 +74,15 @@ struct tide_worker_mpi {
     tide_worker_mpi_exit_cb on_exit;
     void *ud;
     tide_list_t ranks, daemons, waiting;
+    size_t n_waiting;
     uint64_t next_daemon;
     uv_timer_t timer; /* waiters' deadlines and virtual ranks' stop signals */
     bool freeing;
 };
 
 static void rearm(tide_worker_mpi_t *m);
+typedef struct daemon daemon_t;
+static void daemon_kill(tide_worker_mpi_t *m, daemon_t *d);
 
 void tide_worker_mpi_new(uv_loop_t *loop, const tide_worker_mpi_config_t *cfg,
                          tide_worker_mpi_t **out)
@@ -275,6 +283,10 @@ static int spawn_mpirun(tide_worker_mpi_t *m, uint64_t id, const Tide__V1__Launc
         argv[n++] = "--mca";
         argv[n++] = "oob_tcp_if_include";
         argv[n++] = "lo";
+        /* ... and the ranks of all "nodes" share the machine's cores: do not busy-poll them. */
+        argv[n++] = "--mca";
+        argv[n++] = "mpi_yield_when_idle";
+        argv[n++] = "1";
     }
     argv[n++] = m->rank_exec;
     argv[n++] = "--";
@@ -304,9 +316,10 @@ static int spawn_mpirun(tide_worker_mpi_t *m, uint64_t id, const Tide__V1__Launc
 
 /* --- waiters --- */
 
-static void waiter_free(waiter_t *w)
+static void waiter_free(waiter_t *w, tide_worker_mpi_t *m)
 {
     tide_list_remove(&w->link);
+    m->n_waiting--;
     free(w->job_id);
     free(w->credential);
     if (w->req)
@@ -363,7 +376,7 @@ static void serve_waiters(tide_worker_mpi_t *m)
                 char *cred = w->credential;
                 w->credential = NULL;
                 tide_trainer_conn_set_data(c, NULL);
-                waiter_free(w);
+                waiter_free(w, m);
                 attach_now(m, c, r, cred);
                 free(cred);
             }
@@ -374,7 +387,7 @@ static void serve_waiters(tide_worker_mpi_t *m)
                 Tide__V1__StartDaemonRequest *req = w->req;
                 w->req = NULL;
                 tide_rpc_call_set_data(call, NULL);
-                waiter_free(w);
+                waiter_free(w, m);
                 start_daemon_now(m, call, req, r);
                 tide__v1__start_daemon_request__free_unpacked(req, NULL);
             }
@@ -384,14 +397,16 @@ static void serve_waiters(tide_worker_mpi_t *m)
 
 /* --- virtual ranks --- */
 
+/* Queues the exit of virtual rank r: the timer reports it, so the core never hears of it from
+ * inside a call that is still using r (an attach, a stop, a spawn). */
 static void report_exit(tide_worker_mpi_t *m, mpi_rank_t *r)
 {
     if (r->reported || !r->is_virtual)
         return;
     r->reported = true;
+    r->exit_pending = true;
     r->term_at = r->kill_at = 0;
-    if (m->on_exit)
-        m->on_exit(m->ud, r->id, r->exit_status, r->term_signal); /* may call rank_gone */
+    rearm(m);
 }
 
 static void send_signal_line(mpi_rank_t *r, int sig)
@@ -415,23 +430,40 @@ static void on_timer(uv_timer_t *t)
             continue;
         if (w->conn) {
             tide_trainer_conn_t *c = w->conn;
-            attach_refuse(c, "unknown_rank",
-                          "job %s generation %lld rank %lld does not run on worker %s",
-                          w->job_id, (long long)w->attach.generation, (long long)w->attach.rank,
-                          m->worker_id);
+            char *job = w->job_id;
+            long long gen = (long long)w->attach.generation, rank = (long long)w->attach.rank;
+            /* Unlink first: refusing may close c, which looks for its waiter. */
+            w->job_id = NULL;
             tide_trainer_conn_set_data(c, NULL);
-            waiter_free(w);
+            waiter_free(w, m);
+            attach_refuse(c, "unknown_rank", "job %s generation %lld rank %lld does not run on worker %s",
+                          job, gen, rank, m->worker_id);
+            tide_trainer_conn_close(c);
+            free(job);
         } else {
             char msg[256];
             snprintf(msg, sizeof(msg), "job %s generation %d runs no rank on worker %s",
                      w->req->job_id, w->req->generation, m->worker_id);
             tide_rpc_call_set_data(w->call, NULL);
             tide_rpc_call_finish(w->call, TIDE_GRPC_FAILED_PRECONDITION, msg);
-            waiter_free(w);
+            waiter_free(w, m);
+        }
+    }
+    tide_list_for_each_safe(pos, tmp, &m->daemons) {
+        daemon_t *d = tide_list_entry(pos, daemon_t, link);
+        if (d->kill_at && now >= d->kill_at) {
+            d->kill_at = 0;
+            daemon_kill(m, d);
         }
     }
     tide_list_for_each_safe(pos, tmp, &m->ranks) {
         mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
+        if (r->exit_pending) {
+            r->exit_pending = false;
+            if (m->on_exit)
+                m->on_exit(m->ud, r->id, r->exit_status, r->term_signal); /* may free r */
+            continue;
+        }
         if (r->term_at && now >= r->term_at) {
             r->term_at = 0;
             send_signal_line(r, SIGTERM);
@@ -457,8 +489,15 @@ static void rearm(tide_worker_mpi_t *m)
         if (w->deadline < next)
             next = w->deadline;
     }
+    tide_list_for_each(pos, &m->daemons) {
+        daemon_t *d = tide_list_entry(pos, daemon_t, link);
+        if (d->kill_at && d->kill_at < next)
+            next = d->kill_at;
+    }
     tide_list_for_each(pos, &m->ranks) {
         mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
+        if (r->exit_pending)
+            next = now;
         if (r->term_at && r->term_at < next)
             next = r->term_at;
         if (r->kill_at && r->kill_at < next)
@@ -550,18 +589,24 @@ static void daemon_kill(tide_worker_mpi_t *m, daemon_t *d)
         tide_launcher_stop(m->launcher, d->id, m->freeing ? 0 : DAEMON_KILL_GRACE_MS);
 }
 
-void tide_worker_mpi_stop_daemons(tide_worker_mpi_t *m, uint64_t id)
+void tide_worker_mpi_stop_daemons(tide_worker_mpi_t *m, uint64_t id, uint32_t after_ms)
 {
     mpi_rank_t *r = find_id(m, id);
+    uint64_t at = uv_now(m->loop) + after_ms;
     tide_list_t *pos;
 
     if (!r)
         return;
     tide_list_for_each(pos, &m->daemons) {
         daemon_t *d = tide_list_entry(pos, daemon_t, link);
-        if (d->generation == r->launch->generation && strcmp(d->job_id, r->launch->job_id) == 0)
+        if (d->generation != r->launch->generation || strcmp(d->job_id, r->launch->job_id) != 0)
+            continue;
+        if (after_ms == 0)
             daemon_kill(m, d);
+        else if (!d->kill_at || at < d->kill_at)
+            d->kill_at = at;
     }
+    rearm(m);
 }
 
 void tide_worker_mpi_rank_gone(tide_worker_mpi_t *m, uint64_t id)
@@ -666,6 +711,12 @@ void tide_worker_mpi_on_attach(void *ud, tide_trainer_conn_t *c, const tide_trai
         return;
     }
     /* Its LaunchRank may still be on the way (the scheduler starts rank 0 first). */
+    if (m->n_waiting >= WAITERS_MAX) {
+        attach_refuse(c, "unknown_rank", "job %.64s rank %lld does not run on worker %s", msg->job,
+                      (long long)msg->rank, m->worker_id);
+        tide_trainer_conn_close(c);
+        return;
+    }
     w = tide_xcalloc(1, sizeof(*w));
     w->deadline = uv_now(m->loop) + m->wait_ms;
     w->conn = c;
@@ -676,6 +727,7 @@ void tide_worker_mpi_on_attach(void *ud, tide_trainer_conn_t *c, const tide_trai
     w->attach.json_ = NULL;
     tide_trainer_conn_set_data(c, w);
     tide_list_push_back(&m->waiting, &w->link);
+    m->n_waiting++;
     rearm(m);
 }
 
@@ -710,7 +762,7 @@ void tide_worker_mpi_on_attach_closed(void *ud, tide_trainer_conn_t *c)
     tide_list_for_each_safe(pos, tmp, &m->waiting) {
         waiter_t *w = tide_list_entry(pos, waiter_t, link);
         if (w->conn == c)
-            waiter_free(w);
+            waiter_free(w, m);
     }
     tide_list_for_each_safe(pos, tmp, &m->ranks) {
         mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
@@ -846,6 +898,24 @@ static void start_daemon_now(tide_worker_mpi_t *m, tide_rpc_call_t *call,
     tide_rpc_call_send_pb(call, &ev.base);
 }
 
+/* "orted" (found in PATH when it runs), or a path to the same file as PATH's orted. */
+static bool is_the_orted(const char *argv0)
+{
+    char *mine, *a = NULL, *b = NULL;
+    bool same;
+
+    if (!strchr(argv0, '/'))
+        return true;
+    mine = which("orted");
+    a = mine ? realpath(mine, NULL) : NULL;
+    b = realpath(argv0, NULL);
+    same = a && b && strcmp(a, b) == 0;
+    free(mine);
+    free(a);
+    free(b);
+    return same;
+}
+
 static void start_daemon(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
     tide_worker_mpi_t *m = tide_rpc_call_server_data(call);
@@ -870,16 +940,33 @@ static void start_daemon(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "argv must not be empty");
         goto done;
     }
+    {
+        size_t bytes = 0;
+        for (size_t i = 0; i < req->n_argv; i++)
+            bytes += strlen(req->argv[i]) + 1;
+        if (req->n_argv > ARGV_MAX || bytes > ARGV_BYTES_MAX) {
+            tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "argv is too long");
+            goto done;
+        }
+    }
     base = strrchr(req->argv[0], '/');
     base = base ? base + 1 : req->argv[0];
-    if (strcmp(base, "orted") != 0) {
-        snprintf(msg, sizeof(msg), "argv[0] %.100s is not an Open MPI daemon (orted)", req->argv[0]);
+    if (strcmp(base, "orted") != 0 || !is_the_orted(req->argv[0])) {
+        snprintf(msg, sizeof(msg), "argv[0] %.100s is not the Open MPI daemon (orted) of this node",
+                 req->argv[0]);
+        tide_warn("StartDaemon from %s refused: %s", tide_rpc_call_peer(call), msg);
         tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, msg);
         goto done;
     }
     r = find_rank(m, req->job_id, req->generation, -1);
     if (r) {
         start_daemon_now(m, call, req, r);
+        goto done;
+    }
+    if (m->n_waiting >= WAITERS_MAX) {
+        snprintf(msg, sizeof(msg), "job %.64s generation %d runs no rank on worker %s", req->job_id,
+                 req->generation, m->worker_id);
+        tide_rpc_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, msg);
         goto done;
     }
     w = tide_xcalloc(1, sizeof(*w));
@@ -889,6 +976,7 @@ static void start_daemon(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     req = NULL;
     tide_rpc_call_set_data(call, w);
     tide_list_push_back(&m->waiting, &w->link);
+    m->n_waiting++;
     rearm(m);
 done:
     if (req)
@@ -908,7 +996,7 @@ static void start_daemon_closed(tide_rpc_call_t *call)
     tide_list_for_each_safe(pos, tmp, &m->waiting) {
         waiter_t *w = tide_list_entry(pos, waiter_t, link);
         if (w == data)
-            waiter_free(w);
+            waiter_free(w, m);
     }
     tide_list_for_each_safe(pos, tmp, &m->daemons) {
         daemon_t *d = tide_list_entry(pos, daemon_t, link);
@@ -985,7 +1073,7 @@ void tide_worker_mpi_free(tide_worker_mpi_t *m)
         }
         if (w->conn)
             tide_trainer_conn_set_data(w->conn, NULL);
-        waiter_free(w);
+        waiter_free(w, m);
     }
     tide_list_for_each_safe(pos, tmp, &m->daemons) {
         daemon_t *d = tide_list_entry(pos, daemon_t, link);

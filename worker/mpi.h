@@ -61,9 +61,9 @@ bool tide_worker_mpi_is_virtual(const tide_worker_mpi_t *m, uint64_t id);
 int tide_worker_mpi_stop(tide_worker_mpi_t *m, uint64_t id, uint32_t term_after_ms,
                          uint32_t grace_ms);
 /* Rank id (any MPI rank) is being stopped by tide: the daemons of its generation on this worker
- * go too (SIGTERM, then SIGKILL). A rank that simply ends leaves them to mpirun, which ends them
+ * go too (SIGTERM, then SIGKILL), after after_ms (0: now). A rank that simply ends leaves them to mpirun, which ends them
  * when the job is done (killing them early would fail the job). No-op for other ids. */
-void tide_worker_mpi_stop_daemons(tide_worker_mpi_t *m, uint64_t id);
+void tide_worker_mpi_stop_daemons(tide_worker_mpi_t *m, uint64_t id, uint32_t after_ms);
 /* Rank id (any MPI rank) ended or was dropped: forget it (its rank-exec connection is closed). */
 void tide_worker_mpi_rank_gone(tide_worker_mpi_t *m, uint64_t id);
 /* The launcher's exit callback for a daemon id (TIDE_WORKER_MPI_DAEMON_ID set). */

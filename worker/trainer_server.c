@@ -454,6 +454,8 @@ int tide_trainer_server_new(uv_loop_t *loop, const tide_trainer_server_config_t 
     return 0;
 fail:
     tide_errprintf(err, "trainer socket %s: %s", s->path, uv_strerror(rc));
+    if (rc != -EADDRINUSE)
+        unlink(s->path); /* bound but not listening: leave no file behind */
     s->freeing = true;
     uv_close((uv_handle_t *)&s->listener, on_listener_closed);
     return rc;

@@ -96,6 +96,8 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
 void tide__ckpt_collect_reset(tide_job_t *job);
 /* Ends the CheckpointJob request in flight, if any, unanswered (event job.checkpoint_missed). */
 void tide__ckpt_request_end(tide_core_t *core, tide_job_t *job, const char *why);
+/* Emits CHECKPOINT_NOW of the request in flight for rank r (running, with a worker). */
+void tide__ckpt_send(tide_core_t *core, tide_job_t *job, int32_t r);
 /* Deep copy into dst (whose strings are freed first). */
 void tide__ckpt_copy(tide_checkpoint_t *dst, const tide_checkpoint_t *src);
 

@@ -129,6 +129,24 @@ void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char 
         complete(core, job);
 }
 
+void tide__ckpt_send(tide_core_t *core, tide_job_t *job, int32_t r)
+{
+    tide_job_rank_t *slot = &job->ranks[r];
+    tide_action_t *a;
+
+    if (!job->ckpt_request || !slot->worker || slot->state != TIDE_RANK_RUNNING)
+        return;
+    a = tide__act(core, TIDE_ACT_CHECKPOINT_NOW);
+    a->worker = slot->worker;
+    a->job = job;
+    a->job_id = job->id;
+    a->generation = job->generation;
+    a->rank = r;
+    a->conn = slot->worker->conn;
+    a->request_id = job->ckpt_request;
+    a->deadline_ms = job->ckpt_deadline_ms;
+}
+
 int tide_core_job_checkpoint(tide_core_t *core, const char *id, int64_t deadline_ms,
                              tide_job_t **out, tide_error_t *err)
 {
@@ -158,21 +176,8 @@ int tide_core_job_checkpoint(tide_core_t *core, const char *id, int64_t deadline
         job->ckpt_request = job->last_ckpt.request_id + 1;
     job->ckpt_deadline_ms = core->now_wall + deadline_ms;
     job->ckpt_deadline_at = core->now_mono + deadline_ms;
-    for (int32_t r = 0; r < job->n_ranks; r++) {
-        tide_job_rank_t *slot = &job->ranks[r];
-        tide_action_t *a;
-        if (!slot->worker || slot->state != TIDE_RANK_RUNNING)
-            continue;
-        a = tide__act(core, TIDE_ACT_CHECKPOINT_NOW);
-        a->worker = slot->worker;
-        a->job = job;
-        a->job_id = job->id;
-        a->generation = job->generation;
-        a->rank = r;
-        a->conn = slot->worker->conn;
-        a->request_id = job->ckpt_request;
-        a->deadline_ms = job->ckpt_deadline_ms;
-    }
+    for (int32_t r = 0; r < job->n_ranks; r++)
+        tide__ckpt_send(core, job, r);
     tide__event(core, "job.checkpoint_requested", job, NULL,
                 "checkpoint of job %s requested (request %" PRIu64 ", deadline in %llds)", job->id,
                 job->ckpt_request, (long long)(deadline_ms / 1000));

@@ -71,6 +71,8 @@ void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_sta
     job->ranks_exited += (int32_t)(st == TIDE_RANK_EXITED) - (int32_t)(old == TIDE_RANK_EXITED);
     slot->state = st;
     tide__persist_job(core, job);
+    if (st == TIDE_RANK_RUNNING && job->state == TIDE_JOB_RUNNING && job->ckpt_request)
+        tide__ckpt_send(core, job, r); /* a rank that started after the request gets it too */
     if (job->state == TIDE_JOB_RUNNING && fully_started(job) && job->launch_deadline) {
         /* Every rank was confirmed (or ended) at least once: the generation has started. */
         job->launch_deadline = 0;

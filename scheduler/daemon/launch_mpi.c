@@ -2,12 +2,14 @@
  * use (tide-n0, tide-n1, ...: real node names may hold '.', '_' or '/', which Open MPI mangles, or
  * equal the launching host's name, which mpirun would start without the rsh agent), each with its
  * first rank's WorkerLauncher and its workers' trainer sockets; and the generation's credential,
- * SHA-256 of the scheduler's launch key with the job id and generation, so it needs no storage and
- * opens nothing but that generation's daemons and ranks. */
+ * HMAC-SHA256 of the job id and generation under the scheduler's launch key, so it needs no storage
+ * and opens nothing but that generation's daemons and ranks. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "daemon.h"
 
@@ -15,18 +17,12 @@ static char *credential(tide_daemon_t *d, const tide_job_t *job, int32_t generat
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
-    char gen[16], *hex;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    char *msg = tide_arena_alloc(&d->arena, strlen(job->id) + 16), *hex;
 
-    snprintf(gen, sizeof(gen), "%d", generation);
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-        EVP_DigestUpdate(ctx, d->launch_key, strlen(d->launch_key)) != 1 ||
-        EVP_DigestUpdate(ctx, "\n", 1) != 1 ||
-        EVP_DigestUpdate(ctx, job->id, strlen(job->id)) != 1 ||
-        EVP_DigestUpdate(ctx, "\n", 1) != 1 || EVP_DigestUpdate(ctx, gen, strlen(gen)) != 1 ||
-        EVP_DigestFinal_ex(ctx, md, &n) != 1)
+    snprintf(msg, strlen(job->id) + 16, "%s\n%d", job->id, generation);
+    if (!HMAC(EVP_sha256(), d->launch_key, (int)strlen(d->launch_key), (const unsigned char *)msg,
+              strlen(msg), md, &n))
         abort(); /* only on OOM */
-    EVP_MD_CTX_free(ctx);
     hex = tide_arena_alloc(&d->arena, 2 * n + 1);
     for (unsigned int i = 0; i < n; i++)
         snprintf(hex + 2 * i, 3, "%02x", md[i]);

@@ -99,7 +99,10 @@ def main():
             assert job["state"] == "JOB_STATE_FAILED", job
             assert job["exitCode"] == 3, job
             assert job["ranks"][2].get("exitCode") == 3, job["ranks"]
-            pids = [int(open(os.path.join(out, f"pid{k}")).read()) for k in range(4)]
+            # A rank aborted before it wrote its pid never ran long enough to leave anything behind.
+            pids = [int(open(os.path.join(out, f"pid{k}")).read()) for k in range(4)
+                    if os.path.exists(os.path.join(out, f"pid{k}"))]
+            assert pids, "no rank wrote its pid"
             wait_for(lambda: not any(pid_alive(p) for p in pids), 30, "every rank's process gone")
             assert "failing" in c.tidectl("logs", jid, "--rank", "2").stdout
 
@@ -114,6 +117,10 @@ def main():
 
             # While it runs: the WorkerLauncher refuses a wrong credential and anything but orted.
             addr = launcher_address(c, job_worker(c, jid, 2))
+            fake_orted = os.path.join(out, "orted")  # named orted, but not Open MPI's
+            with open(fake_orted, "w") as f:
+                f.write("#!/bin/sh\ntouch " + os.path.join(out, "pwned") + "\n")
+            os.chmod(fake_orted, 0o755)
             ch = grpc.insecure_channel(addr)
             call = ch.unary_stream("/tide.v1.WorkerLauncher/StartDaemon",
                                    request_serializer=ws.StartDaemonRequest.SerializeToString,
@@ -123,6 +130,8 @@ def main():
                                            argv=["orted"]), grpc.StatusCode.PERMISSION_DENIED),
                     (ws.StartDaemonRequest(job_id=jid, generation=1, credential="x", node="tide-n1",
                                            argv=["/bin/sh", "-c", "id"]), grpc.StatusCode.INVALID_ARGUMENT),
+                    (ws.StartDaemonRequest(job_id=jid, generation=1, credential="x", node="tide-n1",
+                                           argv=[fake_orted]), grpc.StatusCode.INVALID_ARGUMENT),
                     (ws.StartDaemonRequest(job_id="", generation=1, credential="x", node="tide-n1",
                                            argv=["orted"]), grpc.StatusCode.INVALID_ARGUMENT)):
                 try:
@@ -131,8 +140,10 @@ def main():
                 except grpc.RpcError as e:
                     assert e.code() == code, (e.code(), e.details())
             ch.close()
+            assert not os.path.exists(os.path.join(out, "pwned"))
             # ... and an attach with a wrong credential gets an error line.
-            sock_path = os.path.join(c.tmp, "worker-node2-gpu1", "agent.sock")
+            wid = job_worker(c, jid, 3)
+            sock_path = os.path.join(c.tmp, "worker-" + wid.replace("/gpu", "-gpu"), "agent.sock")
             s = socket.socket(socket.AF_UNIX)
             s.connect(sock_path)
             s.sendall((json.dumps({"op": "attach", "v": 1, "job": jid, "generation": 1, "rank": 3,

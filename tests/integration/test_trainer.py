@@ -84,8 +84,14 @@ def main():
             check_file(ck)
             events = c.tidectl("events", "--job", jid).stdout
             assert "job.checkpoint_requested" in events and "job.checkpoint " in events + " ", events
+            # Cancel: every MPI rank is asked to stop after a step; they agree on one, save, and mpirun
+            # and every rank exit 0 (nothing is killed: the daemons wait for the ranks).
             c.tidectl("cancel", jid)
             c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
+            ranks = wait_for(lambda: (lambda rs: rs if all(r.get("phase") == "RANK_PHASE_EXITED" for r in rs)
+                                      else None)(c.job(jid)["ranks"]), 30, "every rank's exit")
+            assert all(r.get("exitCode", 0) == 0 for r in ranks), ranks
+            assert "stopping" in c.tidectl("logs", jid, "--rank", "0").stdout
 
         def test_checkpoint_missed():
             # A rank that never uses the SDK cannot answer: the request is reported missed at its deadline.

@@ -139,6 +139,30 @@ static void test_checkpoint_request_is_answered(void **state)
     h_fini(&h);
 }
 
+static void test_checkpoint_request_reaches_late_ranks(void **state)
+{
+    h_t h;
+    tide_job_t *job, *out;
+    tide_error_t err;
+    (void)state;
+    h_init(&h, NULL);
+    h_register(&h, "n1/gpu0", "n1", 0);
+    h_register(&h, "n1/gpu1", "n1", 1);
+    h_clear(&h);
+    job = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    /* only rank 0 runs yet */
+    tide_core_rank_started(h.core, job->ranks[0].worker, job->id, 1, 0, 100, 29400);
+    h_clear(&h);
+    assert_int_equal(tide_core_job_checkpoint(h.core, job->id, 0, &out, &err), 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), 1);
+    h_clear(&h);
+    tide_core_rank_started(h.core, job->ranks[1].worker, job->id, 1, 1, 101, 0);
+    assert_non_null(h_find(&h, TIDE_ACT_CHECKPOINT_NOW, NULL, 1));
+    assert_int_equal(h_find(&h, TIDE_ACT_CHECKPOINT_NOW, NULL, 1)->request_id, job->ckpt_request);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 static void test_checkpoint_request_deadline(void **state)
 {
     h_t h;
@@ -256,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_progress_is_kept_for_the_current_rank_only),
         cmocka_unit_test(test_checkpoint_completes_when_every_rank_reported),
         cmocka_unit_test(test_checkpoint_request_is_answered),
+        cmocka_unit_test(test_checkpoint_request_reaches_late_ranks),
         cmocka_unit_test(test_checkpoint_request_deadline),
         cmocka_unit_test(test_checkpoint_request_errors),
         cmocka_unit_test(test_checkpoint_survives_restore),
