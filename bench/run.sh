@@ -6,3 +6,7 @@ BUILD=${1:-build}
 echo "tide benchmarks at $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(nproc) cores, $(date -u +%F)"
 echo
 "$BUILD/bin/tide-bench-core"
+echo
+"$BUILD/bin/tide-bench-trainer"
+echo
+"$(dirname "$0")/worker_footprint.sh" "$BUILD" 30
