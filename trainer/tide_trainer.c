@@ -260,7 +260,7 @@ static bool parse_wmsg(const char *p, size_t len, wmsg_t *m)
     }
 }
 
-/* Applies one line from the worker; returns 1 when it was a command or welcome, else 0. */
+/* Applies one line from the worker; returns 1 when it was a command, else 0. */
 static int apply_line(tide_trainer_t *t, const char *line, size_t len)
 {
     wmsg_t m;
@@ -280,7 +280,7 @@ static int apply_line(tide_trainer_t *t, const char *line, size_t len)
     }
     if (!strcmp(m.op, "welcome")) {
         t->welcomed = true;
-        return 1;
+        return 0;
     }
     if (!strcmp(m.op, "error")) {
         if (!t->welcomed && (!strcmp(m.ref, "hello") || !m.ref[0])) {

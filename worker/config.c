@@ -147,7 +147,7 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
     char host[HOST_NAME_MAX + 1];
     char *token_file = NULL;
     const char *env;
-    long n;
+    long n = 0;
     int rc = 0;
 
     memset(cfg, 0, sizeof(*cfg));

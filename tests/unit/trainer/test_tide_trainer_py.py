@@ -30,6 +30,13 @@ DEADLINE = 10.0
 WELCOME = b'{"op":"welcome","v":1,"worker":"w/gpu0"}\n'
 
 
+def readable(sock, timeout):
+    """Whether sock is readable within timeout seconds (poll: descriptors may be above 1024)."""
+    p = select.poll()
+    p.register(sock, select.POLLIN)
+    return bool(p.poll(max(0, int(timeout * 1000))))
+
+
 class FakeWorker:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="tide-trainer-py-")
@@ -47,8 +54,7 @@ class FakeWorker:
     def start(self, reply):
         """Accepts one connection, reads its hello, then writes reply (None: closes instead)."""
         def run():
-            r, _, _ = select.select([self.lsock], [], [], DEADLINE)
-            if not r:
+            if not readable(self.lsock, DEADLINE):
                 return
             self.conn, _ = self.lsock.accept()
             self.hello = self.read_line()
@@ -71,8 +77,7 @@ class FakeWorker:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            r, _, _ = select.select([self.conn], [], [], left)
-            if not r:
+            if not readable(self.conn, left):
                 continue
             data = self.conn.recv(65536)
             if not data:
@@ -87,8 +92,7 @@ class FakeWorker:
         return json.loads(line)
 
     def nothing_more(self):
-        r, _, _ = select.select([self.conn], [], [], 0)
-        return not self.rbuf and not r
+        return not self.rbuf and not readable(self.conn, 0)
 
     def put(self, data):
         self.conn.sendall(data)
@@ -357,6 +361,32 @@ class WorkerGoesAway(unittest.TestCase):
             w.close()
             signal.signal(signal.SIGPIPE, old)
         self.assertEqual(err.getvalue().count("\n"), 1)
+
+
+class ManyDescriptors(unittest.TestCase):
+    def test_socket_above_fd_1024(self):
+        """A trainer may hold many files: the SDK's socket then has a number select() refuses."""
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 1200:
+            self.skipTest(f"open-files limit {soft}")
+        null = os.open(os.devnull, os.O_RDONLY)
+        fds = [os.dup(null) for _ in range(1100)]
+        try:
+            w, t = open_welcomed(b'{"op":"checkpoint_now","id":4,"deadline_unix_ms":9}\n')
+            try:
+                self.assertGreater(t._sock.fileno(), 1024)
+                self.assertEqual(t.checkpoint_requested(), 4)
+                t.checkpoint(3, "/c", 0, request=4)
+                self.assertEqual(w.next_json()["request"], 4)
+                self.assertIsNone(t.checkpoint_requested())
+            finally:
+                t.close()
+                w.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
+            os.close(null)
 
 
 class WorkerDoesNotRead(unittest.TestCase):
