@@ -22,6 +22,7 @@
 #define CHUNK_MAX              (64 * 1024)
 #define FOLLOW_POLL_DEFAULT_MS 200
 #define DRAIN_POLL_DEFAULT_MS  10
+#define LOG_WAIT_MS            30000 /* a followed rank's log may appear this long after the request */
 
 typedef struct log_req {
     tide_list_t link;
@@ -30,7 +31,8 @@ typedef struct log_req {
     int32_t generation;
     int32_t rank;
     bool follow;
-    int fd;
+    int fd;          /* -1 while a followed log does not exist yet */
+    uint64_t wait_until; /* loop ms: give up waiting for the log then */
     off_t offset;
 } log_req_t;
 
@@ -177,6 +179,29 @@ static void pump(tide_worker_logs_t *l)
                 blocked = true;
                 break;
             }
+            if (r->fd < 0) {
+                /* A followed rank whose launch is still on its way (the request can overtake
+                 * it): open its log once it exists. */
+                int gen = newest_generation(l, r->job_id, r->rank);
+                char *path = gen >= 0 ? tide_worker_log_path(l->data_dir, r->job_id, gen, r->rank)
+                                      : NULL;
+                r->fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+                free(path);
+                if (r->fd < 0 && uv_now(l->timer.loop) < r->wait_until) {
+                    following = true;
+                    continue;
+                }
+                if (r->fd < 0) {
+                    char *why = tide_xasprintf("no log for job %.128s rank %d on worker %s",
+                                               r->job_id, r->rank, l->worker_id);
+                    send_data(l, r->request_id, r->rank, NULL, 0, true, why);
+                    free(why);
+                    req_free(r);
+                    progress = true;
+                    continue;
+                }
+                r->generation = gen;
+            }
             /* Look at the rank before reading: an exit seen here means the file is complete. */
             was_running =
                 r->follow && l->ops.rank_running(l->ud, r->job_id, r->generation, r->rank);
@@ -246,7 +271,7 @@ void tide_worker_logs_request(tide_worker_logs_t *l, const Tide__V1__LogRequest 
     } else {
         fd = -1;
     }
-    if (fd < 0) {
+    if (fd < 0 && !(req->follow && tide_worker_job_id_valid(req->job_id) && req->rank >= 0)) {
         char *why = tide_xasprintf("no log for job %.128s rank %d on worker %s", req->job_id,
                                    req->rank, l->worker_id);
         send_data(l, req->request_id, req->rank, NULL, 0, true, why);
@@ -260,6 +285,7 @@ void tide_worker_logs_request(tide_worker_logs_t *l, const Tide__V1__LogRequest 
     r->rank = req->rank;
     r->follow = req->follow;
     r->fd = fd;
+    r->wait_until = uv_now(l->timer.loop) + LOG_WAIT_MS;
     tide_list_push_back(&l->reqs, &r->link);
     uv_timer_start(&l->timer, on_timer, 0, 0);
 }

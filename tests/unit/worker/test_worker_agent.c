@@ -625,6 +625,22 @@ static void test_logs_backpressure_and_follow(void **state)
     assert_int_equal(m->log_data->request_id, 23);
     assert_true(m->log_data->eof);
     drop(m);
+
+    /* Follow before the launch (the request overtook the LaunchRank): the log is read once it
+     * exists, instead of "no log". */
+    send_log_request(1, 24, "j9", true, false);
+    send_launch(1, "j9", 1, "echo late-start; while [ ! -e go9 ]; do sleep 0.02; done", NULL);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA, NULL);
+    assert_int_equal(m->log_data->request_id, 24);
+    assert_false(m->log_data->eof);
+    assert_int_equal(m->log_data->data.len, 11);
+    assert_memory_equal(m->log_data->data.data, "late-start\n", 11);
+    drop(m);
+    send_log_request(1, 24, "", false, true);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA, NULL);
+    assert_true(m->log_data->eof);
+    drop(m);
 }
 
 static void test_spawn_failures_reported(void **state)
