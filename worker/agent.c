@@ -181,9 +181,8 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
                   job_id, rank, (long long)m->step);
 }
 
-static void on_heartbeat(uv_timer_t *t)
+static void send_heartbeat(tide_worker_agent_t *a)
 {
-    tide_worker_agent_t *a = t->data;
     Tide__V1__Telemetry tm = TIDE__V1__TELEMETRY__INIT;
     Tide__V1__RankProgress *progress[PROGRESS_MAX];
     size_t n_progress;
@@ -199,6 +198,11 @@ static void on_heartbeat(uv_timer_t *t)
     }
     n_progress = a->trainer ? tide_trainer_server_progress(a->trainer, progress, PROGRESS_MAX) : 0;
     tide_worker_core_heartbeat(a->core, &tm, progress, n_progress);
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+    send_heartbeat(t->data);
 }
 
 static void op_welcomed(void *ud, uint32_t interval_ms)
@@ -307,6 +311,10 @@ static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void
     }
     if (a->mpi)
         tide_worker_mpi_rank_gone(a->mpi, id);
+    /* A rank that used the SDK: its last steps go out before its exit (a short run would otherwise
+     * end between two heartbeats and show no progress at all). */
+    if (a->trainer && tide_trainer_server_rank_sdk(a->trainer, id))
+        send_heartbeat(a);
     tide_info("rank process %llu exited: status %lld, signal %d", (unsigned long long)id,
               (long long)exit_status, term_signal);
     if (a->trainer)

@@ -247,6 +247,16 @@ static void env_set(env_t *e, const char *name, const char *value)
     e->kv[e->n] = NULL;
 }
 
+static bool env_has(const env_t *e, const char *name)
+{
+    size_t nl = strlen(name);
+
+    for (size_t i = 0; i < e->n; i++)
+        if (strncmp(e->kv[i], name, nl) == 0 && e->kv[i][nl] == '=')
+            return true;
+    return false;
+}
+
 static void env_set_int(env_t *e, const char *name, long long v)
 {
     char buf[32];
@@ -296,6 +306,9 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
     env_set(e, "TIDE_JOB_ID", r->job_id);
     env_set_int(e, "TIDE_GENERATION", r->generation);
     env_set(e, "TIDE_WORKER_ID", l->worker_id);
+    /* As torchrun does: several ranks on one node do not each start a thread per core. */
+    if (r->local_world_size > 1 && !env_has(e, "OMP_NUM_THREADS"))
+        env_set(e, "OMP_NUM_THREADS", "1");
     if (l->agent_sock)
         env_set(e, "TIDE_AGENT_SOCK", l->agent_sock);
     if (r->n_node_gpu_indexes == 0) {
