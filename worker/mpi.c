@@ -152,6 +152,20 @@ static mpi_rank_t *find_rank(const tide_worker_mpi_t *m, const char *job_id, int
     return NULL;
 }
 
+/* The newest generation of job_id running here, or -1. */
+static int64_t newest_generation(const tide_worker_mpi_t *m, const char *job_id)
+{
+    int64_t best = -1;
+    tide_list_t *pos;
+
+    tide_list_for_each(pos, &m->ranks) {
+        mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
+        if (r->launch->generation > best && strcmp(r->launch->job_id, job_id) == 0)
+            best = r->launch->generation;
+    }
+    return best;
+}
+
 /* Constant-time comparison of two credentials. */
 static bool cred_equal(const char *a, const char *b)
 {
@@ -444,6 +458,7 @@ static void on_timer(uv_timer_t *t)
             char msg[256];
             snprintf(msg, sizeof(msg), "job %s generation %d runs no rank on worker %s",
                      w->req->job_id, w->req->generation, m->worker_id);
+            tide_warn("StartDaemon from %s refused: %s", tide_rpc_call_peer(w->call), msg);
             tide_rpc_call_set_data(w->call, NULL);
             tide_rpc_call_finish(w->call, TIDE_GRPC_FAILED_PRECONDITION, msg);
             waiter_free(w, m);
@@ -710,6 +725,12 @@ void tide_worker_mpi_on_attach(void *ud, tide_trainer_conn_t *c, const tide_trai
         attach_now(m, c, r, msg->credential);
         return;
     }
+    if (newest_generation(m, msg->job) > msg->generation) {
+        attach_refuse(c, "bad_credential", "job %.64s generation %lld is over: its credential expired",
+                      msg->job, (long long)msg->generation);
+        tide_trainer_conn_close(c);
+        return;
+    }
     /* Its LaunchRank may still be on the way (the scheduler starts rank 0 first). */
     if (m->n_waiting >= WAITERS_MAX) {
         attach_refuse(c, "unknown_rank", "job %.64s rank %lld does not run on worker %s", msg->job,
@@ -961,6 +982,14 @@ static void start_daemon(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     r = find_rank(m, req->job_id, req->generation, -1);
     if (r) {
         start_daemon_now(m, call, req, r);
+        goto done;
+    }
+    if (newest_generation(m, req->job_id) > req->generation) {
+        /* An older generation's credential: it expired with its generation. */
+        snprintf(msg, sizeof(msg), "job %.64s generation %d is over: its credential expired",
+                 req->job_id, req->generation);
+        tide_warn("StartDaemon from %s refused: %s", tide_rpc_call_peer(call), msg);
+        tide_rpc_call_finish(call, TIDE_GRPC_PERMISSION_DENIED, msg);
         goto done;
     }
     if (m->n_waiting >= WAITERS_MAX) {

@@ -133,7 +133,10 @@ def main():
                     (ws.StartDaemonRequest(job_id=jid, generation=1, credential="x", node="tide-n1",
                                            argv=[fake_orted]), grpc.StatusCode.INVALID_ARGUMENT),
                     (ws.StartDaemonRequest(job_id="", generation=1, credential="x", node="tide-n1",
-                                           argv=["orted"]), grpc.StatusCode.INVALID_ARGUMENT)):
+                                           argv=["orted"]), grpc.StatusCode.INVALID_ARGUMENT),
+                    # an older generation's credential has expired
+                    (ws.StartDaemonRequest(job_id=jid, generation=0, credential="0" * 64, node="tide-n1",
+                                           argv=["orted"]), grpc.StatusCode.PERMISSION_DENIED)):
                 try:
                     list(call(req, timeout=10))
                     raise AssertionError(f"StartDaemon {req} was accepted")
