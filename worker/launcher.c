@@ -296,6 +296,7 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
     env_set_int(e, "WORLD_SIZE", r->world_size);
     env_set_int(e, "LOCAL_WORLD_SIZE", r->local_world_size > 0 ? r->local_world_size : 1);
     env_set_int(e, "GROUP_RANK", r->group_rank);
+    env_set_int(e, "GROUP_WORLD_SIZE", r->group_world_size > 0 ? r->group_world_size : 1);
     env_set_int(e, "ROLE_RANK", r->rank);
     env_set_int(e, "ROLE_WORLD_SIZE", r->world_size);
     env_set(e, "MASTER_ADDR", r->master_addr[0] ? r->master_addr : l->advertise);

@@ -285,6 +285,7 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
     l.max_restarts = 0;
     l.run_id = job->id;
     l.launcher = (Tide__V1__Launcher)job->spec.launcher;
+    l.group_world_size = job->n_ranks ? job->ranks[job->n_ranks - 1].group_rank + 1 : 0;
     if (job->spec.launcher == TIDE_LAUNCHER_MPI)
         tide_daemon_mpi_launch(d, job, a->generation, &l);
     msg.epoch = d->epoch;

@@ -11,7 +11,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
 from tidetest import wait_for, pid_alive  # noqa: E402
 
-ENV_KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
+ENV_KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+            "OMP_NUM_THREADS", "ROLE_RANK", "MASTER_ADDR",
             "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "TIDE_JOB_ID", "TIDE_GENERATION", "TIDE_WORKER_ID",
             "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "EXTRA"]
 
@@ -53,6 +54,7 @@ def main():
             assert kv["RANK"] == str(rank) and kv["ROLE_RANK"] == str(rank), kv
             assert kv["WORLD_SIZE"] == "4" and kv["LOCAL_WORLD_SIZE"] == "2", kv
             assert kv["LOCAL_RANK"] == str(rank % 2) and kv["GROUP_RANK"] == str(rank // 2), kv
+            assert kv["GROUP_WORLD_SIZE"] == "2" and kv["OMP_NUM_THREADS"] == "1", kv
             assert kv["MASTER_ADDR"] == "127.0.0.1" and kv["MASTER_PORT"] == port, kv
             assert kv["CUDA_VISIBLE_DEVICES"] == "0,1", kv
             assert kv["TIDE_JOB_ID"] == jid and kv["TIDE_GENERATION"] == "1", kv
