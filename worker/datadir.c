@@ -190,6 +190,21 @@ char *tide_worker_log_dir(const char *dir, const char *job_id)
     return tide_xasprintf("%s/logs/%s", dir, job_id);
 }
 
+int tide_worker_log_dir_make(const char *dir, const char *job_id, tide_error_t *err)
+{
+    char *logs = tide_xasprintf("%s/logs", dir);
+    char *jd = tide_worker_log_dir(dir, job_id);
+    int rc = 0;
+
+    if ((mkdir(logs, 0700) < 0 && errno != EEXIST) || (mkdir(jd, 0700) < 0 && errno != EEXIST)) {
+        rc = -errno;
+        tide_errprintf(err, "log dir %s: %s", jd, strerror(-rc));
+    }
+    free(jd);
+    free(logs);
+    return rc;
+}
+
 char *tide_worker_log_path(const char *dir, const char *job_id, int32_t generation, int32_t rank)
 {
     return tide_xasprintf("%s/logs/%s/g%d.rank%d.log", dir, job_id, generation, rank);

@@ -28,6 +28,9 @@ int tide_worker_epoch_save(const char *dir, uint64_t epoch, tide_error_t *err);
 char *tide_worker_log_path(const char *dir, const char *job_id, int32_t generation, int32_t rank);
 /* DIR/logs/JOB (the directory of that job's logs). Caller frees. */
 char *tide_worker_log_dir(const char *dir, const char *job_id);
+/* Creates DIR/logs and DIR/logs/JOB (mode 0700) if missing. Returns 0, or -errno with err naming
+ * the directory. */
+int tide_worker_log_dir_make(const char *dir, const char *job_id, tide_error_t *err);
 
 /* A running rank's process: the exec helper, which leads its own process group. */
 typedef struct tide_worker_record {

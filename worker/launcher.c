@@ -395,17 +395,12 @@ static int read_report(int fd, uint32_t timeout_ms, char *buf, size_t size)
 static int open_log(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, const char *log_path,
                     int *fd, tide_error_t *err)
 {
-    char *logs = tide_xasprintf("%s/logs", l->data_dir);
-    char *dir = tide_worker_log_dir(l->data_dir, r->job_id);
     char *path = log_path ? tide_xstrdup(log_path)
                           : tide_worker_log_path(l->data_dir, r->job_id, r->generation, r->rank);
-    int rc = 0;
+    int rc = tide_worker_log_dir_make(l->data_dir, r->job_id, err);
 
-    if ((mkdir(logs, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
-        rc = -errno;
-        tide_errprintf(err, "log dir %s: %s", dir, uv_strerror(rc));
+    if (rc < 0)
         goto done;
-    }
     *fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (*fd < 0) {
         rc = -errno;
@@ -413,8 +408,6 @@ static int open_log(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, con
     }
 done:
     free(path);
-    free(dir);
-    free(logs);
     return rc;
 }
 

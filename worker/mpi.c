@@ -644,18 +644,6 @@ void tide_worker_mpi_rank_gone(tide_worker_mpi_t *m, uint64_t id)
 
 /* --- attach (tide-rank-exec) --- */
 
-/* The rank's log lives where the launcher would put it; rank-exec only appends to it. */
-static void ensure_log_dir(const tide_worker_mpi_t *m, const char *job_id)
-{
-    char *logs = tide_xasprintf("%s/logs", m->data_dir);
-    char *dir = tide_worker_log_dir(m->data_dir, job_id);
-
-    if ((mkdir(logs, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST))
-        tide_warn("log dir %s: %s", dir, strerror(errno));
-    free(dir);
-    free(logs);
-}
-
 static void attach_now(tide_worker_mpi_t *m, tide_trainer_conn_t *c, mpi_rank_t *r,
                        const char *credential)
 {
@@ -663,6 +651,7 @@ static void attach_now(tide_worker_mpi_t *m, tide_trainer_conn_t *c, mpi_rank_t 
     char **kv, *log, *line;
     size_t n;
     tide_buf_t b = TIDE_BUF_INIT;
+    tide_error_t err;
 
     if (!cred_equal(credential, r->launch->mpi_credential)) {
         attach_refuse(c, "bad_credential", "wrong credential for job %s generation %d",
@@ -699,7 +688,9 @@ static void attach_now(tide_worker_mpi_t *m, tide_trainer_conn_t *c, mpi_rank_t 
     tide_launcher_env_free(kv, n);
     log = tide_worker_log_path(m->data_dir, r->launch->job_id, r->launch->generation,
                                r->launch->rank);
-    ensure_log_dir(m, r->launch->job_id);
+    /* The rank's log lives where the launcher would put it; rank-exec only appends to it. */
+    if (tide_worker_log_dir_make(m->data_dir, r->launch->job_id, &err) < 0)
+        tide_warn("%s", err.text);
     cJSON_AddStringToObject(o, "op", "attached");
     cJSON_AddStringToObject(o, "log", log);
     cJSON_AddItemToObject(o, "env", env);
