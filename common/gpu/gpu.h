@@ -21,13 +21,34 @@ typedef struct tide_gpu_info {
     double tdp_w;          /* board power limit */
 } tide_gpu_info_t;
 
-/* One reading. Mirrors tide.v1.Telemetry. */
+/* Which fields of a reading are known (a backend that cannot read one, or whose call failed,
+ * leaves its bit clear: unknown is never reported as zero). */
+#define TIDE_GPU_HAS_UTIL        (1u << 0)
+#define TIDE_GPU_HAS_MEMORY      (1u << 1) /* mem_used_bytes, mem_total_bytes */
+#define TIDE_GPU_HAS_TEMPERATURE (1u << 2)
+#define TIDE_GPU_HAS_POWER       (1u << 3)
+#define TIDE_GPU_HAS_MEM_BW      (1u << 4)
+#define TIDE_GPU_HAS_CLOCKS      (1u << 5) /* sm_clock_mhz, mem_clock_mhz */
+#define TIDE_GPU_HAS_THROTTLE    (1u << 6)
+#define TIDE_GPU_HAS_ECC         (1u << 7) /* ecc_corrected, ecc_uncorrected */
+#define TIDE_GPU_HAS_XID         (1u << 8) /* xid_count, last_xid */
+
+/* One reading. The first five mirror tide.v1.Telemetry. */
 typedef struct tide_gpu_telemetry {
-    double gpu_util; /* 0..1 */
+    double gpu_util; /* 0..1: fraction of time a kernel ran */
     uint64_t mem_used_bytes;
     uint64_t mem_total_bytes;
     double temperature_c;
     double power_w;
+    double mem_bw_util;         /* 0..1: fraction of time device memory was read or written */
+    uint32_t sm_clock_mhz;
+    uint32_t mem_clock_mhz;
+    uint64_t throttle_reasons;  /* NVML's clocks-throttle-reason bits (0: none) */
+    uint64_t ecc_corrected;     /* volatile totals since the driver loaded */
+    uint64_t ecc_uncorrected;
+    uint64_t xid_count;         /* XID events seen since open */
+    uint32_t last_xid;          /* the newest XID code, 0: none */
+    uint32_t known;             /* TIDE_GPU_HAS_* */
 } tide_gpu_telemetry_t;
 
 /* A backend. `model` is the part of the name after "BACKEND:". `busy` tells simulated backends

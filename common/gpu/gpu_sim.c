@@ -148,6 +148,8 @@ void tide_gpu_sim_read(const tide_gpu_sim_t *s, int64_t now_ms, tide_gpu_telemet
     double util, mem, power, temp;
 
     sim_values(s, now_ms, &util, &mem, &power, &temp);
+    memset(out, 0, sizeof(*out));
+    out->known = TIDE_GPU_HAS_UTIL | TIDE_GPU_HAS_MEMORY | TIDE_GPU_HAS_TEMPERATURE | TIDE_GPU_HAS_POWER;
     out->gpu_util = util;
     out->mem_used_bytes = mem <= 0.0 ? 0 : (uint64_t)llround(mem);
     out->mem_total_bytes = s->model->memory_bytes;
