@@ -226,6 +226,20 @@ static void si_format(double v, char *buf, size_t size)
         snprintf(buf, size, "%.0f%.1s", v, &prefixes[p]);
 }
 
+/* An MFU as a percentage with enough digits to tell small ones apart: "41.3%", "0.012%". */
+static const char *mfu_text(double mfu, char *buf, size_t size)
+{
+    double pct = 100 * mfu;
+
+    if (pct >= 10)
+        snprintf(buf, size, "%.1f%%", pct);
+    else if (pct >= 0.1)
+        snprintf(buf, size, "%.2f%%", pct);
+    else
+        snprintf(buf, size, "%.2g%%", pct);
+    return buf;
+}
+
 /* A step's length: "850ms", "4.2ms", "1.25s", "12.5s", "340s". */
 static void step_time_format(double s, char *buf, size_t size)
 {
@@ -256,8 +270,11 @@ static void progress_cells(const Tide__V1__TrainerProgress *p, char *step, char 
         step_time_format(p->step_seconds, time, size);
     else
         snprintf(time, size, "-");
-    /* Model FLOPs of the step over its length: what MFU divides by the peak. */
-    if (sdk && p->step_seconds > 0 && p->step_flops > 0)
+    /* Achieved model FLOP/s over ~10 s (the worker's window), else the last step's: what MFU
+     * divides by the peak. */
+    if (sdk && p->flops_per_s > 0)
+        si_format(p->flops_per_s, rate, size);
+    else if (sdk && p->step_seconds > 0 && p->step_flops > 0)
         si_format(p->step_flops / p->step_seconds, rate, size);
     else
         snprintf(rate, size, "-");
@@ -420,6 +437,12 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
         kv(out, "Duration:", NULL);
     }
     kvf(out, "GPU-seconds:", "%.1f", j->gpu_seconds);
+    if (j->flops_per_s > 0) {
+        char rate[32];
+        si_format(j->flops_per_s, rate, sizeof(rate));
+        kvf(out, "MFU:", "%s (%sFLOP/s of model FLOPs over ~10 s)", mfu_text(j->mfu, buf, sizeof(buf)),
+            rate);
+    }
     if (j->failed_rank >= 0 && (j->state == TIDE__V1__JOB_STATE__JOB_STATE_FAILED || j->exit_code != 0)) {
         tide_cli_exit_code_format(j->exit_code, buf, sizeof(buf));
         kvf(out, "Exit code:", "%s (rank %d)", buf, j->failed_rank);
@@ -516,6 +539,13 @@ void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *sched
     tide_buf_printf(out, "%-12s%d pending, %d running, %d succeeded, %d failed, %d cancelled\n", "Jobs:",
                     st->jobs_pending, st->jobs_running, st->jobs_succeeded, st->jobs_failed,
                     st->jobs_cancelled);
+    if (st->peak_flops > 0) {
+        char m[32], a[32], p[32];
+        si_format(st->flops_per_s, a, sizeof(a));
+        si_format(st->peak_flops, p, sizeof(p));
+        tide_buf_printf(out, "%-12s%s (%sFLOP/s of model FLOPs on %sFLOP/s of healthy GPUs, idle ones too)\n",
+                        "MFU:", mfu_text(st->mfu, m, sizeof(m)), a, p);
+    }
     free(version);
     free(store);
 }

@@ -196,7 +196,9 @@ static void send_heartbeat(tide_worker_agent_t *a)
         tm.temperature_c = g.temperature_c;
         tm.power_w = g.power_w;
     }
-    n_progress = a->trainer ? tide_trainer_server_progress(a->trainer, progress, PROGRESS_MAX) : 0;
+    n_progress = a->trainer ? tide_trainer_server_progress(a->trainer, (int64_t)(uv_hrtime() / 1000000),
+                                                           progress, PROGRESS_MAX)
+                            : 0;
     tide_worker_core_heartbeat(a->core, &tm, progress, n_progress);
 }
 
@@ -600,6 +602,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     memset(&tc, 0, sizeof(tc));
     tc.path = sock_path;
     tc.worker_id = wc->id;
+    tc.peak_flops = gi->peak_flops;
     rc = tide_trainer_server_new(loop, &tc, &trainer_ops, a, &trainer, err);
     free(sock_path);
     if (rc < 0) {

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "list.h"
 #include "log.h"
+#include "mfu.h"
 #include "xmalloc.h"
 
 #define MAX_CONNS_DEFAULT 64
@@ -34,6 +35,8 @@ typedef struct rank_entry {
     bool sdk;            /* a hello was accepted once */
     int64_t last_step;   /* -1: none */
     uint64_t last_step_ns; /* uv_hrtime of the last step report */
+    uint64_t added_ns;     /* uv_hrtime when the rank started: the first step's interval */
+    tide_flops_window_t flops; /* achieved model FLOP/s (docs/metrics.md) */
     /* commands to (re)send after a welcome */
     uint64_t ckpt_request;
     int64_t ckpt_deadline;
@@ -64,6 +67,7 @@ struct tide_trainer_server {
     tide_trainer_server_ops_t ops;
     void *ud;
     tide_list_t conns, ranks;
+    double peak_flops;
     tide_buf_t out; /* message assembly */
     uint64_t rejected;
     int open_handles;
@@ -258,12 +262,24 @@ static void handle_step(conn_t *c, const tide_trainer_msg_t *m)
     rank_entry_t *r = c->rank;
     Tide__V1__TrainerProgress *p = &r->progress;
     uint64_t now = uv_hrtime();
-    char why[128];
+    double seconds;
+    char why[192];
 
     if (m->step < r->last_step) {
         snprintf(why, sizeof(why), "step: %lld is below the last step reported (%lld)",
                  (long long)m->step, (long long)r->last_step);
         reject(c, TIDE_TRAINER_ERR_STEP_BACKWARDS, why, "step");
+        return;
+    }
+    /* The step took at most the time since the previous report (or since the rank started): a
+     * claim of more FLOPs than the GPU does in that time is refused, never folded into MFU. */
+    seconds = (double)(now - (r->last_step >= 0 ? r->last_step_ns : r->added_ns)) / 1e9;
+    if (tide_flops_window_add(&r->flops, (int64_t)(now / 1000000), m->flops, seconds,
+                              c->s->peak_flops) < 0) {
+        snprintf(why, sizeof(why),
+                 "flops: %.4g FLOP in %.3g s is more than this GPU's peak of %.4g FLOP/s allows",
+                 m->flops, seconds, c->s->peak_flops);
+        reject(c, TIDE_TRAINER_ERR_BAD_FIELD, why, "step");
         return;
     }
     if (r->last_step >= 0 && m->step > r->last_step)
@@ -431,6 +447,7 @@ int tide_trainer_server_new(uv_loop_t *loop, const tide_trainer_server_config_t 
     s->path = tide_xstrdup(cfg->path);
     s->worker_id = tide_xstrdup(cfg->worker_id ? cfg->worker_id : "");
     s->max_conns = cfg->max_conns ? cfg->max_conns : MAX_CONNS_DEFAULT;
+    s->peak_flops = cfg->peak_flops;
     if (ops)
         s->ops = *ops;
     s->ud = ud;
@@ -509,6 +526,8 @@ void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const c
     r->rank = rank;
     r->last_step = -1;
     r->stop_after = -1;
+    r->added_ns = uv_hrtime();
+    tide_flops_window_init(&r->flops);
     tide_list_init(&r->conns);
     tide__v1__rank_progress__init(&r->msg);
     tide__v1__trainer_progress__init(&r->progress);
@@ -571,18 +590,24 @@ int tide_trainer_server_checkpoint_now(tide_trainer_server_t *s, const char *job
     return 0;
 }
 
-size_t tide_trainer_server_progress(tide_trainer_server_t *s, Tide__V1__RankProgress **out,
-                                    size_t max)
+size_t tide_trainer_server_progress(tide_trainer_server_t *s, int64_t now_ms,
+                                    Tide__V1__RankProgress **out, size_t max)
 {
     tide_list_t *pos;
     size_t n = 0;
 
     tide_list_for_each(pos, &s->ranks) {
         rank_entry_t *r = tide_list_entry(pos, rank_entry_t, link);
+        Tide__V1__TrainerProgress *p = &r->progress;
         if (n == max)
             break;
-        if (r->sdk)
-            out[n++] = &r->msg;
+        if (!r->sdk)
+            continue;
+        tide_flops_window_rates(&r->flops, now_ms, &p->flops_per_s, &p->flops_per_s_5m,
+                                &p->flops_per_s_life);
+        p->peak_flops = s->peak_flops;
+        p->mfu = tide_mfu(p->flops_per_s, s->peak_flops);
+        out[n++] = &r->msg;
     }
     return n;
 }

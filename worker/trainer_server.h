@@ -38,6 +38,7 @@ typedef struct tide_trainer_server_config {
     const char *path;      /* socket path; a stale file there is replaced; copied */
     const char *worker_id; /* for welcome; copied */
     size_t max_conns;      /* 0: 64; more connections are accepted and closed at once */
+    double peak_flops;     /* this worker's GPU peak FLOP/s: a step claiming more is refused; 0: none */
 } tide_trainer_server_config_t;
 
 /* Binds and listens (mode 0600). Returns 0, or -errno with err naming the path ("trainer socket
@@ -66,11 +67,11 @@ int tide_trainer_server_stop_after_step(tide_trainer_server_t *s, uint64_t id);
 int tide_trainer_server_checkpoint_now(tide_trainer_server_t *s, const char *job_id,
                                        int32_t generation, int32_t rank, uint64_t request_id,
                                        int64_t deadline_unix_ms);
-/* Points out[0..] at the progress of the ranks that used the SDK (at most max), for a Heartbeat;
- * the structs are owned by the server and valid until the next call that changes ranks.
- * Returns how many. */
-size_t tide_trainer_server_progress(tide_trainer_server_t *s, Tide__V1__RankProgress **out,
-                                    size_t max);
+/* Points out[0..] at the progress of the ranks that used the SDK (at most max), for a Heartbeat,
+ * with their achieved FLOP/s and MFU as of now_ms (docs/metrics.md); the structs are owned by the
+ * server and valid until the next call that changes ranks. Returns how many. */
+size_t tide_trainer_server_progress(tide_trainer_server_t *s, int64_t now_ms,
+                                    Tide__V1__RankProgress **out, size_t max);
 /* Attach connections. */
 /* Queues len bytes (whole lines) on c; closes it when its backlog is too large. */
 void tide_trainer_conn_send(tide_trainer_conn_t *c, const void *data, size_t len);

@@ -80,6 +80,9 @@ typedef struct tide_trainer_progress {
     double step_seconds;
     uint64_t steps_reported, rejected_reports;
     int64_t last_report_ms; /* wall clock */
+    double flops_per_s, flops_per_s_5m, flops_per_s_life; /* achieved model FLOP/s (worker's windows) */
+    double peak_flops;      /* its GPU's peak */
+    double mfu;
 } tide_trainer_progress_t;
 
 /* A checkpoint every rank of a generation reported (tide.v1.Checkpoint). */
@@ -300,6 +303,12 @@ const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job,
 tide_job_t *tide_core_job_next(const tide_core_t *core, const tide_job_t *prev);
 /* Jobs in each state. */
 void tide_core_job_counts(const tide_core_t *core, int counts[6]);
+/* A job's achieved model FLOP/s (~10 s) and the peak FLOP/s of its ranks' GPUs, from the progress
+ * its ranks' workers report (docs/metrics.md). O(ranks). */
+void tide_core_job_flops(const tide_job_t *job, double *achieved, double *peak);
+/* The cluster's: every running rank's achieved FLOP/s, and the peak of every healthy (READY or BUSY)
+ * GPU, idle and reserve ones included. O(jobs + workers): for status queries. */
+void tide_core_cluster_flops(const tide_core_t *core, double *achieved, double *peak);
 
 /* A job record read back from the store after a restart. Pointers are borrowed; the core copies. */
 typedef struct tide_job_record {

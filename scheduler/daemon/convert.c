@@ -2,6 +2,8 @@
  * RankPhase equal the core's; Priority is shifted by one (UNSPECIFIED means NORMAL). */
 #include "convert.h"
 
+#include "mfu.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -76,6 +78,11 @@ static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p
     out->steps_reported = p->steps_reported;
     out->rejected_reports = p->rejected_reports;
     out->last_report_ms = p->last_report_ms;
+    out->flops_per_s = p->flops_per_s;
+    out->flops_per_s_5m = p->flops_per_s_5m;
+    out->flops_per_s_life = p->flops_per_s_life;
+    out->peak_flops = p->peak_flops;
+    out->mfu = p->mfu;
     return out;
 }
 
@@ -95,6 +102,11 @@ void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_traine
     out->steps_reported = pb->steps_reported;
     out->rejected_reports = pb->rejected_reports;
     out->last_report_ms = pb->last_report_ms;
+    out->flops_per_s = pb->flops_per_s;
+    out->flops_per_s_5m = pb->flops_per_s_5m;
+    out->flops_per_s_life = pb->flops_per_s_life;
+    out->peak_flops = pb->peak_flops;
+    out->mfu = pb->mfu;
 }
 
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
@@ -147,6 +159,12 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         out->last_checkpoint = conv_ckpt(&job->last_ckpt, a);
     out->checkpoint_request = job->ckpt_request;
     out->checkpoint_deadline_ms = job->ckpt_deadline_ms;
+    if (core) { /* live figures: never in a record */
+        double achieved, peak;
+        tide_core_job_flops(job, &achieved, &peak);
+        out->flops_per_s = achieved;
+        out->mfu = tide_mfu(achieved, peak);
+    }
 }
 
 void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a)

@@ -7,6 +7,7 @@
 
 #include "convert.h"
 #include "daemon.h"
+#include "mfu.h"
 #include "xmalloc.h"
 
 #include "grpc/health/v1/health.pb-c.h"
@@ -87,6 +88,8 @@ static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t le
     st.jobs_failed = j[TIDE_JOB_FAILED];
     st.jobs_cancelled = j[TIDE_JOB_CANCELLED];
     st.store = (char *)tide_store_scheme(d->store);
+    tide_core_cluster_flops(d->core, &st.flops_per_s, &st.peak_flops);
+    st.mfu = tide_mfu(st.flops_per_s, st.peak_flops);
     tide_daemon_reply(d, call, &st.base);
 }
 

@@ -58,6 +58,18 @@ def main():
             job = wait_steps(c, jid, 1)
             p = progress(job)
             assert p.get("sdk") is True and float(p.get("stepFlops", 0)) > 0, p
+            # MFU (docs/metrics.md): the worker's achieved model FLOP/s over its GPU's peak (sim:h100).
+            job = wait_for(lambda: (lambda j: j if float(progress(j).get("flopsPerS", 0)) > 0 else None)(c.job(jid)),
+                           20, "achieved FLOP/s in a heartbeat")
+            p = progress(job)
+            assert float(p["peakFlops"]) == 989e12, p
+            assert abs(float(p["mfu"]) - float(p["flopsPerS"]) / 989e12) < 1e-12, p
+            assert float(job.get("mfu", 0)) > 0 and float(job.get("flopsPerS", 0)) > 0, job
+            st = c.tidectl_json("status")
+            # The cluster's denominator counts every healthy GPU: 4 H100s, 1 busy.
+            assert float(st["peakFlops"]) == 4 * 989e12, st
+            assert abs(float(st["mfu"]) - float(st["flopsPerS"]) / (4 * 989e12)) < 1e-12, st
+            assert "MFU:" in c.tidectl("job", jid).stdout and "MFU:" in c.tidectl("status").stdout
             r = c.tidectl("-o", "json", "checkpoint", jid, "--deadline", "30s", "--wait")
             job = json.loads(r.stdout)
             ck = job["lastCheckpoint"]
@@ -138,8 +150,13 @@ def main():
             send(json.dumps({"op": "step", "step": 0, "phase": "nap", "flops": 1.0, "samples": 1,
                              "tokens": 0}) + "\n")
             assert reply()["code"] == "bad_field"
+            # More FLOPs than an H100 does in the step's time: refused, never folded into MFU.
+            send(json.dumps({"op": "step", "step": 10**12, "phase": "forward", "flops": 1e30, "samples": 1,
+                             "tokens": 0}) + "\n")
+            e = reply()
+            assert e["code"] == "bad_field" and "peak" in e["message"], e
             s.close()
-            wait_for(lambda: int(progress(c.job(jid)).get("rejectedReports", 0)) >= base + 2, 10,
+            wait_for(lambda: int(progress(c.job(jid)).get("rejectedReports", 0)) >= base + 3, 10,
                      "rejected reports counted")
             # The worker keeps serving: steps still arrive.
             s1 = int(progress(c.job(jid))["step"])
