@@ -64,12 +64,16 @@ typedef struct tide_gpu_ops {
 
 /* The simulated backend (gpu_sim.c). */
 extern const tide_gpu_ops_t tide_gpu_sim_ops;
+/* The NVML backend (gpu_nvml.c): takes no model; libnvidia-ml.so.1 (or $TIDE_NVML_LIB) is loaded
+ * with dlopen at open. */
+extern const tide_gpu_ops_t tide_gpu_nvml_ops;
 
 typedef struct tide_gpu tide_gpu_t;
 
-/* Opens device `spec` ("sim:h100") as GPU number `index`. An unknown backend or model fails with
- * -ENOENT and an err text that lists the known ones. *out is the caller's; free with
- * tide_gpu_close. */
+/* Opens device `spec` ("sim:h100", "nvml" or "auto") as GPU number `index`. "auto" opens nvml and
+ * falls back to sim:h100 with one warning when no NVIDIA driver or GPU is usable. An unknown backend
+ * or model fails with -ENOENT and an err text that lists the known ones. *out is the caller's; free
+ * with tide_gpu_close. */
 int tide_gpu_open(const char *spec, int index, int64_t now_ms, tide_gpu_t **out, tide_error_t *err);
 /* Borrowed; valid until tide_gpu_close. */
 const tide_gpu_info_t *tide_gpu_info(const tide_gpu_t *g);
