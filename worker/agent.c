@@ -17,6 +17,7 @@
 #include "log.h"
 #include "logs.h"
 #include "mpi.h"
+#include "perturb.h"
 #include "rpc_client.h"
 #include "rpc_server.h"
 #include "trainer_server.h"
@@ -37,6 +38,8 @@ struct tide_worker_agent {
     const tide_worker_config_t *cfg;
     char *exec_helper;
     tide_gpu_t *gpu;
+    const tide_perturb_t *perturb;
+    int64_t start_mono_ms; /* perturbation times count from here */
     uint32_t welcome_timeout_ms, drain_timeout_ms;
 
     tide_worker_core_t *core;
@@ -188,8 +191,19 @@ static void send_heartbeat(tide_worker_agent_t *a)
     size_t n_progress;
     tide_gpu_telemetry_t g;
 
+    memset(&g, 0, sizeof(g));
     if (tide_gpu_read(a->gpu, tide_clock_mono_ms(), tide_worker_core_running(a->core) > 0, &g) ==
         0) {
+        if (a->perturb) {
+            tide_perturb_state_t ps;
+            tide_perturb_state_at(a->perturb, tide_clock_mono_ms() - a->start_mono_ms, &ps);
+            if (ps.die) {
+                /* A crash, not a shutdown: no goodbye; the ranks die with us (tide-exec). */
+                tide_warn("--perturb: die");
+                raise(SIGKILL);
+            }
+            tide_perturb_apply(&ps, &g);
+        }
         tm.gpu_util = g.gpu_util;
         tm.mem_used_bytes = g.mem_used_bytes;
         tm.mem_total_bytes = g.mem_total_bytes;
@@ -610,6 +624,8 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         goto done;
     }
     a->trainer = trainer;
+    a->perturb = cfg->perturb;
+    a->start_mono_ms = tide_clock_mono_ms();
     a->loop = loop;
     a->cfg = wc;
     a->exec_helper = tide_xstrdup(cfg->exec_helper);

@@ -24,6 +24,7 @@ typedef struct tide_worker_agent_config {
     const char *rank_exec;           /* path of tide-rank-exec (MPI ranks); NULL: beside exec_helper */
     const char *mpi_shim;            /* path of tide-mpi-shim (mpirun's rsh agent); same */
     tide_gpu_t *gpu;                 /* borrowed; must outlive the agent */
+    const struct tide_perturb *perturb; /* scripted perturbations; NULL: none; borrowed */
     bool handle_signals;             /* SIGTERM/SIGINT shut down (a second one forces) */
     uint64_t seed;                   /* reconnect jitter */
     uint32_t welcome_timeout_ms;     /* end a stream that got no Welcome; 0: 10000 */

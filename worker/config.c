@@ -26,7 +26,7 @@ static const char usage_text[] =
     "usage: tide-worker [--scheduler HOST:PORT] [--id ID] [--node NAME] [--gpu-index N]\n"
     "                   [--gpu sim:MODEL] [--labels k=v,...] [--advertise HOST]\n"
     "                   [--data-dir DIR] [--token-file FILE] [--log-level debug|info|warn|error]\n"
-    "                   [--stop-grace-ms MS] [--listen HOST:PORT]\n"
+    "                   [--stop-grace-ms MS] [--listen HOST:PORT] [--perturb FILE]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -49,6 +49,8 @@ static const char usage_text[] =
     "  --stop-grace-ms MS     SIGTERM-to-SIGKILL grace when a stop names none (default: 10000)\n"
     "  --listen HOST:PORT     where to serve MPI daemon starts (WorkerLauncher; default:\n"
     "                         the advertised address if numeric, else 0.0.0.0, port 0 = any)\n"
+    "  --perturb FILE         scripted faults for tests: 'SECONDS ACTION [ARG]' lines (heat,\n"
+    "                         ecc, ecc-uncorrected, xid, die, slow; docs/worker.md)\n"
     "  --help                 this text\n";
 
 const char *tide_worker_usage(void)
@@ -140,6 +142,7 @@ done:
 static const char *const value_flags[] = {
     "--scheduler", "--id",       "--node",       "--gpu-index", "--gpu",           "--labels",
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
+    "--perturb",
 };
 
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
@@ -229,6 +232,8 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
                 tide_errprintf(err, "--log-level: '%s' is not debug, info, warn or error", val);
                 rc = -EINVAL;
             }
+        } else if (strcmp(flag, "--perturb") == 0) {
+            set_str(&cfg->perturb, val);
         } else if (strcmp(flag, "--listen") == 0) {
             if (!strchr(val, ':')) {
                 tide_errprintf(err, "--listen: '%s' is not HOST:PORT", val);
@@ -304,6 +309,7 @@ void tide_worker_config_free(tide_worker_config_t *cfg)
     free(cfg->gpu);
     free(cfg->advertise);
     free(cfg->listen);
+    free(cfg->perturb);
     free(cfg->data_dir);
     free(cfg->token);
     memset(cfg, 0, sizeof(*cfg));

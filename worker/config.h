@@ -19,6 +19,7 @@ typedef struct tide_worker_config {
     size_t n_labels;
     char *advertise; /* hostname by default */
     char *listen;    /* HOST:PORT of the WorkerLauncher service (docs/mpi.md) */
+    char *perturb;   /* --perturb FILE: scripted perturbations (perturb.h); NULL: none */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

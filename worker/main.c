@@ -14,6 +14,7 @@
 #include "config.h"
 #include "gpu.h"
 #include "log.h"
+#include "perturb.h"
 
 /* The helpers (tide-exec, tide-rank-exec, tide-mpi-shim) sit next to tide-worker (in build/bin, or
  * installed together); the environment variable `env` overrides. */
@@ -40,6 +41,7 @@ int main(int argc, char **argv)
     tide_worker_config_t cfg;
     tide_worker_agent_config_t ac;
     tide_worker_agent_t *agent = NULL;
+    tide_perturb_t perturb = {NULL, 0};
     tide_gpu_t *gpu = NULL;
     tide_error_t err;
     uv_loop_t loop;
@@ -68,6 +70,12 @@ int main(int argc, char **argv)
      * default back: libuv resets dispositions in the child. */
     signal(SIGPIPE, SIG_IGN);
 
+    if (cfg.perturb && tide_perturb_load(cfg.perturb, &perturb, &err) < 0) {
+        fprintf(stderr, "tide-worker: --perturb: %s\n", err.text);
+        tide_gpu_close(gpu);
+        tide_worker_config_free(&cfg);
+        return 2;
+    }
     helper = find_helper("tide-exec", "TIDE_EXEC");
     rank_exec = find_helper("tide-rank-exec", "TIDE_RANK_EXEC");
     shim = find_helper("tide-mpi-shim", "TIDE_MPI_SHIM");
@@ -78,6 +86,7 @@ int main(int argc, char **argv)
     ac.rank_exec = rank_exec;
     ac.mpi_shim = shim;
     ac.gpu = gpu;
+    ac.perturb = cfg.perturb ? &perturb : NULL;
     ac.handle_signals = true;
     ac.seed = (uint64_t)getpid() ^ (uint64_t)tide_clock_wall_ms();
     rc = tide_worker_agent_new(&loop, &ac, &agent, &err);
@@ -91,6 +100,7 @@ int main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     tide_gpu_close(gpu);
+    tide_perturb_free(&perturb);
     free(helper);
     free(rank_exec);
     free(shim);
