@@ -1,9 +1,11 @@
 /* HTTP/1.1 on the gRPC port: GET /healthz (liveness, no token) and GET /metrics (Prometheus text
  * format). Neither exposes secrets: no commands, no environment values, no tokens. Metric names are
- * documented in docs/architecture.md ("Metrics"). */
+ * documented in docs/architecture.md ("Metrics") and docs/metrics.md (MFU, GPU figures). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
+#include "mfu.h"
 #include "prom.h"
 
 typedef struct rpc_stat_ctx {
@@ -15,6 +17,81 @@ static void rpc_stat(const char *path, tide_grpc_code_t code, uint64_t count, vo
     rpc_stat_ctx_t *c = ud;
     tide_prom_label_t l[2] = {{"method", path}, {"code", tide_grpc_code_name(code)}};
     tide_prom_sample(c->p, l, 2, (double)count);
+}
+
+/* MFU (docs/metrics.md): the cluster's, then each running job's. */
+static void write_mfu(tide_daemon_t *d, tide_prom_t *p)
+{
+    tide_prom_label_t cl = {"scope", "cluster"};
+    double achieved, peak;
+    tide_job_t *job;
+
+    tide_core_cluster_flops(d->core, &achieved, &peak);
+    tide_prom_family(p, "tide_mfu_ratio", TIDE_PROM_GAUGE,
+                     "Model FLOPs utilization over ~10 s: achieved model FLOP/s / peak FLOP/s of every "
+                     "healthy GPU, idle ones included.");
+    tide_prom_sample(p, &cl, 1, tide_mfu(achieved, peak));
+    tide_prom_family(p, "tide_model_flops_per_second", TIDE_PROM_GAUGE,
+                     "Achieved model FLOP/s reported by trainers (~10 s windows).");
+    tide_prom_sample(p, &cl, 1, achieved);
+    tide_prom_family(p, "tide_peak_flops_per_second", TIDE_PROM_GAUGE,
+                     "Peak FLOP/s of every healthy GPU (READY or BUSY).");
+    tide_prom_sample(p, &cl, 1, peak);
+    tide_prom_family(p, "tide_job_mfu_ratio", TIDE_PROM_GAUGE,
+                     "A running job's model FLOPs utilization over ~10 s (its ranks' GPUs).");
+    for (job = tide_core_job_next(d->core, NULL); job; job = tide_core_job_next(d->core, job)) {
+        tide_prom_label_t l = {"job", job->id};
+        if (job->state != TIDE_JOB_RUNNING)
+            continue;
+        tide_core_job_flops(job, &achieved, &peak);
+        tide_prom_sample(p, &l, 1, tide_mfu(achieved, peak));
+    }
+}
+
+/* Each live worker's GPU figures, from its newest heartbeat. */
+static void write_gpus(tide_daemon_t *d, tide_prom_t *p)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"tide_gpu_utilization_ratio", "Fraction of time a kernel ran on the GPU."},
+        {"tide_gpu_memory_used_bytes", "GPU memory in use."},
+        {"tide_gpu_memory_total_bytes", "GPU memory."},
+        {"tide_gpu_temperature_celsius", "GPU temperature."},
+        {"tide_gpu_power_watts", "GPU board power draw."},
+        {"tide_gpu_peak_flops_per_second", "The GPU's dense BF16 peak (the MFU denominator)."},
+        {"tide_worker_mfu_ratio", "MFU of the rank this worker runs, when its trainer uses the SDK."},
+    };
+    size_t n;
+    tide_worker_t **ws = tide_core_workers_sorted(d->core, &n);
+
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        tide_prom_family(p, fam[f].name, TIDE_PROM_GAUGE, fam[f].help);
+        for (size_t i = 0; i < n; i++) {
+            const tide_worker_t *w = ws[i];
+            tide_prom_label_t l = {"worker", w->id};
+            const tide_job_rank_t *slot =
+                w->job && w->rank >= 0 && w->rank < w->job->n_ranks ? &w->job->ranks[w->rank] : NULL;
+            double v;
+            if (w->state == TIDE_WORKER_DEAD || !w->last_heartbeat_ms)
+                continue;
+            switch (f) {
+            case 0: v = w->telemetry.gpu_util; break;
+            case 1: v = (double)w->telemetry.mem_used_bytes; break;
+            case 2: v = (double)w->telemetry.mem_total_bytes; break;
+            case 3: v = w->telemetry.temperature_c; break;
+            case 4: v = w->telemetry.power_w; break;
+            case 5: v = w->peak_flops; break;
+            default:
+                if (!slot || !slot->progress.sdk)
+                    continue;
+                v = slot->progress.mfu;
+                break;
+            }
+            tide_prom_sample(p, &l, 1, v);
+        }
+    }
+    free(ws);
 }
 
 static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
@@ -58,6 +135,8 @@ static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
         tide_prom_family(p, "tide_build_info", TIDE_PROM_GAUGE, "The running tide version.");
         tide_prom_sample(p, &l, 1, 1);
     }
+    write_mfu(d, p);
+    write_gpus(d, p);
     tide_prom_free(p);
 }
 

@@ -7,9 +7,11 @@ malformed and absurd trainer messages get error replies and are counted, and the
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
@@ -70,6 +72,15 @@ def main():
             assert float(st["peakFlops"]) == 4 * 989e12, st
             assert abs(float(st["mfu"]) - float(st["flopsPerS"]) / (4 * 989e12)) < 1e-12, st
             assert "MFU:" in c.tidectl("job", jid).stdout and "MFU:" in c.tidectl("status").stdout
+            # ... and on /metrics, in base units, valid for Prometheus' own checker.
+            body = urllib.request.urlopen(f"http://{c.addr}/metrics", timeout=10).read().decode()
+            wid = job["ranks"][0]["workerId"]
+            for needle in ('tide_mfu_ratio{scope="cluster"} ', f'tide_job_mfu_ratio{{job="{jid}"}} ',
+                           f'tide_worker_mfu_ratio{{worker="{wid}"}} ', 'tide_peak_flops_per_second{scope="cluster"} 3956000000000000',
+                           f'tide_gpu_temperature_celsius{{worker="{wid}"}} ', f'tide_gpu_power_watts{{worker="{wid}"}} '):
+                assert needle in body, (needle, body)
+            r = subprocess.run([shutil.which("promtool"), "check", "metrics"], input=body.encode(), capture_output=True)
+            assert r.returncode == 0, r.stdout + r.stderr
             r = c.tidectl("-o", "json", "checkpoint", jid, "--deadline", "30s", "--wait")
             job = json.loads(r.stdout)
             ck = job["lastCheckpoint"]
