@@ -209,6 +209,15 @@ static void send_heartbeat(tide_worker_agent_t *a)
         tm.mem_total_bytes = g.mem_total_bytes;
         tm.temperature_c = g.temperature_c;
         tm.power_w = g.power_w;
+        tm.mem_bw_util = g.mem_bw_util;
+        tm.sm_clock_mhz = g.sm_clock_mhz;
+        tm.mem_clock_mhz = g.mem_clock_mhz;
+        tm.throttle_reasons = g.throttle_reasons;
+        tm.ecc_corrected = g.ecc_corrected;
+        tm.ecc_uncorrected = g.ecc_uncorrected;
+        tm.xid_count = g.xid_count;
+        tm.last_xid = g.last_xid;
+        tm.known = g.known;
     }
     n_progress = a->trainer ? tide_trainer_server_progress(a->trainer, (int64_t)(uv_hrtime() / 1000000),
                                                            progress, PROGRESS_MAX)

@@ -99,12 +99,20 @@ typedef struct tide_checkpoint {
 
 #define TIDE_TIME_LIMIT_MAX_S (10LL * 365 * 24 * 3600)
 
+/* Mirrors tide.v1.Telemetry; `known` uses the same bits as TIDE_GPU_HAS_* (common/gpu/gpu.h). */
 typedef struct tide_telemetry {
     double gpu_util; /* 0..1 */
     uint64_t mem_used_bytes;
     uint64_t mem_total_bytes;
     double temperature_c;
     double power_w;
+    double mem_bw_util;
+    uint32_t sm_clock_mhz, mem_clock_mhz;
+    uint64_t throttle_reasons;
+    uint64_t ecc_corrected, ecc_uncorrected;
+    uint64_t xid_count;
+    uint32_t last_xid;
+    uint32_t known;
 } tide_telemetry_t;
 
 typedef struct tide_node tide_node_t;

@@ -198,6 +198,15 @@ void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_
     t->mem_total_bytes = w->telemetry.mem_total_bytes;
     t->temperature_c = w->telemetry.temperature_c;
     t->power_w = w->telemetry.power_w;
+    t->mem_bw_util = w->telemetry.mem_bw_util;
+    t->sm_clock_mhz = w->telemetry.sm_clock_mhz;
+    t->mem_clock_mhz = w->telemetry.mem_clock_mhz;
+    t->throttle_reasons = w->telemetry.throttle_reasons;
+    t->ecc_corrected = w->telemetry.ecc_corrected;
+    t->ecc_uncorrected = w->telemetry.ecc_uncorrected;
+    t->xid_count = w->telemetry.xid_count;
+    t->last_xid = w->telemetry.last_xid;
+    t->known = w->telemetry.known;
     out->telemetry = t;
     out->last_heartbeat_ms = w->last_heartbeat_ms;
     out->version = s(w->version);

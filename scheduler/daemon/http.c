@@ -1,6 +1,7 @@
 /* HTTP/1.1 on the gRPC port: GET /healthz (liveness, no token) and GET /metrics (Prometheus text
  * format). Neither exposes secrets: no commands, no environment values, no tokens. Metric names are
  * documented in docs/architecture.md ("Metrics") and docs/metrics.md (MFU, GPU figures). */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,47 +49,85 @@ static void write_mfu(tide_daemon_t *d, tide_prom_t *p)
     }
 }
 
-/* Each live worker's GPU figures, from its newest heartbeat. */
+/* Each live worker's GPU figures, from its newest heartbeat, in base units. A figure the worker
+ * could not read (its bit clear in Telemetry.known) is left out, never reported as 0. */
+enum gpu_fig { F_UTIL, F_MEM_USED, F_MEM_TOTAL, F_TEMP, F_POWER, F_MEM_BW, F_SM_CLOCK, F_MEM_CLOCK,
+               F_ECC_CORRECTED, F_ECC_UNCORRECTED, F_XID, F_PEAK, F_MFU, F_COUNT };
+
+static const struct {
+    const char *name, *help;
+    tide_prom_type_t type;
+    uint32_t bit; /* 0: always known */
+} gpu_fams[F_COUNT] = {
+    [F_UTIL] = {"tide_gpu_utilization_ratio", "Fraction of time a kernel ran on the GPU.",
+                TIDE_PROM_GAUGE, 1u << 0},
+    [F_MEM_USED] = {"tide_gpu_memory_used_bytes", "GPU memory in use.", TIDE_PROM_GAUGE, 1u << 1},
+    [F_MEM_TOTAL] = {"tide_gpu_memory_total_bytes", "GPU memory.", TIDE_PROM_GAUGE, 1u << 1},
+    [F_TEMP] = {"tide_gpu_temperature_celsius", "GPU temperature.", TIDE_PROM_GAUGE, 1u << 2},
+    [F_POWER] = {"tide_gpu_power_watts", "GPU board power draw.", TIDE_PROM_GAUGE, 1u << 3},
+    [F_MEM_BW] = {"tide_gpu_memory_bandwidth_ratio",
+                  "Fraction of time device memory was read or written.", TIDE_PROM_GAUGE, 1u << 4},
+    [F_SM_CLOCK] = {"tide_gpu_sm_clock_hertz", "SM clock.", TIDE_PROM_GAUGE, 1u << 5},
+    [F_MEM_CLOCK] = {"tide_gpu_memory_clock_hertz", "Memory clock.", TIDE_PROM_GAUGE, 1u << 5},
+    [F_ECC_CORRECTED] = {"tide_gpu_ecc_corrected_errors_total",
+                         "Corrected ECC errors since the driver loaded.", TIDE_PROM_COUNTER, 1u << 7},
+    [F_ECC_UNCORRECTED] = {"tide_gpu_ecc_uncorrected_errors_total",
+                           "Uncorrected ECC errors since the driver loaded.", TIDE_PROM_COUNTER,
+                           1u << 7},
+    [F_XID] = {"tide_gpu_xid_events_total", "XID events since the worker started.",
+               TIDE_PROM_COUNTER, 1u << 8},
+    [F_PEAK] = {"tide_gpu_peak_flops_per_second", "The GPU's dense BF16 peak (the MFU denominator).",
+                TIDE_PROM_GAUGE, 0},
+    [F_MFU] = {"tide_worker_mfu_ratio",
+               "MFU of the rank this worker runs, when its trainer uses the SDK.", TIDE_PROM_GAUGE, 0},
+};
+
+static bool gpu_figure(const tide_worker_t *w, enum gpu_fig f, double *v)
+{
+    const tide_telemetry_t *t = &w->telemetry;
+    const tide_job_rank_t *slot =
+        w->job && w->rank >= 0 && w->rank < w->job->n_ranks ? &w->job->ranks[w->rank] : NULL;
+
+    if (gpu_fams[f].bit && !(t->known & gpu_fams[f].bit))
+        return false;
+    switch (f) {
+    case F_UTIL: *v = t->gpu_util; break;
+    case F_MEM_USED: *v = (double)t->mem_used_bytes; break;
+    case F_MEM_TOTAL: *v = (double)t->mem_total_bytes; break;
+    case F_TEMP: *v = t->temperature_c; break;
+    case F_POWER: *v = t->power_w; break;
+    case F_MEM_BW: *v = t->mem_bw_util; break;
+    case F_SM_CLOCK: *v = t->sm_clock_mhz * 1e6; break;
+    case F_MEM_CLOCK: *v = t->mem_clock_mhz * 1e6; break;
+    case F_ECC_CORRECTED: *v = (double)t->ecc_corrected; break;
+    case F_ECC_UNCORRECTED: *v = (double)t->ecc_uncorrected; break;
+    case F_XID: *v = (double)t->xid_count; break;
+    case F_PEAK: *v = w->peak_flops; break;
+    case F_MFU:
+        if (!slot || !slot->progress.sdk)
+            return false;
+        *v = slot->progress.mfu;
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
 static void write_gpus(tide_daemon_t *d, tide_prom_t *p)
 {
-    static const struct {
-        const char *name, *help;
-    } fam[] = {
-        {"tide_gpu_utilization_ratio", "Fraction of time a kernel ran on the GPU."},
-        {"tide_gpu_memory_used_bytes", "GPU memory in use."},
-        {"tide_gpu_memory_total_bytes", "GPU memory."},
-        {"tide_gpu_temperature_celsius", "GPU temperature."},
-        {"tide_gpu_power_watts", "GPU board power draw."},
-        {"tide_gpu_peak_flops_per_second", "The GPU's dense BF16 peak (the MFU denominator)."},
-        {"tide_worker_mfu_ratio", "MFU of the rank this worker runs, when its trainer uses the SDK."},
-    };
     size_t n;
     tide_worker_t **ws = tide_core_workers_sorted(d->core, &n);
 
-    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
-        tide_prom_family(p, fam[f].name, TIDE_PROM_GAUGE, fam[f].help);
+    for (int f = 0; f < F_COUNT; f++) {
+        tide_prom_family(p, gpu_fams[f].name, gpu_fams[f].type, gpu_fams[f].help);
         for (size_t i = 0; i < n; i++) {
-            const tide_worker_t *w = ws[i];
-            tide_prom_label_t l = {"worker", w->id};
-            const tide_job_rank_t *slot =
-                w->job && w->rank >= 0 && w->rank < w->job->n_ranks ? &w->job->ranks[w->rank] : NULL;
+            tide_prom_label_t l = {"worker", ws[i]->id};
             double v;
-            if (w->state == TIDE_WORKER_DEAD || !w->last_heartbeat_ms)
+            if (ws[i]->state == TIDE_WORKER_DEAD || !ws[i]->last_heartbeat_ms)
                 continue;
-            switch (f) {
-            case 0: v = w->telemetry.gpu_util; break;
-            case 1: v = (double)w->telemetry.mem_used_bytes; break;
-            case 2: v = (double)w->telemetry.mem_total_bytes; break;
-            case 3: v = w->telemetry.temperature_c; break;
-            case 4: v = w->telemetry.power_w; break;
-            case 5: v = w->peak_flops; break;
-            default:
-                if (!slot || !slot->progress.sdk)
-                    continue;
-                v = slot->progress.mfu;
-                break;
-            }
-            tide_prom_sample(p, &l, 1, v);
+            if (gpu_figure(ws[i], (enum gpu_fig)f, &v))
+                tide_prom_sample(p, &l, 1, v);
         }
     }
     free(ws);

@@ -168,8 +168,11 @@ static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         size_t n;
         if (m->heartbeat->telemetry) {
             const Tide__V1__Telemetry *pt = m->heartbeat->telemetry;
-            t = (tide_telemetry_t){pt->gpu_util, pt->mem_used_bytes, pt->mem_total_bytes,
-                                   pt->temperature_c, pt->power_w};
+            t = (tide_telemetry_t){pt->gpu_util,        pt->mem_used_bytes,   pt->mem_total_bytes,
+                                   pt->temperature_c,   pt->power_w,          pt->mem_bw_util,
+                                   pt->sm_clock_mhz,    pt->mem_clock_mhz,    pt->throttle_reasons,
+                                   pt->ecc_corrected,   pt->ecc_uncorrected,  pt->xid_count,
+                                   pt->last_xid,        pt->known ? pt->known : 0xfu};
         }
         d->heartbeats_total++;
         if (ws->worker->conn != tide_conn_handle(ws->id))

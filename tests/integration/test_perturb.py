@@ -38,11 +38,16 @@ def main():
                 temps.append(float(ws[0]["telemetry"]["temperatureC"]))
             return len(temps) >= 2 and temps[-1] > temps[0] + 2
         wait_for(hotter, 20, "the temperature to rise")
+
+        def xid():
+            t = [x for x in c.workers_json() if x["id"] == "node1/gpu0"][0].get("telemetry", {})
+            return int(t.get("xidCount", 0)) == 1 and t.get("lastXid") == 79
+        wait_for(xid, 20, "the scripted XID in the worker's telemetry")
         w.wait(timeout=30)
         assert w.returncode == -signal.SIGKILL, w.returncode
         wait_for(lambda: [x for x in c.workers_json() if x["id"] == "node1/gpu0"][0]["state"] ==
                  "WORKER_STATE_DEAD", 20, "the worker to be declared dead")
-        print(f"ok   heat shows ({temps[0]:.1f} -> {temps[-1]:.1f} C); die kills the worker and it is declared dead")
+        print(f"ok   heat shows ({temps[0]:.1f} -> {temps[-1]:.1f} C), so does the XID; die kills the worker, declared dead")
 
 
 if __name__ == "__main__":
