@@ -111,6 +111,7 @@ int tide_cli_cmd_events(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc
 int tide_cli_cmd_workers(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_cordon(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_status(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+int tide_cli_cmd_top(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_version(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 
 /* Option ids shared by several commands' tables. */
@@ -136,6 +137,9 @@ enum {
     TIDE_CLI_OPT_LAUNCHER,
     /* checkpoint */
     TIDE_CLI_OPT_DEADLINE,
+    /* top */
+    TIDE_CLI_OPT_ONCE,
+    TIDE_CLI_OPT_INTERVAL,
     /* global, and help */
     TIDE_CLI_OPT_SCHEDULER = 100,
     TIDE_CLI_OPT_TOKEN_FILE,

@@ -76,6 +76,12 @@ static const tide_cli_opt_t version_opts[] = {
     TIDE_CLI_OPT_END,
 };
 
+static const tide_cli_opt_t top_opts[] = {
+    {"once", 0, false, TIDE_CLI_OPT_ONCE, NULL, "print one frame and exit"},
+    {"interval", 'd', true, TIDE_CLI_OPT_INTERVAL, "DURATION", "time between frames (default 2s)"},
+    TIDE_CLI_OPT_END,
+};
+
 static const tide_cli_opt_t no_opts[] = {TIDE_CLI_OPT_END};
 
 const tide_cli_command_t tide_cli_commands[] = {
@@ -104,6 +110,9 @@ const tide_cli_command_t tide_cli_commands[] = {
     {"uncordon", "WORKER...", "Allow placing ranks on workers again", NULL, no_opts, false,
      tide_cli_cmd_cordon},
     {"status", "", "Summarise the cluster", NULL, no_opts, false, tide_cli_cmd_status},
+    {"top", "[--once] [--interval DURATION]", "Watch MFU, jobs and GPUs live",
+     "Redraws in place on a terminal (Ctrl-C ends it); prints one frame after another otherwise.",
+     top_opts, false, tide_cli_cmd_top},
     {"version", "[--client]", "Print tidectl's and the scheduler's versions", NULL, version_opts, false,
      tide_cli_cmd_version},
     {NULL, NULL, NULL, NULL, NULL, false, NULL},

@@ -72,6 +72,12 @@ def main():
             assert float(st["peakFlops"]) == 4 * 989e12, st
             assert abs(float(st["mfu"]) - float(st["flopsPerS"]) / (4 * 989e12)) < 1e-12, st
             assert "MFU:" in c.tidectl("job", jid).stdout and "MFU:" in c.tidectl("status").stdout
+            top = c.tidectl("top", "--once").stdout
+            wid0 = job["ranks"][0]["workerId"]
+            assert top.startswith("tide top") and "every healthy GPU" in top, top
+            assert any(l.split()[:3] == [wid0, "BUSY", jid] and l.split()[-1].endswith("%")
+                       for l in top.splitlines()), top
+            assert max(len(l) for l in top.splitlines()) <= 80, top
             # ... and on /metrics, in base units, valid for Prometheus' own checker.
             body = urllib.request.urlopen(f"http://{c.addr}/metrics", timeout=10).read().decode()
             wid = job["ranks"][0]["workerId"]
