@@ -71,6 +71,12 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
     tide_cli_time_format(now_ms, false, clock, sizeof(clock));
     tide_buf_printf(out, "tide top  %s  %s\n", addr, clock);
     tide_buf_printf(out, "MFU %s (%sFLOP/s of %sFLOP/s, every healthy GPU)\n", m, a, p);
+    if (st->utilization_known) {
+        char *status = tide_cli_sanitize(st->health_status);
+        tide_buf_printf(out, "health %.0f/100, bottleneck %s\n  %.76s\n", st->health_score,
+                        st->bottleneck, status);
+        free(status);
+    }
     tide_buf_printf(out, "workers %d: %d ready, %d busy, %d suspect, %d dead; jobs %d running, %d pending\n\n",
                     st->workers_total, st->workers_ready, st->workers_busy, st->workers_suspect,
                     st->workers_dead, st->jobs_running, st->jobs_pending);

@@ -546,6 +546,11 @@ void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *sched
         tide_buf_printf(out, "%-12s%s (%sFLOP/s of model FLOPs on %sFLOP/s of healthy GPUs, idle ones too)\n",
                         "MFU:", mfu_text(st->mfu, m, sizeof(m)), a, p);
     }
+    if (st->utilization_known) {
+        char *status = tide_cli_sanitize(or_dash(st->health_status));
+        tide_buf_printf(out, "%-12s%.0f/100: %s\n", "Health:", st->health_score, status);
+        free(status);
+    }
     free(version);
     free(store);
 }

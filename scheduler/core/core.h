@@ -317,6 +317,10 @@ void tide_core_job_flops(const tide_job_t *job, double *achieved, double *peak);
 /* The cluster's: every running rank's achieved FLOP/s, and the peak of every healthy (READY or BUSY)
  * GPU, idle and reserve ones included. O(jobs + workers): for status queries. */
 void tide_core_cluster_flops(const tide_core_t *core, double *achieved, double *peak);
+/* Means over healthy (READY or BUSY) workers of the GPU utilization and of the memory-bandwidth
+ * utilization, each over the workers that report it (n_* of them; 0: unknown). O(workers). */
+void tide_core_cluster_utilization(const tide_core_t *core, double *gpu_util, int32_t *n_gpu,
+                                   double *mem_bw, int32_t *n_mem_bw);
 
 /* A job record read back from the store after a restart. Pointers are borrowed; the core copies. */
 typedef struct tide_job_record {

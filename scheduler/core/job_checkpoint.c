@@ -110,6 +110,32 @@ void tide_core_cluster_flops(const tide_core_t *core, double *achieved, double *
     *peak = p;
 }
 
+void tide_core_cluster_utilization(const tide_core_t *core, double *gpu_util, int32_t *n_gpu,
+                                   double *mem_bw, int32_t *n_mem_bw)
+{
+    double su = 0, sb = 0;
+    int32_t nu = 0, nb = 0;
+    tide_worker_t *w, *tmp;
+
+    HASH_ITER(hh, core->workers, w, tmp) {
+        uint32_t known = w->telemetry.known;
+        if (w->state != TIDE_WORKER_READY && w->state != TIDE_WORKER_BUSY)
+            continue;
+        if (known & 1u) { /* TIDE_GPU_HAS_UTIL */
+            su += w->telemetry.gpu_util;
+            nu++;
+        }
+        if (known & 16u) { /* TIDE_GPU_HAS_MEM_BW */
+            sb += w->telemetry.mem_bw_util;
+            nb++;
+        }
+    }
+    *gpu_util = nu ? su / nu : 0;
+    *n_gpu = nu;
+    *mem_bw = nb ? sb / nb : 0;
+    *n_mem_bw = nb;
+}
+
 static void complete(tide_core_t *core, tide_job_t *job)
 {
     tide_checkpoint_t *c = &job->last_ckpt;

@@ -7,6 +7,7 @@
 
 #include "convert.h"
 #include "daemon.h"
+#include "health.h"
 #include "mfu.h"
 #include "xmalloc.h"
 
@@ -90,7 +91,26 @@ static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t le
     st.store = (char *)tide_store_scheme(d->store);
     tide_core_cluster_flops(d->core, &st.flops_per_s, &st.peak_flops);
     st.mfu = tide_mfu(st.flops_per_s, st.peak_flops);
+    {
+        tide_health_input_t in;
+        tide_health_t h;
+        int32_t nu, nb;
+        memset(&in, 0, sizeof(in));
+        tide_core_cluster_utilization(d->core, &in.util.u[TIDE_DIM_COMPUTE], &nu,
+                                      &in.util.u[TIDE_DIM_MEMORY_BW], &nb);
+        in.util.known = (nu ? 1u << TIDE_DIM_COMPUTE : 0) | (nb ? 1u << TIDE_DIM_MEMORY_BW : 0);
+        /* Reserve targets (issue 5) and failure risk (issue 8) are not modelled yet: their terms
+         * count as met. */
+        tide_health_score(&in, &h);
+        st.utilization_compute = in.util.u[TIDE_DIM_COMPUTE];
+        st.utilization_memory_bandwidth = in.util.u[TIDE_DIM_MEMORY_BW];
+        st.utilization_known = in.util.known;
+        st.bottleneck = (char *)tide_dim_name(h.bottleneck);
+        st.health_score = h.score;
+        st.health_status = tide_arena_strdup(&d->arena, h.status);
+    }
     tide_daemon_reply(d, call, &st.base);
+    tide_arena_reset(&d->arena);
 }
 
 static void cordon_common(tide_rpc_call_t *call, const uint8_t *data, size_t len, bool cordon)

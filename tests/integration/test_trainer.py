@@ -68,6 +68,9 @@ def main():
             assert abs(float(p["mfu"]) - float(p["flopsPerS"]) / 989e12) < 1e-12, p
             assert float(job.get("mfu", 0)) > 0 and float(job.get("flopsPerS", 0)) > 0, job
             st = c.tidectl_json("status")
+            # sim GPUs report utilization (compute) but no memory bandwidth: compute is the bottleneck.
+            assert st["bottleneck"] == "compute" and int(st["utilizationKnown"]) == 1, st
+            assert 0 <= float(st["healthScore"]) <= 100 and st["healthStatus"], st
             # The cluster's denominator counts every healthy GPU: 4 H100s, 1 busy.
             assert float(st["peakFlops"]) == 4 * 989e12, st
             assert abs(float(st["mfu"]) - float(st["flopsPerS"]) / (4 * 989e12)) < 1e-12, st
@@ -75,6 +78,7 @@ def main():
             top = c.tidectl("top", "--once").stdout
             wid0 = job["ranks"][0]["workerId"]
             assert top.startswith("tide top") and "every healthy GPU" in top, top
+            assert "bottleneck compute" in top and "Health:" in c.tidectl("status").stdout, top
             assert any(l.split()[:3] == [wid0, "BUSY", jid] and l.split()[-1].endswith("%")
                        for l in top.splitlines()), top
             assert max(len(l) for l in top.splitlines()) <= 80, top
