@@ -40,6 +40,9 @@ struct tide_worker_agent {
     tide_gpu_t *gpu;
     const tide_perturb_t *perturb;
     int64_t start_mono_ms; /* perturbation times count from here */
+    uv_timer_t slow;       /* the `slow` perturbation's duty cycle */
+    double speed;          /* 1: full speed */
+    bool slow_stopped;     /* ranks are SIGSTOPped right now */
     uint32_t welcome_timeout_ms, drain_timeout_ms;
 
     tide_worker_core_t *core;
@@ -184,6 +187,43 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
                   job_id, rank, (long long)m->step);
 }
 
+#define SLOW_PERIOD_MS 100
+
+/* The `slow PERCENT` perturbation: the ranks' process groups run speed x SLOW_PERIOD_MS and stop
+ * for the rest of each period. */
+static void on_slow(uv_timer_t *t)
+{
+    tide_worker_agent_t *a = t->data;
+    uint64_t run = (uint64_t)(a->speed * SLOW_PERIOD_MS);
+
+    if (a->done || !a->launcher)
+        return;
+    if (a->speed >= 1) {
+        if (a->slow_stopped)
+            tide_launcher_signal_all(a->launcher, SIGCONT);
+        a->slow_stopped = false;
+        return;
+    }
+    a->slow_stopped = !a->slow_stopped;
+    tide_launcher_signal_all(a->launcher, a->slow_stopped ? SIGSTOP : SIGCONT);
+    uv_timer_start(&a->slow, on_slow, a->slow_stopped ? SLOW_PERIOD_MS - run : run, 0);
+}
+
+static void set_speed(tide_worker_agent_t *a, double speed)
+{
+    if (speed == a->speed)
+        return;
+    tide_info("--perturb: ranks run at %.0f%% speed", 100 * speed);
+    a->speed = speed;
+    if (speed >= 1) {
+        uv_timer_stop(&a->slow);
+        on_slow(&a->slow); /* continues whatever is stopped */
+    } else if (!uv_is_active((uv_handle_t *)&a->slow)) {
+        a->slow_stopped = true; /* the next on_slow starts a run phase */
+        on_slow(&a->slow);
+    }
+}
+
 static void send_heartbeat(tide_worker_agent_t *a)
 {
     Tide__V1__Telemetry tm = TIDE__V1__TELEMETRY__INIT;
@@ -202,6 +242,7 @@ static void send_heartbeat(tide_worker_agent_t *a)
                 tide_warn("--perturb: die");
                 raise(SIGKILL);
             }
+            set_speed(a, ps.speed);
             tide_perturb_apply(&ps, &g);
         }
         tm.gpu_util = g.gpu_util;
@@ -534,6 +575,9 @@ static void stop_io(tide_worker_agent_t *a)
     a->logs = NULL;
     tide_trainer_server_free(a->trainer);
     a->trainer = NULL;
+    if (a->slow_stopped && a->launcher)
+        tide_launcher_signal_all(a->launcher, SIGCONT);
+    uv_close((uv_handle_t *)&a->slow, on_handle_closed);
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
     uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
     uv_close((uv_handle_t *)&a->welcome, on_handle_closed);
@@ -625,7 +669,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     memset(&tc, 0, sizeof(tc));
     tc.path = sock_path;
     tc.worker_id = wc->id;
-    tc.peak_flops = gi->peak_flops;
+    tc.peak_flops = wc->peak_flops > 0 ? wc->peak_flops : gi->peak_flops;
     rc = tide_trainer_server_new(loop, &tc, &trainer_ops, a, &trainer, err);
     free(sock_path);
     if (rc < 0) {
@@ -687,7 +731,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     cc.node = wc->node;
     cc.gpu_index = wc->gpu_index;
     cc.device = gi->device;
-    cc.peak_flops = gi->peak_flops;
+    cc.peak_flops = wc->peak_flops > 0 ? wc->peak_flops : gi->peak_flops;
     cc.memory_bytes = gi->memory_bytes;
     cc.labels = wc->labels;
     cc.n_labels = wc->n_labels;
@@ -711,8 +755,10 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     uv_timer_init(loop, &a->reconnect);
     uv_timer_init(loop, &a->welcome);
     uv_timer_init(loop, &a->finish);
-    a->heartbeat.data = a->reconnect.data = a->welcome.data = a->finish.data = a;
-    a->open_handles = 4;
+    uv_timer_init(loop, &a->slow);
+    a->heartbeat.data = a->reconnect.data = a->welcome.data = a->finish.data = a->slow.data = a;
+    a->speed = 1;
+    a->open_handles = 5;
     if (cfg->handle_signals) {
         a->signals = true;
         uv_signal_init(loop, &a->sigterm);

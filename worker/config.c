@@ -27,6 +27,7 @@ static const char usage_text[] =
     "                   [--gpu sim:MODEL] [--labels k=v,...] [--advertise HOST]\n"
     "                   [--data-dir DIR] [--token-file FILE] [--log-level debug|info|warn|error]\n"
     "                   [--stop-grace-ms MS] [--listen HOST:PORT] [--perturb FILE]\n"
+    "                   [--peak-flops FLOPS]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -49,6 +50,7 @@ static const char usage_text[] =
     "  --stop-grace-ms MS     SIGTERM-to-SIGKILL grace when a stop names none (default: 10000)\n"
     "  --listen HOST:PORT     where to serve MPI daemon starts (WorkerLauncher; default:\n"
     "                         the advertised address if numeric, else 0.0.0.0, port 0 = any)\n"
+    "  --peak-flops FLOPS     peak FLOP/s for MFU instead of the device's (e.g. 312e12)\n"
     "  --perturb FILE         scripted faults for tests: 'SECONDS ACTION [ARG]' lines (heat,\n"
     "                         ecc, ecc-uncorrected, xid, die, slow; docs/worker.md)\n"
     "  --help                 this text\n";
@@ -142,7 +144,7 @@ done:
 static const char *const value_flags[] = {
     "--scheduler", "--id",       "--node",       "--gpu-index", "--gpu",           "--labels",
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
-    "--perturb",
+    "--perturb", "--peak-flops",
 };
 
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
@@ -230,6 +232,14 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         } else if (strcmp(flag, "--log-level") == 0) {
             if (tide_log_level_parse(val, &cfg->log_level) < 0) {
                 tide_errprintf(err, "--log-level: '%s' is not debug, info, warn or error", val);
+                rc = -EINVAL;
+            }
+        } else if (strcmp(flag, "--peak-flops") == 0) {
+            char *end;
+            errno = 0;
+            cfg->peak_flops = strtod(val, &end);
+            if (errno || *end || !(cfg->peak_flops > 0) || cfg->peak_flops > 1e18) {
+                tide_errprintf(err, "--peak-flops: '%s' is not a FLOP/s figure above 0 (e.g. 989e12)", val);
                 rc = -EINVAL;
             }
         } else if (strcmp(flag, "--perturb") == 0) {

@@ -20,6 +20,7 @@ typedef struct tide_worker_config {
     char *advertise; /* hostname by default */
     char *listen;    /* HOST:PORT of the WorkerLauncher service (docs/mpi.md) */
     char *perturb;   /* --perturb FILE: scripted perturbations (perturb.h); NULL: none */
+    double peak_flops; /* --peak-flops: the MFU denominator instead of the device's; 0: the device's */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

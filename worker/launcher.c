@@ -119,6 +119,18 @@ size_t tide_launcher_running(const tide_launcher_t *l)
     return n;
 }
 
+void tide_launcher_signal_all(tide_launcher_t *l, int sig)
+{
+    tide_list_t *pos;
+
+    tide_list_for_each(pos, &l->procs)
+    {
+        proc_t *p = tide_list_entry(pos, proc_t, link);
+        if (!p->failed)
+            kill(-p->pid, sig);
+    }
+}
+
 static proc_t *find(tide_launcher_t *l, uint64_t id)
 {
     tide_list_t *pos;
@@ -169,6 +181,7 @@ static void on_kill_timer(uv_timer_t *t)
     if (p->term_at && now >= p->term_at) {
         p->term_at = 0;
         kill(-p->pid, SIGTERM);
+        kill(-p->pid, SIGCONT); /* a rank stopped by a `slow` perturbation must see it */
     } else if (p->kill_at && now >= p->kill_at) {
         p->kill_at = 0;
         kill(-p->pid, SIGKILL);
@@ -188,6 +201,7 @@ int tide_launcher_stop(tide_launcher_t *l, uint64_t id, uint32_t grace_ms)
         return 0;
     }
     kill(-p->pid, SIGTERM);
+    kill(-p->pid, SIGCONT); /* a rank stopped by a `slow` perturbation must see it */
     now = uv_now(l->loop);
     at = now + grace_ms;
     p->term_at = 0;

@@ -79,5 +79,8 @@ int tide_launcher_stop_soft(tide_launcher_t *l, uint64_t id, uint32_t term_after
 void tide_launcher_forget(tide_launcher_t *l, const char *job_id, int32_t generation, int32_t rank);
 /* Ranks started and not yet exited. */
 size_t tide_launcher_running(const tide_launcher_t *l);
+/* Sends sig to the process group of every process the launcher runs (ranks and MPI daemons): the
+ * `slow` perturbation's SIGSTOP/SIGCONT duty cycle. */
+void tide_launcher_signal_all(tide_launcher_t *l, int sig);
 
 #endif

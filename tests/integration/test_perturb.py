@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
@@ -50,5 +51,40 @@ def main():
         print(f"ok   heat shows ({temps[0]:.1f} -> {temps[-1]:.1f} C), so does the XID; die kills the worker, declared dead")
 
 
+def step_rate(c, jid, seconds):
+    """Steps per second of job jid's rank 0 over `seconds`, from its progress (heartbeat-lagged by the same
+    amount at both ends)."""
+    def step():
+        p = c.job(jid)["ranks"][0].get("progress", {})
+        return int(p.get("step", -1)), time.monotonic()
+    s0, t0 = step()
+    end = t0 + seconds
+    wait_for(lambda: time.monotonic() >= end, seconds + 10, "the measuring window")
+    s1, t1 = step()
+    return (s1 - s0) / (t1 - t0)
+
+
+def slow_down():
+    """`slow 25` runs the worker's ranks at a quarter of their speed (SIGSTOP/SIGCONT duty cycle)."""
+    with tidetest.Cluster("perturb-slow") as c:
+        c.start_scheduler("--heartbeat-ms", "200")
+        script = os.path.join(c.tmp, "slow.txt")
+        with open(script, "w") as f:
+            f.write("9 slow 25\n")
+        c.start_worker("node1", 0, "--perturb", script)
+        c.wait_workers(1)
+        jid = c.tidectl("submit", "--", os.path.join(tidetest.BIN, "tide-mlp"), "--steps", "100000000",
+                        "--log-every", "0").stdout.strip()
+        wait_for(lambda: int(c.job(jid)["ranks"][0].get("progress", {}).get("step", -1)) >= 1, 30, "steps")
+        fast = step_rate(c, jid, 3.0)
+        wait_for(lambda: "25% speed" in c.log("worker-node1-gpu0.log"), 30, "the slowdown to start")
+        slow = step_rate(c, jid, 4.0)
+        assert fast > 0 and slow < 0.6 * fast, (fast, slow)
+        c.tidectl("cancel", jid)
+        c.wait_job(jid, "JOB_STATE_CANCELLED")
+        print(f"ok   slow 25 slows the rank's steps: {fast:.1f} -> {slow:.1f} steps/s")
+
+
 if __name__ == "__main__":
     main()
+    slow_down()
