@@ -2,8 +2,8 @@
 # tide end to end on one machine: a scheduler (embedded SQLite store in a throwaway data dir), 4 workers
 # with simulated H100s on 2 simulated nodes, a 4-rank job; shows the jobs and workers tables while it
 # runs, waits for it to succeed, prints each rank's output; then tide-mlp as one MPI job across the 4
-# workers (--launcher mpi) with a checkpoint requested mid-run, checked bitwise against a one-process
-# run; and stops everything it started.
+# workers (--launcher mpi) with its MFU, health and bottleneck shown (tidectl top) and a checkpoint
+# requested mid-run, checked bitwise against a one-process run; and stops everything it started.
 #   scripts/demo.sh BIN_DIR        (make demo; TIDE_DEMO_QUICK=1 for a short run, as CI does)
 set -euo pipefail
 
@@ -114,6 +114,10 @@ MLP=$("$BIN/tidectl" submit --launcher mpi --workers 4 --workdir "$DIR" -- \
 echo "submitted job $MLP"
 stepping() { "$BIN/tidectl" -o json job "$MLP" | grep -q '"stepsReported"'; }
 wait_for 60 "job $MLP to report steps through the trainer SDK" stepping
+say "MFU, health and the bottleneck while it trains (tidectl top --once)"
+"$BIN/tidectl" top --once
+echo "(the simulated GPUs look 90% busy while the model FLOPs are a sliver of their peak: a CPU trainer on"
+echo " simulated H100s. GPU utilization is not MFU; that gap is what tide measures.)"
 say "asking it for a checkpoint now (tidectl checkpoint $MLP --wait)"
 "$BIN/tidectl" checkpoint "$MLP" --deadline 60s --wait || echo "(the job ended before it could checkpoint)"
 "$BIN/tidectl" job "$MLP"
