@@ -20,32 +20,13 @@
 
 #define INTERVAL_DEFAULT_S 2
 
-/* "41.3%", "0.012%", "-" when unknown. */
+/* A ratio as a percentage, or "-" when unknown. */
 static void pct(double ratio, bool known, char *buf, size_t size)
 {
-    double p = 100 * ratio;
-
-    if (!known)
-        snprintf(buf, size, "-");
-    else if (p >= 10)
-        snprintf(buf, size, "%.1f%%", p);
-    else if (p >= 0.1)
-        snprintf(buf, size, "%.2f%%", p);
+    if (known)
+        tide_cli_ratio_format(ratio, buf, size);
     else
-        snprintf(buf, size, "%.2g%%", p);
-}
-
-/* SI prefix, three significant digits: "314M", "3.96P". */
-static void si(double v, char *buf, size_t size)
-{
-    static const char prefixes[] = "\0KMGTPEZ";
-    int p = 0;
-
-    while (v >= 999.5 && p < 7) {
-        v /= 1000;
-        p++;
-    }
-    snprintf(buf, size, v < 9.995 ? "%.2f%.1s" : v < 99.95 ? "%.1f%.1s" : "%.0f%.1s", v, &prefixes[p]);
+        snprintf(buf, size, "-");
 }
 
 static const Tide__V1__Job *find_job(Tide__V1__ListJobsResponse *jobs, const char *id)
@@ -66,8 +47,8 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
     tide_cli_table_t *t;
 
     pct(st->mfu, st->peak_flops > 0, m, sizeof(m));
-    si(st->flops_per_s, a, sizeof(a));
-    si(st->peak_flops, p, sizeof(p));
+    tide_cli_si_format(st->flops_per_s, a, sizeof(a));
+    tide_cli_si_format(st->peak_flops, p, sizeof(p));
     tide_cli_time_format(now_ms, false, clock, sizeof(clock));
     tide_buf_printf(out, "tide top  %s  %s\n", addr, clock);
     tide_buf_printf(out, "MFU %s (%sFLOP/s of %sFLOP/s, every healthy GPU)\n", m, a, p);
@@ -95,7 +76,7 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
             snprintf(step, sizeof(step), "-");
         pct(j->mfu, j->flops_per_s > 0, mfu, sizeof(mfu));
         if (j->flops_per_s > 0)
-            si(j->flops_per_s, rate, sizeof(rate));
+            tide_cli_si_format(j->flops_per_s, rate, sizeof(rate));
         else
             snprintf(rate, sizeof(rate), "-");
         tide_cli_table_add_row(t, row);

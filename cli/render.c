@@ -208,8 +208,7 @@ static void kvf(tide_buf_t *out, const char *key, const char *fmt, ...)
     free(s);
 }
 
-/* A rate with an SI prefix and three significant digits: "312T", "1.25G", "980". */
-static void si_format(double v, char *buf, size_t size)
+void tide_cli_si_format(double v, char *buf, size_t size)
 {
     static const char prefixes[] = "\0KMGTPEZ";
     int p = 0;
@@ -226,10 +225,9 @@ static void si_format(double v, char *buf, size_t size)
         snprintf(buf, size, "%.0f%.1s", v, &prefixes[p]);
 }
 
-/* An MFU as a percentage with enough digits to tell small ones apart: "41.3%", "0.012%". */
-static const char *mfu_text(double mfu, char *buf, size_t size)
+const char *tide_cli_ratio_format(double ratio, char *buf, size_t size)
 {
-    double pct = 100 * mfu;
+    double pct = 100 * ratio;
 
     if (pct >= 10)
         snprintf(buf, size, "%.1f%%", pct);
@@ -273,9 +271,9 @@ static void progress_cells(const Tide__V1__TrainerProgress *p, char *step, char 
     /* Achieved model FLOP/s over ~10 s (the worker's window), else the last step's: what MFU
      * divides by the peak. */
     if (sdk && p->flops_per_s > 0)
-        si_format(p->flops_per_s, rate, size);
+        tide_cli_si_format(p->flops_per_s, rate, size);
     else if (sdk && p->step_seconds > 0 && p->step_flops > 0)
-        si_format(p->step_flops / p->step_seconds, rate, size);
+        tide_cli_si_format(p->step_flops / p->step_seconds, rate, size);
     else
         snprintf(rate, size, "-");
 }
@@ -439,8 +437,8 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     kvf(out, "GPU-seconds:", "%.1f", j->gpu_seconds);
     if (j->flops_per_s > 0) {
         char rate[32];
-        si_format(j->flops_per_s, rate, sizeof(rate));
-        kvf(out, "MFU:", "%s (%sFLOP/s of model FLOPs over ~10 s)", mfu_text(j->mfu, buf, sizeof(buf)),
+        tide_cli_si_format(j->flops_per_s, rate, sizeof(rate));
+        kvf(out, "MFU:", "%s (%sFLOP/s of model FLOPs over ~10 s)", tide_cli_ratio_format(j->mfu, buf, sizeof(buf)),
             rate);
     }
     if (j->failed_rank >= 0 && (j->state == TIDE__V1__JOB_STATE__JOB_STATE_FAILED || j->exit_code != 0)) {
@@ -541,10 +539,10 @@ void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *sched
                     st->jobs_cancelled);
     if (st->peak_flops > 0) {
         char m[32], a[32], p[32];
-        si_format(st->flops_per_s, a, sizeof(a));
-        si_format(st->peak_flops, p, sizeof(p));
+        tide_cli_si_format(st->flops_per_s, a, sizeof(a));
+        tide_cli_si_format(st->peak_flops, p, sizeof(p));
         tide_buf_printf(out, "%-12s%s (%sFLOP/s of model FLOPs on %sFLOP/s of healthy GPUs, idle ones too)\n",
-                        "MFU:", mfu_text(st->mfu, m, sizeof(m)), a, p);
+                        "MFU:", tide_cli_ratio_format(st->mfu, m, sizeof(m)), a, p);
     }
     if (st->utilization_known) {
         char *status = tide_cli_sanitize(or_dash(st->health_status));

@@ -30,6 +30,11 @@ void tide_cli_exit_code_format(int32_t code, char *buf, size_t size);
 
 /* "0 B", "512 B", "1.5 KiB", "20.0 MiB", "3.1 GiB" (powers of 1024, one decimal above bytes). */
 void tide_cli_bytes_format(uint64_t bytes, char *buf, size_t size);
+/* A rate with an SI prefix and three significant digits: "312T", "1.25G", "980". */
+void tide_cli_si_format(double v, char *buf, size_t size);
+/* A ratio (MFU, utilization) as a percentage with enough digits to tell small ones apart: "41.3%",
+ * "0.012%". Returns buf. */
+const char *tide_cli_ratio_format(double ratio, char *buf, size_t size);
 
 /* What rank 0's trainer last reported through the SDK (borrowed from j), or NULL when it reported
  * nothing (no SDK, or no heartbeat carried it yet). */
