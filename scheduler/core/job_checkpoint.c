@@ -1,5 +1,4 @@
-/* What the core knows of training progress and checkpoints: per-rank progress from heartbeats and
- * the achieved FLOP/s it adds up to (per job, cluster),
+/* What the core knows of training progress and checkpoints: per-rank progress from heartbeats,
  * checkpoint reports collected per step until every rank of the generation has one (then it is the
  * job's last checkpoint), and CheckpointJob requests with their deadline. Invariants: reports are
  * collected for one step at a time (ckpt_collect_step), only from the current generation, and the
@@ -70,70 +69,6 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
     (void)core;
     if (slot)
         slot->progress = *p;
-}
-
-void tide_core_job_flops(const tide_job_t *job, double *achieved, double *peak)
-{
-    double a = 0, p = 0;
-
-    for (int32_t r = 0; job->state == TIDE_JOB_RUNNING && r < job->n_ranks; r++) {
-        const tide_job_rank_t *slot = &job->ranks[r];
-        if (slot->state != TIDE_RANK_RUNNING)
-            continue;
-        if (slot->progress.sdk)
-            a += slot->progress.flops_per_s;
-        if (slot->worker)
-            p += slot->worker->peak_flops;
-    }
-    *achieved = a;
-    *peak = p;
-}
-
-void tide_core_cluster_flops(const tide_core_t *core, double *achieved, double *peak)
-{
-    double a = 0, p = 0, ja, jp;
-    const tide_list_t *pos;
-    tide_worker_t *w, *tmp;
-
-    tide_list_for_each(pos, &core->jobs_by_seq) {
-        const tide_job_t *job = tide_list_entry(pos, tide_job_t, all_node);
-        if (job->state != TIDE_JOB_RUNNING)
-            continue;
-        tide_core_job_flops(job, &ja, &jp);
-        a += ja;
-    }
-    HASH_ITER(hh, core->workers, w, tmp) {
-        if (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY)
-            p += w->peak_flops;
-    }
-    *achieved = a;
-    *peak = p;
-}
-
-void tide_core_cluster_utilization(const tide_core_t *core, double *gpu_util, int32_t *n_gpu,
-                                   double *mem_bw, int32_t *n_mem_bw)
-{
-    double su = 0, sb = 0;
-    int32_t nu = 0, nb = 0;
-    tide_worker_t *w, *tmp;
-
-    HASH_ITER(hh, core->workers, w, tmp) {
-        uint32_t known = w->telemetry.known;
-        if (w->state != TIDE_WORKER_READY && w->state != TIDE_WORKER_BUSY)
-            continue;
-        if (known & 1u) { /* TIDE_GPU_HAS_UTIL */
-            su += w->telemetry.gpu_util;
-            nu++;
-        }
-        if (known & 16u) { /* TIDE_GPU_HAS_MEM_BW */
-            sb += w->telemetry.mem_bw_util;
-            nb++;
-        }
-    }
-    *gpu_util = nu ? su / nu : 0;
-    *n_gpu = nu;
-    *mem_bw = nb ? sb / nb : 0;
-    *n_mem_bw = nb;
 }
 
 static void complete(tide_core_t *core, tide_job_t *job)
