@@ -1,5 +1,6 @@
-/* tidectl top: a live view of the cluster like top/nvtop, in 80 columns: the cluster's MFU, every
- * running job with its MFU and step, every worker with its GPU figures and MFU (docs/metrics.md).
+/* tidectl top: a live view of the cluster like top/nvtop, in 80 columns: the cluster's MFU,
+ * utilization per dimension and health, every running job with its MFU, step and bottleneck, every
+ * worker with its GPU and node figures, MFU and bottleneck (docs/metrics.md).
  * Each frame is three unary calls (GetClusterStatus, ListJobs of running jobs, ListWorkers); on a
  * terminal the screen is redrawn in place, otherwise frames are printed one after another (like
  * `top -b`); --once prints one frame and exits. */
@@ -29,6 +30,15 @@ static void pct(double ratio, bool known, char *buf, size_t size)
         snprintf(buf, size, "-");
 }
 
+/* A utilization as a whole percentage ("37%"), or "-": the worker table's columns are narrow. */
+static void pct0(double ratio, bool known, char *buf, size_t size)
+{
+    if (known)
+        snprintf(buf, size, "%.0f%%", 100 * ratio);
+    else
+        snprintf(buf, size, "-");
+}
+
 static const Tide__V1__Job *find_job(Tide__V1__ListJobsResponse *jobs, const char *id)
 {
     for (size_t i = 0; jobs && i < jobs->n_jobs; i++)
@@ -41,8 +51,9 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
                    const Tide__V1__ListWorkersResponse *ws, const char *addr, int64_t now_ms,
                    tide_buf_t *out)
 {
-    static const char *const jh[] = {"JOB", "NAME", "RANKS", "STEP", "MFU", "FLOP/S"};
-    static const char *const wh[] = {"WORKER", "STATE", "JOB", "UTIL", "MEMBW", "TEMP", "POWER", "MFU"};
+    static const char *const jh[] = {"JOB", "NAME", "RANKS", "STEP", "MFU", "FLOP/S", "BOUND BY"};
+    static const char *const wh[] = {"WORKER", "STATE", "JOB",  "GPU", "MEMBW", "NET",
+                                     "IO",     "TEMP",  "POWER", "MFU", "BOUND BY"};
     char m[32], a[32], p[32], clock[32];
     tide_cli_table_t *t;
 
@@ -54,21 +65,33 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
     tide_buf_printf(out, "MFU %s (%sFLOP/s of %sFLOP/s, every healthy GPU)\n", m, a, p);
     if (st->utilization_known) {
         char *status = tide_cli_sanitize(st->health_status);
-        tide_buf_printf(out, "health %.0f/100, bottleneck %s\n  %.76s\n", st->health_score,
-                        st->bottleneck, status);
+        const double v[4] = {st->utilization_compute, st->utilization_memory_bandwidth,
+                             st->utilization_network, st->utilization_storage};
+        char line[128];
+        tide_buf_printf(out, "health %.0f/100; %s\n  %.76s\n", st->health_score,
+                        tide_cli_utilization_format(v, st->utilization_known, line, sizeof(line)),
+                        status);
         free(status);
     }
     tide_buf_printf(out, "workers %d: %d ready, %d busy, %d suspect, %d dead; jobs %d running, %d pending\n\n",
                     st->workers_total, st->workers_ready, st->workers_busy, st->workers_suspect,
                     st->workers_dead, st->jobs_running, st->jobs_pending);
 
-    t = tide_cli_table_new(6, jh);
+    t = tide_cli_table_new(7, jh);
+    tide_cli_table_set_gap(t, 2);
     for (size_t i = 0; jobs && i < jobs->n_jobs; i++) {
         const Tide__V1__Job *j = jobs->jobs[i];
         const Tide__V1__TrainerProgress *pr = tide_cli_job_progress(j);
-        char ranks[16], step[24], mfu[32], rate[32];
+        const Tide__V1__Utilization *ju = j->utilization;
+        char ranks[16], step[24], mfu[32], rate[32], bound[24];
         char *id = tide_cli_sanitize(j->id), *name = tide_cli_sanitize(j->spec ? j->spec->name : "");
-        const char *row[6] = {id, name, ranks, step, mfu, rate};
+        const char *row[7] = {id, name, ranks, step, mfu, rate, bound};
+        if (ju) {
+            const double u[4] = {ju->compute, ju->memory_bandwidth, ju->network, ju->storage_io};
+            tide_cli_bound_format(u, ju->known, bound, sizeof(bound));
+        } else {
+            snprintf(bound, sizeof(bound), "-");
+        }
         snprintf(ranks, sizeof(ranks), "%zu", j->n_ranks);
         if (pr && pr->sdk && pr->step >= 0)
             snprintf(step, sizeof(step), "%lld", (long long)pr->step);
@@ -87,7 +110,8 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
     tide_cli_table_free(t);
     tide_buf_append_str(out, "\n");
 
-    t = tide_cli_table_new(8, wh);
+    t = tide_cli_table_new(11, wh);
+    tide_cli_table_set_gap(t, 2);
     for (size_t i = 0; i < ws->n_workers; i++) {
         const Tide__V1__Worker *w = ws->workers[i];
         const Tide__V1__Telemetry *tm = w->telemetry;
@@ -95,13 +119,25 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
         const Tide__V1__Job *j = w->job_id[0] ? find_job(jobs, w->job_id) : NULL;
         const Tide__V1__TrainerProgress *pr =
             j && w->rank >= 0 && (size_t)w->rank < j->n_ranks ? j->ranks[w->rank]->progress : NULL;
-        char state[24], util[16], membw[16], temp[16], power[16], mfu[32];
+        char state[24], util[16], membw[16], net[16], io[16], temp[16], power[16], mfu[32];
+        char bound[24];
         char *id = tide_cli_sanitize(w->id), *job = tide_cli_sanitize(w->job_id[0] ? w->job_id : "-");
-        const char *row[8] = {id, state, job, util, membw, temp, power, mfu};
+        const char *row[11] = {id, state, job, util, membw, net, io, temp, power, mfu, bound};
         tide_cli_enum_name(&tide__v1__worker_state__descriptor, w->state, "WORKER_STATE_", state,
                            sizeof(state));
-        pct(tm ? tm->gpu_util : 0, known & 1u, util, sizeof(util));
-        pct(tm ? tm->mem_bw_util : 0, known & 16u, membw, sizeof(membw));
+        pct0(tm ? tm->gpu_util : 0, known & 1u, util, sizeof(util));
+        pct0(tm ? tm->mem_bw_util : 0, known & 16u, membw, sizeof(membw));
+        pct0(tm ? tm->net_util : 0, known & 512u, net, sizeof(net));
+        pct0(tm ? tm->storage_util : 0, known & 1024u, io, sizeof(io));
+        if (tm) {
+            const double u[4] = {tm->gpu_util, tm->mem_bw_util, tm->net_util, tm->storage_util};
+            /* Telemetry bits 1, 16, 512, 1024 in the order of Utilization's 1, 2, 4, 8. */
+            uint32_t k = (known & 1u) | (known & 16u ? 2u : 0) | (known & 512u ? 4u : 0) |
+                         (known & 1024u ? 8u : 0);
+            tide_cli_bound_format(u, k, bound, sizeof(bound));
+        } else {
+            snprintf(bound, sizeof(bound), "-");
+        }
         if (known & 4u)
             snprintf(temp, sizeof(temp), "%.0fC", tm->temperature_c);
         else

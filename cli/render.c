@@ -238,6 +238,49 @@ const char *tide_cli_ratio_format(double ratio, char *buf, size_t size)
     return buf;
 }
 
+static const char *const dim_short[4] = {"gpu", "membw", "net", "io"};
+
+/* The busiest known dimension, or -1. */
+static int busiest(const double u[4], uint32_t known)
+{
+    int best = -1;
+
+    for (int d = 0; d < 4; d++)
+        if ((known & (1u << d)) && (best < 0 || u[d] > u[best]))
+            best = d;
+    return best;
+}
+
+const char *tide_cli_bound_format(const double u[4], uint32_t known, char *buf, size_t size)
+{
+    int best = busiest(u, known);
+
+    if (best < 0)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%s %.0f%%", dim_short[best], 100 * u[best]);
+    return buf;
+}
+
+const char *tide_cli_utilization_format(const double u[4], uint32_t known, char *buf, size_t size)
+{
+    int best = busiest(u, known);
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int d = 0; d < 4 && n < size; d++) {
+        char r[16];
+        if (known & (1u << d))
+            tide_cli_ratio_format(u[d], r, sizeof(r));
+        else
+            snprintf(r, sizeof(r), "-");
+        n += (size_t)snprintf(buf + n, size - n, "%s%s %s", d ? ", " : "", dim_short[d], r);
+    }
+    if (best >= 0 && n < size)
+        snprintf(buf + n, size - n, " (bound by %s)", dim_short[best]);
+    return buf;
+}
+
 /* A step's length: "850ms", "4.2ms", "1.25s", "12.5s", "340s". */
 static void step_time_format(double s, char *buf, size_t size)
 {
@@ -441,6 +484,12 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
         kvf(out, "MFU:", "%s (%sFLOP/s of model FLOPs over ~10 s)", tide_cli_ratio_format(j->mfu, buf, sizeof(buf)),
             rate);
     }
+    if (j->utilization && j->utilization->known) {
+        const Tide__V1__Utilization *u = j->utilization;
+        const double v[4] = {u->compute, u->memory_bandwidth, u->network, u->storage_io};
+        char line[128];
+        kv(out, "Utilization:", tide_cli_utilization_format(v, u->known, line, sizeof(line)));
+    }
     if (j->failed_rank >= 0 && (j->state == TIDE__V1__JOB_STATE__JOB_STATE_FAILED || j->exit_code != 0)) {
         tide_cli_exit_code_format(j->exit_code, buf, sizeof(buf));
         kvf(out, "Exit code:", "%s (rank %d)", buf, j->failed_rank);
@@ -545,7 +594,12 @@ void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *sched
                         "MFU:", tide_cli_ratio_format(st->mfu, m, sizeof(m)), a, p);
     }
     if (st->utilization_known) {
+        const double v[4] = {st->utilization_compute, st->utilization_memory_bandwidth,
+                             st->utilization_network, st->utilization_storage};
+        char line[128];
         char *status = tide_cli_sanitize(or_dash(st->health_status));
+        tide_buf_printf(out, "%-12s%s\n", "Utilization:",
+                        tide_cli_utilization_format(v, st->utilization_known, line, sizeof(line)));
         tide_buf_printf(out, "%-12s%.0f/100: %s\n", "Health:", st->health_score, status);
         free(status);
     }

@@ -35,6 +35,11 @@ void tide_cli_si_format(double v, char *buf, size_t size);
 /* A ratio (MFU, utilization) as a percentage with enough digits to tell small ones apart: "41.3%",
  * "0.012%". Returns buf. */
 const char *tide_cli_ratio_format(double ratio, char *buf, size_t size);
+/* The four dimensions (docs/metrics.md; bits of Utilization.known) as "gpu 45%, membw 97%, net -,
+ * io 3% (bound by membw)"; "-" for unknown ones. Returns buf. */
+const char *tide_cli_utilization_format(const double u[4], uint32_t known, char *buf, size_t size);
+/* The busiest known of the four as "membw 97%"; "-" when none is known. Returns buf. */
+const char *tide_cli_bound_format(const double u[4], uint32_t known, char *buf, size_t size);
 
 /* What rank 0's trainer last reported through the SDK (borrowed from j), or NULL when it reported
  * nothing (no SDK, or no heartbeat carried it yet). */

@@ -12,6 +12,7 @@ struct tide_cli_table {
     size_t nrows; /* header included */
     size_t cap;
     char **cells; /* nrows * ncols, row-major, owned */
+    size_t gap;   /* spaces between columns */
 };
 
 char *tide_cli_sanitize(const char *s)
@@ -49,6 +50,7 @@ tide_cli_table_t *tide_cli_table_new(size_t ncols, const char *const *headers)
     tide_cli_table_t *t = tide_xcalloc(1, sizeof(*t));
 
     t->ncols = ncols;
+    t->gap = 3;
     tide_cli_table_add_row(t, headers);
     return t;
 }
@@ -61,6 +63,11 @@ void tide_cli_table_free(tide_cli_table_t *t)
         free(t->cells[i]);
     free(t->cells);
     free(t);
+}
+
+void tide_cli_table_set_gap(tide_cli_table_t *t, size_t gap)
+{
+    t->gap = gap ? gap : 1;
 }
 
 void tide_cli_table_add_row(tide_cli_table_t *t, const char *const *cells)
@@ -90,7 +97,7 @@ void tide_cli_table_render(const tide_cli_table_t *t, tide_buf_t *out)
             const char *cell = t->cells[r * t->ncols + c];
             tide_buf_append_str(out, cell);
             if (c + 1 < t->ncols) {
-                size_t pad = width[c] - tide_cli_display_width(cell) + 3;
+                size_t pad = width[c] - tide_cli_display_width(cell) + t->gap;
                 memset(tide_buf_reserve(out, pad), ' ', pad);
                 out->len += pad;
             }

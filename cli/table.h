@@ -1,5 +1,6 @@
 /* kubectl-style aligned tables: a header row and rows of cells, each column as wide as its widest cell
- * (counted in characters, not bytes), three spaces between columns, the last column not padded. */
+ * (counted in characters, not bytes), three spaces between columns (by default), the last column not
+ * padded. */
 #ifndef TIDE_CLI_TABLE_H
 #define TIDE_CLI_TABLE_H
 
@@ -12,6 +13,10 @@ typedef struct tide_cli_table tide_cli_table_t;
 /* A table with ncols columns named by headers (copied). Never NULL; free with tide_cli_table_free. */
 tide_cli_table_t *tide_cli_table_new(size_t ncols, const char *const *headers);
 void tide_cli_table_free(tide_cli_table_t *t);
+
+/* Spaces between columns instead of three (at least 1): for dense views that must fit 80 columns
+ * (tidectl top). */
+void tide_cli_table_set_gap(tide_cli_table_t *t, size_t gap);
 
 /* Appends a row of ncols cells (copied; NULL prints as ""). Control characters in cells (newlines,
  * tabs, escape sequences from the scheduler's messages) are replaced by spaces so a row stays one

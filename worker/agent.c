@@ -31,6 +31,7 @@
 #define FORCE_AFTER_MS             1000
 #define SOFT_STOP_KILL_MAX_MS      5000 /* SIGTERM -> SIGKILL after a soft stop, at most */
 #define PROGRESS_MAX               16   /* ranks per heartbeat */
+#define TRACK_MAX                  64   /* rank processes the device backend is told about */
 #define AGENT_SOCK_NAME            "agent.sock"
 
 struct tide_worker_agent {
@@ -38,6 +39,7 @@ struct tide_worker_agent {
     const tide_worker_config_t *cfg;
     char *exec_helper;
     tide_gpu_t *gpu;
+    tide_hostio_t *hostio; /* NULL: network and storage unknown */
     const tide_perturb_t *perturb;
     int64_t start_mono_ms; /* perturbation times count from here */
     uv_timer_t slow;       /* the `slow` perturbation's duty cycle */
@@ -189,8 +191,16 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
 
 #define SLOW_PERIOD_MS 100
 
-/* The `slow PERCENT` perturbation: the ranks' process groups run speed x SLOW_PERIOD_MS and stop
- * for the rest of each period. */
+/* The `slow PERCENT` perturbation: the ranks' process groups (launched ones directly, MPI virtual
+ * ranks through their tide-rank-exec) run speed x SLOW_PERIOD_MS and stop for the rest of each
+ * period. */
+static void signal_ranks(tide_worker_agent_t *a, int sig)
+{
+    tide_launcher_signal_all(a->launcher, sig);
+    if (a->mpi)
+        tide_worker_mpi_signal_all(a->mpi, sig);
+}
+
 static void on_slow(uv_timer_t *t)
 {
     tide_worker_agent_t *a = t->data;
@@ -200,12 +210,12 @@ static void on_slow(uv_timer_t *t)
         return;
     if (a->speed >= 1) {
         if (a->slow_stopped)
-            tide_launcher_signal_all(a->launcher, SIGCONT);
+            signal_ranks(a, SIGCONT);
         a->slow_stopped = false;
         return;
     }
     a->slow_stopped = !a->slow_stopped;
-    tide_launcher_signal_all(a->launcher, a->slow_stopped ? SIGSTOP : SIGCONT);
+    signal_ranks(a, a->slow_stopped ? SIGSTOP : SIGCONT);
     uv_timer_start(&a->slow, on_slow, a->slow_stopped ? SLOW_PERIOD_MS - run : run, 0);
 }
 
@@ -232,8 +242,22 @@ static void send_heartbeat(tide_worker_agent_t *a)
     tide_gpu_telemetry_t g;
 
     memset(&g, 0, sizeof(g));
+    if (a->launcher) {
+        int32_t pids[TRACK_MAX];
+        size_t n = tide_launcher_pids(a->launcher, pids, TRACK_MAX);
+        if (a->mpi)
+            n += tide_worker_mpi_pids(a->mpi, pids + n, TRACK_MAX - n);
+        tide_gpu_track(a->gpu, pids, n);
+    }
     if (tide_gpu_read(a->gpu, tide_clock_mono_ms(), tide_worker_core_running(a->core) > 0, &g) ==
         0) {
+        if (a->hostio) {
+            tide_hostio_reading_t io;
+            tide_hostio_read(a->hostio, tide_clock_mono_ms(), &io);
+            g.net_util = io.net_util;
+            g.storage_util = io.storage_util;
+            g.known |= io.known;
+        }
         if (a->perturb) {
             tide_perturb_state_t ps;
             tide_perturb_state_at(a->perturb, tide_clock_mono_ms() - a->start_mono_ms, &ps);
@@ -258,6 +282,8 @@ static void send_heartbeat(tide_worker_agent_t *a)
         tm.ecc_uncorrected = g.ecc_uncorrected;
         tm.xid_count = g.xid_count;
         tm.last_xid = g.last_xid;
+        tm.net_util = g.net_util;
+        tm.storage_util = g.storage_util;
         tm.known = g.known;
     }
     n_progress = a->trainer ? tide_trainer_server_progress(a->trainer, (int64_t)(uv_hrtime() / 1000000),
@@ -564,6 +590,8 @@ static void stop_io(tide_worker_agent_t *a)
     a->call = NULL; /* freeing the client fails it: that status is ignored */
     tide_rpc_client_free(a->client);
     a->client = NULL;
+    if (a->slow_stopped && a->launcher)
+        signal_ranks(a, SIGCONT); /* whatever survives us must not stay stopped */
     /* MPI first: it kills its daemons through the launcher and ends its calls on the server. */
     tide_worker_mpi_free(a->mpi);
     a->mpi = NULL;
@@ -575,8 +603,6 @@ static void stop_io(tide_worker_agent_t *a)
     a->logs = NULL;
     tide_trainer_server_free(a->trainer);
     a->trainer = NULL;
-    if (a->slow_stopped && a->launcher)
-        tide_launcher_signal_all(a->launcher, SIGCONT);
     uv_close((uv_handle_t *)&a->slow, on_handle_closed);
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
     uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
@@ -683,6 +709,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     a->cfg = wc;
     a->exec_helper = tide_xstrdup(cfg->exec_helper);
     a->gpu = cfg->gpu;
+    a->hostio = cfg->hostio;
     a->welcome_timeout_ms =
         cfg->welcome_timeout_ms ? cfg->welcome_timeout_ms : WELCOME_TIMEOUT_DEFAULT_MS;
     a->drain_timeout_ms = cfg->drain_timeout_ms ? cfg->drain_timeout_ms : DRAIN_TIMEOUT_DEFAULT_MS;

@@ -13,6 +13,7 @@
 #include "core.h"
 #include "error.h"
 #include "gpu.h"
+#include "hostio.h"
 
 struct uv_loop_s;
 
@@ -24,6 +25,7 @@ typedef struct tide_worker_agent_config {
     const char *rank_exec;           /* path of tide-rank-exec (MPI ranks); NULL: beside exec_helper */
     const char *mpi_shim;            /* path of tide-mpi-shim (mpirun's rsh agent); same */
     tide_gpu_t *gpu;                 /* borrowed; must outlive the agent */
+    tide_hostio_t *hostio;           /* the node's network and storage; NULL: unknown; borrowed */
     const struct tide_perturb *perturb; /* scripted perturbations; NULL: none; borrowed */
     bool handle_signals;             /* SIGTERM/SIGINT shut down (a second one forces) */
     uint64_t seed;                   /* reconnect jitter */

@@ -27,7 +27,8 @@ static const char usage_text[] =
     "                   [--gpu sim:MODEL] [--labels k=v,...] [--advertise HOST]\n"
     "                   [--data-dir DIR] [--token-file FILE] [--log-level debug|info|warn|error]\n"
     "                   [--stop-grace-ms MS] [--listen HOST:PORT] [--perturb FILE]\n"
-    "                   [--peak-flops FLOPS]\n"
+    "                   [--peak-flops FLOPS] [--net-dev IF,...] [--net-capacity BYTES_PER_S]\n"
+    "                   [--storage-dev DISK,...] [--storage-capacity BYTES_PER_S] [--probe]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -36,8 +37,9 @@ static const char usage_text[] =
     "  --id ID                stable worker id (default: NODE/gpuINDEX)\n"
     "  --node NAME            node name (default: the hostname)\n"
     "  --gpu-index N          GPU index on the node (default: 0)\n"
-    "  --gpu sim:MODEL        device: sim:h100, sim:a100, sim:l4, sim:b200 (default: " GPU_DEFAULT
-    ")\n"
+    "  --gpu DEVICE           nvml (an NVIDIA GPU), cpu (a CPU core for CPU trainers), auto\n"
+    "                         (nvml if it loads, else sim:h100) or sim:MODEL with MODEL one of\n"
+    "                         h100, a100, l4, b200 (default: " GPU_DEFAULT ")\n"
     "  --labels k=v,...       labels for placement (rack, switch, pool, ...)\n"
     "  --advertise HOST       address peers use to reach ranks here, e.g. MASTER_ADDR\n"
     "                         (default: the hostname)\n"
@@ -51,8 +53,13 @@ static const char usage_text[] =
     "  --listen HOST:PORT     where to serve MPI daemon starts (WorkerLauncher; default:\n"
     "                         the advertised address if numeric, else 0.0.0.0, port 0 = any)\n"
     "  --peak-flops FLOPS     peak FLOP/s for MFU instead of the device's (e.g. 312e12)\n"
+    "  --net-dev IF,...       network interfaces to measure (default: every one up but lo)\n"
+    "  --net-capacity B/S     their capacity in bytes/s (default: their link speeds)\n"
+    "  --storage-dev DISK,... disks to measure (default: every whole disk)\n"
+    "  --storage-capacity B/S storage bytes/s that is 100% (default: the disks' busy time)\n"
     "  --perturb FILE         scripted faults for tests: 'SECONDS ACTION [ARG]' lines (heat,\n"
     "                         ecc, ecc-uncorrected, xid, die, slow; docs/worker.md)\n"
+    "  --probe                read the device and the node once, print it and exit\n"
     "  --help                 this text\n";
 
 const char *tide_worker_usage(void)
@@ -140,11 +147,29 @@ done:
     return rc;
 }
 
+/* A non-negative number up to max ("25e9"); 0 only where zero_ok. */
+static int parse_double(const char *flag, const char *v, bool zero_ok, double max, double *out,
+                        tide_error_t *err)
+{
+    char *end;
+    double d;
+
+    errno = 0;
+    d = strtod(v, &end);
+    if (errno || end == v || *end || !(d >= 0) || (!zero_ok && d == 0) || d > max) {
+        tide_errprintf(err, "%s: '%s' is not a number above 0 and at most %g", flag, v, max);
+        return -EINVAL;
+    }
+    *out = d;
+    return 0;
+}
+
 /* Flags that take a value. */
 static const char *const value_flags[] = {
     "--scheduler", "--id",       "--node",       "--gpu-index", "--gpu",           "--labels",
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
-    "--perturb", "--peak-flops",
+    "--perturb", "--peak-flops", "--net-dev", "--net-capacity", "--storage-dev",
+    "--storage-capacity",
 };
 
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
@@ -168,6 +193,10 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             rc = 1;
             goto done;
+        }
+        if (strcmp(arg, "--probe") == 0) {
+            cfg->probe = true;
+            continue;
         }
         if (strncmp(arg, "--", 2) != 0) {
             tide_errprintf(err, "unexpected argument '%s'", arg);
@@ -235,13 +264,15 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
                 rc = -EINVAL;
             }
         } else if (strcmp(flag, "--peak-flops") == 0) {
-            char *end;
-            errno = 0;
-            cfg->peak_flops = strtod(val, &end);
-            if (errno || *end || !(cfg->peak_flops > 0) || cfg->peak_flops > 1e18) {
-                tide_errprintf(err, "--peak-flops: '%s' is not a FLOP/s figure above 0 (e.g. 989e12)", val);
-                rc = -EINVAL;
-            }
+            rc = parse_double(flag, val, false, 1e18, &cfg->peak_flops, err);
+        } else if (strcmp(flag, "--net-capacity") == 0) {
+            rc = parse_double(flag, val, false, 1e15, &cfg->net_capacity, err);
+        } else if (strcmp(flag, "--storage-capacity") == 0) {
+            rc = parse_double(flag, val, false, 1e15, &cfg->storage_capacity, err);
+        } else if (strcmp(flag, "--net-dev") == 0) {
+            set_str(&cfg->net_devs, val);
+        } else if (strcmp(flag, "--storage-dev") == 0) {
+            set_str(&cfg->storage_devs, val);
         } else if (strcmp(flag, "--perturb") == 0) {
             set_str(&cfg->perturb, val);
         } else if (strcmp(flag, "--listen") == 0) {
@@ -320,6 +351,8 @@ void tide_worker_config_free(tide_worker_config_t *cfg)
     free(cfg->advertise);
     free(cfg->listen);
     free(cfg->perturb);
+    free(cfg->net_devs);
+    free(cfg->storage_devs);
     free(cfg->data_dir);
     free(cfg->token);
     memset(cfg, 0, sizeof(*cfg));

@@ -2,6 +2,7 @@
 #ifndef TIDE_WORKER_CONFIG_H
 #define TIDE_WORKER_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,11 @@ typedef struct tide_worker_config {
     char *listen;    /* HOST:PORT of the WorkerLauncher service (docs/mpi.md) */
     char *perturb;   /* --perturb FILE: scripted perturbations (perturb.h); NULL: none */
     double peak_flops; /* --peak-flops: the MFU denominator instead of the device's; 0: the device's */
+    char *net_devs;          /* --net-dev: interfaces (worker/hostio.h); NULL: the default set */
+    double net_capacity;     /* --net-capacity bytes/s; 0: link speeds */
+    char *storage_devs;      /* --storage-dev: disks; NULL: every whole disk */
+    double storage_capacity; /* --storage-capacity bytes/s; 0: busy-time fraction */
+    bool probe;              /* --probe: print one reading and exit (probe.h) */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

@@ -131,6 +131,20 @@ void tide_launcher_signal_all(tide_launcher_t *l, int sig)
     }
 }
 
+size_t tide_launcher_pids(const tide_launcher_t *l, int32_t *out, size_t max)
+{
+    const tide_list_t *pos;
+    size_t n = 0;
+
+    tide_list_for_each(pos, &l->procs)
+    {
+        const proc_t *p = tide_list_entry(pos, proc_t, link);
+        if (!p->failed && n < max)
+            out[n++] = (int32_t)p->pid;
+    }
+    return n;
+}
+
 static proc_t *find(tide_launcher_t *l, uint64_t id)
 {
     tide_list_t *pos;

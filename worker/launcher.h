@@ -82,5 +82,8 @@ size_t tide_launcher_running(const tide_launcher_t *l);
 /* Sends sig to the process group of every process the launcher runs (ranks and MPI daemons): the
  * `slow` perturbation's SIGSTOP/SIGCONT duty cycle. */
 void tide_launcher_signal_all(tide_launcher_t *l, int sig);
+/* The pids of the running ranks' helpers (each the leader of its rank's process group; the rank is
+ * its child), at most max of them into out. Returns how many. */
+size_t tide_launcher_pids(const tide_launcher_t *l, int32_t *out, size_t max);
 
 #endif

@@ -13,8 +13,12 @@
 #include "clock.h"
 #include "config.h"
 #include "gpu.h"
+#include "hostio.h"
 #include "log.h"
 #include "perturb.h"
+#include "probe.h"
+
+#define PROBE_INTERVAL_MS 1000 /* between --probe's two readings */
 
 /* The helpers (tide-exec, tide-rank-exec, tide-mpi-shim) sit next to tide-worker (in build/bin, or
  * installed together); the environment variable `env` overrides. */
@@ -43,6 +47,8 @@ int main(int argc, char **argv)
     tide_worker_agent_t *agent = NULL;
     tide_perturb_t perturb = {NULL, 0};
     tide_gpu_t *gpu = NULL;
+    tide_hostio_t *hostio = NULL;
+    tide_hostio_config_t hc;
     tide_error_t err;
     uv_loop_t loop;
     char *helper = NULL, *rank_exec = NULL, *shim = NULL;
@@ -61,10 +67,29 @@ int main(int argc, char **argv)
         return 2;
     }
     tide_log_init("tide-worker", cfg.log_level);
-    if (tide_gpu_open(cfg.gpu, cfg.gpu_index, tide_clock_mono_ms(), &gpu, &err) < 0) {
+    if (tide_gpu_open(cfg.gpu, cfg.gpu_index, tide_clock_mono_ms(), cfg.peak_flops, &gpu, &err) < 0) {
         fprintf(stderr, "tide-worker: --gpu: %s (see --help)\n", err.text);
         tide_worker_config_free(&cfg);
         return 2;
+    }
+    hc = (tide_hostio_config_t){.net_devs = cfg.net_devs,
+                                .net_capacity = cfg.net_capacity,
+                                .storage_devs = cfg.storage_devs,
+                                .storage_capacity = cfg.storage_capacity};
+    if (tide_hostio_open(&hc, tide_clock_mono_ms(), &hostio, &err) < 0) {
+        fprintf(stderr, "tide-worker: %s (see --help)\n", err.text);
+        tide_gpu_close(gpu);
+        tide_worker_config_free(&cfg);
+        return 2;
+    }
+    if (cfg.probe) {
+        rc = tide_worker_probe(gpu, hostio, PROBE_INTERVAL_MS, stdout);
+        if (rc < 0)
+            fprintf(stderr, "tide-worker: --probe: reading the device failed: %s\n", strerror(-rc));
+        tide_hostio_close(hostio);
+        tide_gpu_close(gpu);
+        tide_worker_config_free(&cfg);
+        return rc < 0 ? 1 : 0;
     }
     /* A dead scheduler connection must be an error return, not a fatal SIGPIPE. Ranks get the
      * default back: libuv resets dispositions in the child. */
@@ -72,6 +97,7 @@ int main(int argc, char **argv)
 
     if (cfg.perturb && tide_perturb_load(cfg.perturb, &perturb, &err) < 0) {
         fprintf(stderr, "tide-worker: --perturb: %s\n", err.text);
+        tide_hostio_close(hostio);
         tide_gpu_close(gpu);
         tide_worker_config_free(&cfg);
         return 2;
@@ -86,6 +112,7 @@ int main(int argc, char **argv)
     ac.rank_exec = rank_exec;
     ac.mpi_shim = shim;
     ac.gpu = gpu;
+    ac.hostio = hostio;
     ac.perturb = cfg.perturb ? &perturb : NULL;
     ac.handle_signals = true;
     ac.seed = (uint64_t)getpid() ^ (uint64_t)tide_clock_wall_ms();
@@ -99,6 +126,7 @@ int main(int argc, char **argv)
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
+    tide_hostio_close(hostio);
     tide_gpu_close(gpu);
     tide_perturb_free(&perturb);
     free(helper);

@@ -432,6 +432,30 @@ static void send_signal_line(mpi_rank_t *r, int sig)
         tide_trainer_conn_send(r->conn, line, (size_t)n);
 }
 
+void tide_worker_mpi_signal_all(tide_worker_mpi_t *m, int sig)
+{
+    tide_list_t *pos;
+
+    tide_list_for_each(pos, &m->ranks) {
+        mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
+        if (r->is_virtual && !r->exit_known)
+            send_signal_line(r, sig);
+    }
+}
+
+size_t tide_worker_mpi_pids(const tide_worker_mpi_t *m, int32_t *out, size_t max)
+{
+    const tide_list_t *pos;
+    size_t n = 0;
+
+    tide_list_for_each(pos, &m->ranks) {
+        const mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
+        if (r->is_virtual && r->pid > 0 && !r->exit_known && n < max)
+            out[n++] = r->pid;
+    }
+    return n;
+}
+
 static void on_timer(uv_timer_t *t)
 {
     tide_worker_mpi_t *m = t->data;
@@ -482,6 +506,7 @@ static void on_timer(uv_timer_t *t)
         if (r->term_at && now >= r->term_at) {
             r->term_at = 0;
             send_signal_line(r, SIGTERM);
+            send_signal_line(r, SIGCONT); /* a rank stopped by a `slow` perturbation must see it */
         }
         if (r->kill_at && now >= r->kill_at) {
             r->kill_at = 0;
@@ -584,6 +609,7 @@ int tide_worker_mpi_stop(tide_worker_mpi_t *m, uint64_t id, uint32_t term_after_
     }
     if (term_after_ms == 0) {
         send_signal_line(r, SIGTERM);
+        send_signal_line(r, SIGCONT); /* a rank stopped by a `slow` perturbation must see it */
         r->term_at = 0;
     } else if (!r->term_at && !r->kill_at) {
         r->term_at = now + term_after_ms;

@@ -286,7 +286,7 @@ static void nvml_close(void *state)
     free(s);
 }
 
-static int nvml_open(const char *model, int index, int64_t now_ms, void **state,
+static int nvml_open(const char *model, int index, int64_t now_ms, double peak_flops, void **state,
                      tide_gpu_info_t *info, tide_error_t *err)
 {
     const char *path = getenv("TIDE_NVML_LIB");
@@ -297,6 +297,7 @@ static int nvml_open(const char *model, int index, int64_t now_ms, void **state,
     nvmlReturn_t rc;
     int ret;
 
+    (void)peak_flops; /* tide_gpu_open applies --peak-flops */
     (void)now_ms;
     if (!path || !*path)
         path = NVML_DEFAULT_LIB;

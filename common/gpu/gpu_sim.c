@@ -161,13 +161,14 @@ void tide_gpu_sim_read(const tide_gpu_sim_t *s, int64_t now_ms, tide_gpu_telemet
 
 /* --- the "sim" backend --- */
 
-static int sim_open(const char *model, int index, int64_t now_ms, void **state,
+static int sim_open(const char *model, int index, int64_t now_ms, double peak_flops, void **state,
                     tide_gpu_info_t *info, tide_error_t *err)
 {
     const tide_gpu_model_t *m = tide_gpu_sim_model_find(model);
     tide_gpu_sim_t *s;
     char known[256];
 
+    (void)peak_flops; /* tide_gpu_open applies --peak-flops */
     if (!m) {
         tide_gpu_sim_model_list(known, sizeof(known));
         tide_errprintf(err, "unknown GPU model 'sim:%s' (known: %s)", model, known);

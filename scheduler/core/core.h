@@ -18,6 +18,7 @@
 #include <uthash.h>
 
 #include "error.h"
+#include "health.h"
 #include "heap.h"
 #include "list.h"
 
@@ -112,6 +113,7 @@ typedef struct tide_telemetry {
     uint64_t ecc_corrected, ecc_uncorrected;
     uint64_t xid_count;
     uint32_t last_xid;
+    double net_util, storage_util; /* 0..1: the worker's node */
     uint32_t known;
 } tide_telemetry_t;
 
@@ -317,10 +319,16 @@ void tide_core_job_flops(const tide_job_t *job, double *achieved, double *peak);
 /* The cluster's: every running rank's achieved FLOP/s, and the peak of every healthy (READY or BUSY)
  * GPU, idle and reserve ones included. O(jobs + workers): for status queries. */
 void tide_core_cluster_flops(const tide_core_t *core, double *achieved, double *peak);
-/* Means over healthy (READY or BUSY) workers of the GPU utilization and of the memory-bandwidth
- * utilization, each over the workers that report it (n_* of them; 0: unknown). O(workers). */
-void tide_core_cluster_utilization(const tide_core_t *core, double *gpu_util, int32_t *n_gpu,
-                                   double *mem_bw, int32_t *n_mem_bw);
+/* The utilization of each dimension (docs/metrics.md: compute is GPU utilization, then memory
+ * bandwidth, network, storage I/O) as the mean over the workers that report it: for a job, the
+ * workers of its running ranks (O(ranks)); for the cluster, every healthy (READY or BUSY) worker
+ * (O(workers): for status queries). A dimension no worker reports is unknown (its bit clear). */
+void tide_core_job_utilization(const tide_job_t *job, tide_utilization_t *out);
+void tide_core_cluster_utilization(const tide_core_t *core, tide_utilization_t *out);
+/* A GPU's failure risk (0..1) from its last telemetry (common/metrics/risk.h), and the largest over
+ * healthy workers (O(workers)). */
+double tide_core_worker_risk(const tide_worker_t *w);
+void tide_core_cluster_risk(const tide_core_t *core, double *risk);
 
 /* A job record read back from the store after a restart. Pointers are borrowed; the core copies. */
 typedef struct tide_job_record {

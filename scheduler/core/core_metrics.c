@@ -1,7 +1,9 @@
 /* What the core adds up from workers' reports for MFU and utilization (docs/metrics.md): a job's
  * achieved model FLOP/s and its GPUs' peak, the cluster's (denominator: every healthy GPU), and the
- * cluster's mean GPU and memory-bandwidth utilization. Reads only; scans are for status queries. */
+ * mean utilization per dimension over a job's workers and over the cluster's, and the GPUs' failure
+ * risk from their telemetry. Reads only; scans are for status queries. */
 #include "core_private.h"
+#include "risk.h"
 
 void tide_core_job_flops(const tide_job_t *job, double *achieved, double *peak)
 {
@@ -41,28 +43,89 @@ void tide_core_cluster_flops(const tide_core_t *core, double *achieved, double *
     *peak = p;
 }
 
-void tide_core_cluster_utilization(const tide_core_t *core, double *gpu_util, int32_t *n_gpu,
-                                   double *mem_bw, int32_t *n_mem_bw)
+/* Telemetry bits (TIDE_GPU_HAS_*, common/gpu/gpu.h) of each dimension, in tide_dim_t order. */
+static const uint32_t dim_bits[TIDE_DIM_COUNT] = {1u << 0, 1u << 4, 1u << 9, 1u << 10};
+
+typedef struct util_sum {
+    double sum[TIDE_DIM_COUNT];
+    int32_t n[TIDE_DIM_COUNT];
+} util_sum_t;
+
+static void util_add(util_sum_t *s, const tide_telemetry_t *t)
 {
-    double su = 0, sb = 0;
-    int32_t nu = 0, nb = 0;
+    const double v[TIDE_DIM_COUNT] = {t->gpu_util, t->mem_bw_util, t->net_util, t->storage_util};
+
+    for (int d = 0; d < TIDE_DIM_COUNT; d++) {
+        if (t->known & dim_bits[d]) {
+            s->sum[d] += v[d];
+            s->n[d]++;
+        }
+    }
+}
+
+static void util_mean(const util_sum_t *s, tide_utilization_t *out)
+{
+    out->known = 0;
+    for (int d = 0; d < TIDE_DIM_COUNT; d++) {
+        out->u[d] = s->n[d] ? s->sum[d] / s->n[d] : 0;
+        if (s->n[d])
+            out->known |= 1u << d;
+    }
+}
+
+void tide_core_job_utilization(const tide_job_t *job, tide_utilization_t *out)
+{
+    util_sum_t s = {{0}, {0}};
+
+    for (int32_t r = 0; job->state == TIDE_JOB_RUNNING && r < job->n_ranks; r++) {
+        const tide_job_rank_t *slot = &job->ranks[r];
+        if (slot->state == TIDE_RANK_RUNNING && slot->worker)
+            util_add(&s, &slot->worker->telemetry);
+    }
+    util_mean(&s, out);
+}
+
+void tide_core_cluster_utilization(const tide_core_t *core, tide_utilization_t *out)
+{
+    util_sum_t s = {{0}, {0}};
     tide_worker_t *w, *tmp;
 
     HASH_ITER(hh, core->workers, w, tmp) {
-        uint32_t known = w->telemetry.known;
-        if (w->state != TIDE_WORKER_READY && w->state != TIDE_WORKER_BUSY)
-            continue;
-        if (known & 1u) { /* TIDE_GPU_HAS_UTIL */
-            su += w->telemetry.gpu_util;
-            nu++;
-        }
-        if (known & 16u) { /* TIDE_GPU_HAS_MEM_BW */
-            sb += w->telemetry.mem_bw_util;
-            nb++;
+        if (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY)
+            util_add(&s, &w->telemetry);
+    }
+    util_mean(&s, out);
+}
+
+double tide_core_worker_risk(const tide_worker_t *w)
+{
+    const tide_telemetry_t *t = &w->telemetry;
+    tide_risk_input_t in = {
+        .has_temperature = (t->known & (1u << 2)) != 0,
+        .temperature_c = t->temperature_c,
+        .has_ecc = (t->known & (1u << 7)) != 0,
+        .ecc_uncorrected = t->ecc_uncorrected,
+        .has_xid = (t->known & (1u << 8)) != 0,
+        .xid_count = t->xid_count,
+        .last_xid = t->last_xid,
+        .has_throttle = (t->known & (1u << 6)) != 0,
+        .throttle_reasons = t->throttle_reasons,
+    };
+
+    return tide_failure_risk(&in);
+}
+
+void tide_core_cluster_risk(const tide_core_t *core, double *risk)
+{
+    double r = 0;
+    tide_worker_t *w, *tmp;
+
+    HASH_ITER(hh, core->workers, w, tmp) {
+        if (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY) {
+            double wr = tide_core_worker_risk(w);
+            if (wr > r)
+                r = wr;
         }
     }
-    *gpu_util = nu ? su / nu : 0;
-    *n_gpu = nu;
-    *mem_bw = nb ? sb / nb : 0;
-    *n_mem_bw = nb;
+    *risk = r;
 }

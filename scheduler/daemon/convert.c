@@ -5,6 +5,7 @@
 #include "mfu.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 static char *s(const char *p)
@@ -86,6 +87,55 @@ static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p
     return out;
 }
 
+/* A fraction from a worker: clamped to [0, 1]; not a number: unknown (its bit cleared). */
+static double fraction(double v, uint32_t bit, uint32_t *known)
+{
+    if (!isfinite(v) || v < 0) {
+        *known &= ~bit;
+        return 0;
+    }
+    return v > 1 ? 1 : v;
+}
+
+static double finite_or_unknown(double v, uint32_t bit, uint32_t *known)
+{
+    if (isfinite(v))
+        return v;
+    *known &= ~bit;
+    return 0;
+}
+
+void tide_conv_telemetry_from_pb(const Tide__V1__Telemetry *pt, tide_telemetry_t *t)
+{
+    /* Bits as TIDE_GPU_HAS_* (common/gpu/gpu.h); a worker before `known` existed sent the first five
+     * fields only. */
+    uint32_t k = pt->known ? pt->known : 0xfu;
+
+    memset(t, 0, sizeof(*t));
+    t->gpu_util = fraction(pt->gpu_util, 1u << 0, &k);
+    t->mem_used_bytes = pt->mem_used_bytes;
+    t->mem_total_bytes = pt->mem_total_bytes;
+    t->temperature_c = finite_or_unknown(pt->temperature_c, 1u << 2, &k);
+    t->power_w = finite_or_unknown(pt->power_w, 1u << 3, &k);
+    t->mem_bw_util = fraction(pt->mem_bw_util, 1u << 4, &k);
+    t->sm_clock_mhz = pt->sm_clock_mhz;
+    t->mem_clock_mhz = pt->mem_clock_mhz;
+    t->throttle_reasons = pt->throttle_reasons;
+    t->ecc_corrected = pt->ecc_corrected;
+    t->ecc_uncorrected = pt->ecc_uncorrected;
+    t->xid_count = pt->xid_count;
+    t->last_xid = pt->last_xid;
+    t->net_util = fraction(pt->net_util, 1u << 9, &k);
+    t->storage_util = fraction(pt->storage_util, 1u << 10, &k);
+    t->known = k;
+}
+
+/* A rate or size from a worker: not a number or negative reads as 0 (unknown). */
+static double nonneg(double v)
+{
+    return isfinite(v) && v > 0 ? v : 0;
+}
+
 void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_trainer_progress_t *out)
 {
     memset(out, 0, sizeof(*out));
@@ -95,18 +145,18 @@ void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_traine
     out->sdk = pb->sdk;
     out->step = pb->step;
     out->phase = (int32_t)pb->phase;
-    out->step_flops = pb->step_flops;
+    out->step_flops = nonneg(pb->step_flops);
     out->samples = pb->samples;
     out->tokens = pb->tokens;
-    out->step_seconds = pb->step_seconds;
+    out->step_seconds = nonneg(pb->step_seconds);
     out->steps_reported = pb->steps_reported;
     out->rejected_reports = pb->rejected_reports;
     out->last_report_ms = pb->last_report_ms;
-    out->flops_per_s = pb->flops_per_s;
-    out->flops_per_s_5m = pb->flops_per_s_5m;
-    out->flops_per_s_life = pb->flops_per_s_life;
-    out->peak_flops = pb->peak_flops;
-    out->mfu = pb->mfu;
+    out->flops_per_s = nonneg(pb->flops_per_s);
+    out->flops_per_s_5m = nonneg(pb->flops_per_s_5m);
+    out->flops_per_s_life = nonneg(pb->flops_per_s_life);
+    out->peak_flops = nonneg(pb->peak_flops);
+    out->mfu = nonneg(pb->mfu);
 }
 
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
@@ -164,7 +214,31 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         tide_core_job_flops(job, &achieved, &peak);
         out->flops_per_s = achieved;
         out->mfu = tide_mfu(achieved, peak);
+        if (job->state == TIDE_JOB_RUNNING)
+            out->utilization = tide_conv_utilization(job, a);
     }
+}
+
+Tide__V1__Utilization *tide_conv_utilization_of(const tide_utilization_t *u, tide_arena_t *a)
+{
+    Tide__V1__Utilization *out = tide_arena_alloc(a, sizeof(*out));
+
+    tide__v1__utilization__init(out);
+    out->compute = u->u[TIDE_DIM_COMPUTE];
+    out->memory_bandwidth = u->u[TIDE_DIM_MEMORY_BW];
+    out->network = u->u[TIDE_DIM_NETWORK];
+    out->storage_io = u->u[TIDE_DIM_STORAGE];
+    out->known = u->known;
+    out->bottleneck = (char *)tide_dim_name(tide_bottleneck(u));
+    return out;
+}
+
+Tide__V1__Utilization *tide_conv_utilization(const tide_job_t *job, tide_arena_t *a)
+{
+    tide_utilization_t u;
+
+    tide_core_job_utilization(job, &u);
+    return tide_conv_utilization_of(&u, a);
 }
 
 void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a)
@@ -206,6 +280,8 @@ void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_
     t->ecc_uncorrected = w->telemetry.ecc_uncorrected;
     t->xid_count = w->telemetry.xid_count;
     t->last_xid = w->telemetry.last_xid;
+    t->net_util = w->telemetry.net_util;
+    t->storage_util = w->telemetry.storage_util;
     t->known = w->telemetry.known;
     out->telemetry = t;
     out->last_heartbeat_ms = w->last_heartbeat_ms;

@@ -25,6 +25,12 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
 /* tide.v1.Priority <-> core class. */
 int tide_conv_prio_from_pb(int pb, tide_prio_t *out);
 /* A heartbeat's TrainerProgress (NULL: empty) into the core's form. */
+/* A utilization (docs/metrics.md) with its bottleneck's name, in a; a job's from its workers. */
+Tide__V1__Utilization *tide_conv_utilization_of(const tide_utilization_t *u, tide_arena_t *a);
+Tide__V1__Utilization *tide_conv_utilization(const tide_job_t *job, tide_arena_t *a);
+/* A heartbeat's telemetry: fractions clamped to [0, 1], and a figure that is not a number marked
+ * unknown rather than trusted (workers are authenticated, not infallible). */
+void tide_conv_telemetry_from_pb(const Tide__V1__Telemetry *pt, tide_telemetry_t *t);
 void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_trainer_progress_t *out);
 
 #endif

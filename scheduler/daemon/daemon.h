@@ -183,6 +183,9 @@ void tide_logs_on_stream_closed(tide_daemon_t *d, uint64_t stream_id);
 void tide_logs_free(tide_daemon_t *d);
 
 /* http.c: GET /healthz and /metrics. */
+/* The cluster's utilization, failure risk and health score (docs/metrics.md), as ClusterStatus and
+ * /metrics report them. O(workers). */
+void tide_daemon_health(tide_daemon_t *d, tide_health_input_t *in, tide_health_t *h);
 int tide_daemon_http(const char *method, const char *path, tide_buf_t *body, const char **content_type,
                      void *ud);
 

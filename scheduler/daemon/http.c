@@ -49,10 +49,75 @@ static void write_mfu(tide_daemon_t *d, tide_prom_t *p)
     }
 }
 
+/* Utilization per known dimension and the bottleneck (1 on the binding dimension's series), for the
+ * cluster and each running job; the cluster's health score and failure risk (docs/metrics.md). */
+static void write_utilization(tide_prom_t *p, const tide_utilization_t *u, const char *job)
+{
+    tide_prom_label_t l[2] = {{"job", job}, {"dimension", NULL}};
+
+    for (int dim = 0; dim < TIDE_DIM_COUNT; dim++) {
+        if (!(u->known & (1u << dim)))
+            continue;
+        l[1].value = tide_dim_name((tide_dim_t)dim);
+        if (job)
+            tide_prom_sample(p, l, 2, u->u[dim]);
+        else
+            tide_prom_sample(p, l + 1, 1, u->u[dim]);
+    }
+}
+
+static void write_health(tide_daemon_t *d, tide_prom_t *p)
+{
+    tide_health_input_t in;
+    tide_health_t h;
+    tide_job_t *job;
+
+    tide_daemon_health(d, &in, &h);
+    tide_prom_family(p, "tide_cluster_utilization_ratio", TIDE_PROM_GAUGE,
+                     "Mean utilization of each known dimension over healthy GPUs.");
+    write_utilization(p, &in.util, NULL);
+    tide_prom_family(p, "tide_cluster_bottleneck", TIDE_PROM_GAUGE,
+                     "1 for the dimension that binds the cluster (the busiest known one).");
+    if (h.bottleneck != TIDE_DIM_COUNT) {
+        tide_prom_label_t l = {"dimension", tide_dim_name(h.bottleneck)};
+        tide_prom_sample(p, &l, 1, 1);
+    }
+    tide_prom_family(p, "tide_health_score", TIDE_PROM_GAUGE,
+                     "The cluster's health score, 0-100 (docs/metrics.md).");
+    tide_prom_sample(p, NULL, 0, h.score);
+    tide_prom_family(p, "tide_cluster_failure_risk_ratio", TIDE_PROM_GAUGE,
+                     "The highest failure risk of a healthy GPU.");
+    tide_prom_sample(p, NULL, 0, in.failure_risk);
+    tide_prom_family(p, "tide_job_utilization_ratio", TIDE_PROM_GAUGE,
+                     "A running job's mean utilization of each known dimension over its ranks' GPUs.");
+    for (job = tide_core_job_next(d->core, NULL); job; job = tide_core_job_next(d->core, job)) {
+        tide_utilization_t u;
+        if (job->state != TIDE_JOB_RUNNING)
+            continue;
+        tide_core_job_utilization(job, &u);
+        write_utilization(p, &u, job->id);
+    }
+    tide_prom_family(p, "tide_job_bottleneck", TIDE_PROM_GAUGE,
+                     "1 for the dimension that binds a running job.");
+    for (job = tide_core_job_next(d->core, NULL); job; job = tide_core_job_next(d->core, job)) {
+        tide_utilization_t u;
+        tide_dim_t b;
+        if (job->state != TIDE_JOB_RUNNING)
+            continue;
+        tide_core_job_utilization(job, &u);
+        b = tide_bottleneck(&u);
+        if (b != TIDE_DIM_COUNT) {
+            tide_prom_label_t l[2] = {{"job", job->id}, {"dimension", tide_dim_name(b)}};
+            tide_prom_sample(p, l, 2, 1);
+        }
+    }
+}
+
 /* Each live worker's GPU figures, from its newest heartbeat, in base units. A figure the worker
  * could not read (its bit clear in Telemetry.known) is left out, never reported as 0. */
 enum gpu_fig { F_UTIL, F_MEM_USED, F_MEM_TOTAL, F_TEMP, F_POWER, F_MEM_BW, F_SM_CLOCK, F_MEM_CLOCK,
-               F_ECC_CORRECTED, F_ECC_UNCORRECTED, F_XID, F_PEAK, F_MFU, F_COUNT };
+               F_ECC_CORRECTED, F_ECC_UNCORRECTED, F_XID, F_PEAK, F_MFU, F_NET, F_STORAGE, F_RISK,
+               F_COUNT };
 
 static const struct {
     const char *name, *help;
@@ -80,6 +145,15 @@ static const struct {
                 TIDE_PROM_GAUGE, 0},
     [F_MFU] = {"tide_worker_mfu_ratio",
                "MFU of the rank this worker runs, when its trainer uses the SDK.", TIDE_PROM_GAUGE, 0},
+    [F_NET] = {"tide_node_network_utilization_ratio",
+               "The worker's node: network bytes/s over link capacity, busiest direction.",
+               TIDE_PROM_GAUGE, 1u << 9},
+    [F_STORAGE] = {"tide_node_storage_utilization_ratio",
+                   "The worker's node: busiest disk's busy time (or bytes/s over a capacity).",
+                   TIDE_PROM_GAUGE, 1u << 10},
+    [F_RISK] = {"tide_gpu_failure_risk_ratio",
+                "Failure risk from the GPU's telemetry (docs/metrics.md, rule-based).",
+                TIDE_PROM_GAUGE, 0},
 };
 
 static bool gpu_figure(const tide_worker_t *w, enum gpu_fig f, double *v)
@@ -108,6 +182,9 @@ static bool gpu_figure(const tide_worker_t *w, enum gpu_fig f, double *v)
             return false;
         *v = slot->progress.mfu;
         break;
+    case F_NET: *v = t->net_util; break;
+    case F_STORAGE: *v = t->storage_util; break;
+    case F_RISK: *v = tide_core_worker_risk(w); break;
     default:
         return false;
     }
@@ -175,6 +252,7 @@ static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
         tide_prom_sample(p, &l, 1, 1);
     }
     write_mfu(d, p);
+    write_health(d, p);
     write_gpus(d, p);
     tide_prom_free(p);
 }

@@ -59,6 +59,15 @@ done:
     tide__v1__list_workers_request__free_unpacked(req, NULL);
 }
 
+void tide_daemon_health(tide_daemon_t *d, tide_health_input_t *in, tide_health_t *h)
+{
+    memset(in, 0, sizeof(*in));
+    tide_core_cluster_utilization(d->core, &in->util);
+    tide_core_cluster_risk(d->core, &in->failure_risk);
+    /* Reserve targets come with the reserve policy (issue 5): until then that term counts as met. */
+    tide_health_score(in, h);
+}
+
 static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
     tide_daemon_t *d = tide_rpc_call_server_data(call);
@@ -94,16 +103,11 @@ static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t le
     {
         tide_health_input_t in;
         tide_health_t h;
-        int32_t nu, nb;
-        memset(&in, 0, sizeof(in));
-        tide_core_cluster_utilization(d->core, &in.util.u[TIDE_DIM_COMPUTE], &nu,
-                                      &in.util.u[TIDE_DIM_MEMORY_BW], &nb);
-        in.util.known = (nu ? 1u << TIDE_DIM_COMPUTE : 0) | (nb ? 1u << TIDE_DIM_MEMORY_BW : 0);
-        /* Reserve targets (issue 5) and failure risk (issue 8) are not modelled yet: their terms
-         * count as met. */
-        tide_health_score(&in, &h);
+        tide_daemon_health(d, &in, &h);
         st.utilization_compute = in.util.u[TIDE_DIM_COMPUTE];
         st.utilization_memory_bandwidth = in.util.u[TIDE_DIM_MEMORY_BW];
+        st.utilization_network = in.util.u[TIDE_DIM_NETWORK];
+        st.utilization_storage = in.util.u[TIDE_DIM_STORAGE];
         st.utilization_known = in.util.known;
         st.bottleneck = (char *)tide_dim_name(h.bottleneck);
         st.health_score = h.score;

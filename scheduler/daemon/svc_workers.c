@@ -166,14 +166,8 @@ static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     case TIDE__V1__WORKER_MESSAGE__MSG_HEARTBEAT: {
         tide_telemetry_t t = {0};
         size_t n;
-        if (m->heartbeat->telemetry) {
-            const Tide__V1__Telemetry *pt = m->heartbeat->telemetry;
-            t = (tide_telemetry_t){pt->gpu_util,        pt->mem_used_bytes,   pt->mem_total_bytes,
-                                   pt->temperature_c,   pt->power_w,          pt->mem_bw_util,
-                                   pt->sm_clock_mhz,    pt->mem_clock_mhz,    pt->throttle_reasons,
-                                   pt->ecc_corrected,   pt->ecc_uncorrected,  pt->xid_count,
-                                   pt->last_xid,        pt->known ? pt->known : 0xfu};
-        }
+        if (m->heartbeat->telemetry)
+            tide_conv_telemetry_from_pb(m->heartbeat->telemetry, &t);
         d->heartbeats_total++;
         if (ws->worker->conn != tide_conn_handle(ws->id))
             break; /* an older stream of a worker that has re-registered: it no longer speaks for it */

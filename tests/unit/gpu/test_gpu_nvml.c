@@ -76,7 +76,7 @@ static void test_info(void **state)
 
     (void)state;
     use_fake(NULL, NULL, NULL);
-    assert_int_equal(tide_gpu_open("nvml", 1, 0, &g, &err), 0);
+    assert_int_equal(tide_gpu_open("nvml", 1, 0, 0, &g, &err), 0);
     info = tide_gpu_info(g);
     assert_string_equal(info->device, "nvml:h100");
     assert_true(info->peak_flops == 989e12);
@@ -93,7 +93,7 @@ static void test_reading(void **state)
 
     (void)state;
     use_fake(NULL, NULL, NULL);
-    assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), 0);
+    assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), 0);
     assert_int_equal(tide_gpu_read(g, 1234, true, &t), 0);
     assert_int_equal(t.known, ALL_BITS);
     assert_true(t.gpu_util == FAKE_NVML_UTIL_GPU / 100.0);
@@ -137,7 +137,7 @@ static void test_failing_calls(void **state)
         tide_error_t err;
 
         use_fake(cases[i].fail, NULL, NULL);
-        assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), 0);
+        assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), 0);
         assert_int_equal(tide_gpu_read(g, 0, false, &t), 0);
         if (t.known != (ALL_BITS & ~cases[i].cleared))
             fail_msg("FAKE_NVML_FAIL=%s: known 0x%x, want 0x%x", cases[i].fail, t.known,
@@ -174,7 +174,7 @@ static void test_xid(void **state)
 
     (void)state;
     use_fake(NULL, "79", NULL);
-    assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), 0);
+    assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), 0);
     assert_true(read_until(g, &t, xid_seen));
     assert_true(t.known & TIDE_GPU_HAS_XID);
     assert_int_equal(t.xid_count, 1);
@@ -193,7 +193,7 @@ static void test_wait_failure(void **state)
 
     (void)state;
     use_fake("wait", NULL, NULL);
-    assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), 0);
+    assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), 0);
     /* The thread gives up on a failing wait: XID becomes unknown, the rest stays known. */
     assert_true(read_until(g, &t, xid_unknown));
     assert_int_equal(t.known, ALL_BITS & ~TIDE_GPU_HAS_XID);
@@ -226,7 +226,7 @@ static void test_names(void **state)
         tide_error_t err;
 
         use_fake("events", NULL, cases[i].name);
-        assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), 0);
+        assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), 0);
         if (strcmp(tide_gpu_info(g)->device, cases[i].device) != 0 ||
             tide_gpu_info(g)->peak_flops != cases[i].peak)
             fail_msg("'%s': got %s %g, want %s %g", cases[i].name, tide_gpu_info(g)->device,
@@ -242,27 +242,27 @@ static void test_errors(void **state)
 
     (void)state;
     use_fake(NULL, NULL, NULL);
-    assert_int_equal(tide_gpu_open("nvml", 2, 0, &g, &err), -EINVAL);
+    assert_int_equal(tide_gpu_open("nvml", 2, 0, 0, &g, &err), -EINVAL);
     assert_string_equal(err.text, "GPU index 2 out of range: NVML sees 2 GPUs (0..1)");
-    assert_int_equal(tide_gpu_open("nvml", -1, 0, &g, &err), -EINVAL);
+    assert_int_equal(tide_gpu_open("nvml", -1, 0, 0, &g, &err), -EINVAL);
 
     setenv("TIDE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
-    assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), -ENOENT);
+    assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), -ENOENT);
     assert_non_null(strstr(err.text, "/nonexistent/libnvidia-ml.so.1"));
     assert_non_null(strstr(err.text, "cannot open shared object file"));
 
     use_fake("init", NULL, NULL);
-    assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), -ENODEV);
+    assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), -ENODEV);
     assert_string_equal(err.text, "nvmlInit_v2 failed: Driver Not Loaded");
     use_fake("handle", NULL, NULL);
-    assert_int_equal(tide_gpu_open("nvml", 0, 0, &g, &err), -EIO);
+    assert_int_equal(tide_gpu_open("nvml", 0, 0, 0, &g, &err), -EIO);
     assert_string_equal(err.text, "nvmlDeviceGetHandleByIndex_v2(0) failed: Unknown Error");
 
     /* Spelling: nvml takes no model; sim needs one. */
-    assert_int_equal(tide_gpu_open("nvml:h100", 0, 0, &g, &err), -ENOENT);
-    assert_non_null(strstr(err.text, "backends: sim, nvml, auto"));
-    assert_int_equal(tide_gpu_open("sim", 0, 0, &g, &err), -ENOENT);
-    assert_int_equal(tide_gpu_open("nvmlx", 0, 0, &g, &err), -ENOENT);
+    assert_int_equal(tide_gpu_open("nvml:h100", 0, 0, 0, &g, &err), -ENOENT);
+    assert_non_null(strstr(err.text, "backends: sim, nvml, cpu, auto"));
+    assert_int_equal(tide_gpu_open("sim", 0, 0, 0, &g, &err), -ENOENT);
+    assert_int_equal(tide_gpu_open("nvmlx", 0, 0, 0, &g, &err), -ENOENT);
 }
 
 /* Runs tide_gpu_open with stderr captured into buf. */
@@ -278,7 +278,7 @@ static int open_capturing(const char *spec, int index, tide_gpu_t **g, tide_erro
     assert_true(fd >= 0 && saved >= 0);
     unlink(path);
     assert_true(dup2(fd, STDERR_FILENO) >= 0);
-    rc = tide_gpu_open(spec, index, 0, g, err);
+    rc = tide_gpu_open(spec, index, 0, 0, g, err);
     assert_true(dup2(saved, STDERR_FILENO) >= 0);
     close(saved);
     n = pread(fd, buf, size - 1, 0);
@@ -323,7 +323,7 @@ static void test_auto(void **state)
     tide_gpu_close(g);
 
     /* A bad index on a machine with GPUs is an error, not a reason to simulate. */
-    assert_int_equal(tide_gpu_open("auto", 5, 0, &g, &err), -EINVAL);
+    assert_int_equal(tide_gpu_open("auto", 5, 0, 0, &g, &err), -EINVAL);
     assert_non_null(strstr(err.text, "NVML sees 2 GPUs"));
 }
 

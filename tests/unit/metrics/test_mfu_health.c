@@ -10,6 +10,7 @@
 
 #include "health.h"
 #include "mfu.h"
+#include "risk.h"
 
 #define H100 989e12
 
@@ -178,6 +179,55 @@ static void test_health_edges(void **state)
     assert_true(h.score >= 0 && h.score <= 100);
 }
 
+/* Failure risk from telemetry (risk.h): unknown inputs add nothing; each precursor raises it; the
+ * health score falls with it. */
+static void test_failure_risk(void **state)
+{
+    tide_risk_input_t in;
+    tide_health_input_t h;
+    tide_health_t ok, risky;
+
+    (void)state;
+    memset(&in, 0, sizeof(in));
+    in.temperature_c = 99;
+    in.ecc_uncorrected = 5;
+    in.xid_count = 1;
+    in.last_xid = 79;
+    in.throttle_reasons = 0x40;
+    assert_true(tide_failure_risk(&in) == 0); /* nothing known */
+    in.has_temperature = true;
+    in.temperature_c = 80;
+    assert_true(tide_failure_risk(&in) == 0);
+    in.temperature_c = 87.5;
+    assert_true(fabs(tide_failure_risk(&in) - 0.3) < 1e-12);
+    in.temperature_c = 120;
+    assert_true(fabs(tide_failure_risk(&in) - 0.6) < 1e-12);
+    in.has_ecc = true;
+    assert_true(fabs(tide_failure_risk(&in) - 0.9) < 1e-12);
+    memset(&in, 0, sizeof(in));
+    in.has_xid = in.has_throttle = true;
+    in.xid_count = 1;
+    in.last_xid = 13; /* graphics engine exception: often the application */
+    assert_true(fabs(tide_failure_risk(&in) - 0.3) < 1e-12);
+    in.last_xid = 79; /* fallen off the bus */
+    assert_true(fabs(tide_failure_risk(&in) - 0.8) < 1e-12);
+    assert_true(tide_xid_critical(48) && !tide_xid_critical(13) && !tide_xid_critical(0));
+    in.xid_count = 0;
+    in.throttle_reasons = 0x4; /* the user's application clocks: no risk */
+    assert_true(tide_failure_risk(&in) == 0);
+    in.throttle_reasons = 0x40; /* hardware thermal slowdown */
+    assert_true(fabs(tide_failure_risk(&in) - 0.3) < 1e-12);
+
+    memset(&h, 0, sizeof(h));
+    h.util.u[TIDE_DIM_COMPUTE] = 0.7;
+    h.util.known = 1u << TIDE_DIM_COMPUTE;
+    tide_health_score(&h, &ok);
+    h.failure_risk = tide_failure_risk(&in);
+    tide_health_score(&h, &risky);
+    assert_true(risky.score < ok.score);
+    assert_true(fabs(risky.reliability - 0.7) < 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_health_memory_bound),
         cmocka_unit_test(test_health_reserve),
         cmocka_unit_test(test_health_edges),
+        cmocka_unit_test(test_failure_risk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

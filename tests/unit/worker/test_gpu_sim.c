@@ -123,7 +123,7 @@ static void test_ops(void **state)
     tide_error_t err;
 
     (void)state;
-    assert_int_equal(tide_gpu_open("sim:l4", 2, 0, &g, &err), 0);
+    assert_int_equal(tide_gpu_open("sim:l4", 2, 0, 0, &g, &err), 0);
     assert_string_equal(tide_gpu_info(g)->device, "sim:l4");
     assert_true(tide_gpu_info(g)->peak_flops == 121e12);
     assert_int_equal(tide_gpu_info(g)->memory_bytes, 24ULL << 30);
@@ -135,12 +135,12 @@ static void test_ops(void **state)
     tide_gpu_close(g);
     tide_gpu_close(NULL);
 
-    assert_int_equal(tide_gpu_open("sim:h200", 0, 0, &g, &err), -ENOENT);
+    assert_int_equal(tide_gpu_open("sim:h200", 0, 0, 0, &g, &err), -ENOENT);
     assert_string_equal(
         err.text, "unknown GPU model 'sim:h200' (known: sim:h100, sim:a100, sim:l4, sim:b200)");
-    assert_int_equal(tide_gpu_open("nvml:h100", 0, 0, &g, &err), -ENOENT);
+    assert_int_equal(tide_gpu_open("nvml:h100", 0, 0, 0, &g, &err), -ENOENT);
     assert_non_null(strstr(err.text, "backends: sim"));
-    assert_int_equal(tide_gpu_open("h100", 0, 0, &g, &err), -ENOENT);
+    assert_int_equal(tide_gpu_open("h100", 0, 0, 0, &g, &err), -ENOENT);
 }
 
 int main(void)

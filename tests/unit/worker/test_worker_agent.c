@@ -276,7 +276,7 @@ static int setup_noagent(void **state)
     argv[argc] = NULL;
     assert_int_equal(tide_worker_config_parse(argc, argv, &fx->cfg, &err), 0);
     unsetenv("TIDE_TOKEN");
-    assert_int_equal(tide_gpu_open(fx->cfg.gpu, 0, 0, &fx->gpu, &err), 0);
+    assert_int_equal(tide_gpu_open(fx->cfg.gpu, 0, 0, 0, &fx->gpu, &err), 0);
     assert_int_equal(uv_loop_init(&fx->loop), 0);
     *state = fx;
     return 0;
