@@ -3,8 +3,8 @@
 #
 #   bench/gpu_check.sh BIN_DIR OUT_DIR [SECONDS]
 #
-# BIN_DIR holds tide-scheduler, tide-worker, tide-exec and tidectl (and lib/ with their shared
-# libraries when they were built elsewhere). Prints `tide-worker --gpu nvml --probe`, then starts a
+# BIN_DIR holds tide-scheduler, tide-worker, tide-exec and tidectl (with BIN_DIR/../lib holding their
+# shared libraries when they were built on another machine). Prints `tide-worker --gpu nvml --probe`, then starts a
 # scheduler and one `--gpu auto` worker on loopback and runs examples/gpu/torch_mfu.py twice (a
 # compute-bound bf16 GEMM and a memory-bound axpy), saving `tidectl top --once`, `tidectl job -o json`
 # and /metrics from the middle of each run and the script's own FLOP/s (the ground truth) into OUT_DIR.
@@ -16,7 +16,7 @@ SECS=${3:-24}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$(mktemp -d /tmp/tide-gpu.XXXXXX)
 PIDS=()
-[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[ -d "$BIN/../lib" ] && export LD_LIBRARY_PATH="$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$OUT"
 
 cleanup() {
@@ -57,7 +57,7 @@ for kind in gemm axpy; do
     JOB=$("$BIN/tidectl" submit --name "$kind" --workdir "$HERE" -- "$PY" -u \
         "$HERE/examples/gpu/torch_mfu.py" --kind "$kind" --seconds "$SECS") || exit 1
     # The middle of the run: past warm-up, the ~10 s window full.
-    wait_for 120 "$kind to report steps" sh -c "'$BIN/tidectl' job $JOB -o json | grep -q '\"flopsPerS\"'" || true
+    wait_for 120 "$kind to report steps" sh -c "'$BIN/tidectl' job $JOB -o json | grep -qE 'flopsPerS|SUCCEEDED|FAILED'" || true
     sleep $((SECS / 2)) # let the 10 s window fill (a measurement pause, not synchronisation)
     "$BIN/tidectl" top --once | tee "$OUT/top-$kind.txt"
     "$BIN/tidectl" job "$JOB" -o json >"$OUT/job-$kind.json"

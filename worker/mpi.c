@@ -438,7 +438,7 @@ void tide_worker_mpi_signal_all(tide_worker_mpi_t *m, int sig)
 
     tide_list_for_each(pos, &m->ranks) {
         mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
-        if (r->is_virtual && !r->exit_known)
+        if (r->conn && !r->exit_known) /* attached: rank 0 too (mpirun's own rank-exec) */
             send_signal_line(r, sig);
     }
 }
@@ -450,7 +450,7 @@ size_t tide_worker_mpi_pids(const tide_worker_mpi_t *m, int32_t *out, size_t max
 
     tide_list_for_each(pos, &m->ranks) {
         const mpi_rank_t *r = tide_list_entry(pos, mpi_rank_t, link);
-        if (r->is_virtual && r->pid > 0 && !r->exit_known && n < max)
+        if (r->conn && r->pid > 0 && !r->exit_known && n < max)
             out[n++] = r->pid;
     }
     return n;

@@ -65,11 +65,11 @@ int tide_worker_mpi_stop(tide_worker_mpi_t *m, uint64_t id, uint32_t term_after_
  * when the job is done (killing them early would fail the job). No-op for other ids. */
 void tide_worker_mpi_stop_daemons(tide_worker_mpi_t *m, uint64_t id, uint32_t after_ms);
 /* Rank id (any MPI rank) ended or was dropped: forget it (its rank-exec connection is closed). */
-/* Sends sig to the process group of every attached virtual rank's command (through its
- * tide-rank-exec): the `slow` perturbation's SIGSTOP/SIGCONT. */
+/* Sends sig to the process group of every attached rank's command (through its tide-rank-exec;
+ * rank 0 too, whose worker also runs mpirun): the `slow` perturbation's SIGSTOP/SIGCONT. */
 void tide_worker_mpi_signal_all(tide_worker_mpi_t *m, int sig);
-/* The pids of the attached virtual ranks' tide-rank-exec (the command is its child), at most max
- * into out. Returns how many. */
+/* The pids of the attached ranks' tide-rank-exec (the command is its child), at most max into out.
+ * Returns how many. */
 size_t tide_worker_mpi_pids(const tide_worker_mpi_t *m, int32_t *out, size_t max);
 void tide_worker_mpi_rank_gone(tide_worker_mpi_t *m, uint64_t id);
 /* The launcher's exit callback for a daemon id (TIDE_WORKER_MPI_DAEMON_ID set). */

@@ -505,7 +505,8 @@ static void cpu_track(void *state, const int32_t *pids, size_t n_pids)
     s->n_roots = n_pids < MAX_PIDS ? n_pids : MAX_PIDS;
     if (s->n_roots)
         memcpy(s->roots, pids, s->n_roots * sizeof(pids[0]));
-    set_pids(s, s->roots, s->n_roots);
+    /* The sampled set (and the baselines of what stays in it) changes at the next read: setting it
+     * from the roots alone here would drop the descendants' baselines at every heartbeat. */
 }
 
 /* The roots and their descendants, breadth first, from /proc/PID/task/PID/children (the children
@@ -612,7 +613,7 @@ static int cpu_read(void *state, int64_t now_ms, bool busy, tide_gpu_telemetry_t
 
     (void)busy; /* measured, not modelled */
     memset(out, 0, sizeof(*out));
-    if (s->n_roots) {
+    {
         int32_t all[MAX_PIDS];
         set_pids(s, all, with_descendants(s, all));
     }

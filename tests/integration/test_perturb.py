@@ -85,6 +85,43 @@ def slow_down():
         print(f"ok   slow 25 slows the rank's steps: {fast:.1f} -> {slow:.1f} steps/s")
 
 
+def cpu_backend_mpi_slow():
+    """The cpu backend (`--gpu cpu`, docs/metrics.md): a calibrated peak, and the utilization of the core
+    from the CPU time of the worker's ranks, seen through tide-rank-exec to the trainer it runs. And `slow`
+    reaches an MPI job's virtual rank (through its tide-rank-exec), so the whole job slows."""
+    with tidetest.Cluster("perturb-cpu") as c:
+        c.start_scheduler("--heartbeat-ms", "200")
+        script = os.path.join(c.tmp, "slow.txt")
+        with open(script, "w") as f:
+            f.write("10 slow 25\n")
+        c.start_worker("node1", 0, "--gpu", "cpu")
+        c.start_worker("node2", 0, "--gpu", "cpu", "--perturb", script)
+        c.wait_workers(2)
+        for w in c.workers_json():
+            assert w["device"] == "cpu" and 0 < float(w["peakFlops"]) < 1e13, w
+        jid = c.tidectl("submit", "--launcher", "mpi", "--workers", "2", "--",
+                        os.path.join(tidetest.BIN, "tide-mlp"), "--steps", "100000000",
+                        "--log-every", "0").stdout.strip()
+        wait_for(lambda: int(c.job(jid)["ranks"][0].get("progress", {}).get("step", -1)) >= 1, 30, "steps")
+
+        def busy_cores():
+            ws = c.workers_json()
+            return all(float(w.get("telemetry", {}).get("gpuUtil", 0)) > 0.05 for w in ws) and ws
+        ws = wait_for(busy_cores, 20, "both workers' cores busy with their ranks")
+        fast = step_rate(c, jid, 3.0)
+        job = c.job(jid)
+        assert float(job.get("mfu", 0)) > 0, job
+        wait_for(lambda: "25% speed" in c.log("worker-node2-gpu0.log"), 30, "the slowdown to start")
+        slow = step_rate(c, jid, 4.0)
+        assert fast > 0 and slow < 0.6 * fast, (fast, slow)
+        c.tidectl("cancel", jid)
+        c.wait_job(jid, "JOB_STATE_CANCELLED")
+        utils = ", ".join(f"{float(w['telemetry']['gpuUtil']):.0%}" for w in ws)
+        print(f"ok   cpu backend: core utilization {utils} from the ranks, job MFU {float(job['mfu']):.1%} "
+              f"of the calibrated peak; slow 25 on one MPI rank's worker: {fast:.1f} -> {slow:.1f} steps/s")
+
+
 if __name__ == "__main__":
     main()
     slow_down()
+    cpu_backend_mpi_slow()

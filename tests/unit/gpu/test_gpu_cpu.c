@@ -427,10 +427,13 @@ static void test_descendants(void **state)
     put_pid(f, 520, 15, 5, 100, 30);
     put_pid(f, 530, 99, 0, 100, 40);
     put(f, "proc/520/task/520/children", "530\n");
+    /* the agent names the roots before every read: the descendants keep their baselines */
+    tide_gpu_cpu_ops.track(st, roots, 2);
     t = read_at(st, 2000);
     assert_near(t.gpu_util, 20.0 / tck(), 1e-9); /* 530 is at its baseline */
     assert_true(t.mem_used_bytes == 92 * page());
     put_pid(f, 530, 109, 0, 100, 40);
+    tide_gpu_cpu_ops.track(st, roots, 2);
     t = read_at(st, 3000);
     assert_near(t.gpu_util, 10.0 / tck(), 1e-9);
     tide_gpu_cpu_ops.close(st);
