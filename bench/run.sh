@@ -9,4 +9,6 @@ echo
 echo
 "$BUILD/bin/tide-bench-trainer"
 echo
+"$BUILD/bin/tide-bench-telemetry"
+echo
 "$(dirname "$0")/worker_footprint.sh" "$BUILD" 30
