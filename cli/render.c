@@ -479,10 +479,24 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     }
     kvf(out, "GPU-seconds:", "%.1f", j->gpu_seconds);
     if (j->flops_per_s > 0) {
-        char rate[32];
+        char rate[32], hfu[64] = "";
+        double hw = 0, peak = 0;
+        /* HFU over the ranks whose trainers report recomputation (docs/metrics.md). */
+        for (size_t r = 0; r < j->n_ranks; r++) {
+            const Tide__V1__TrainerProgress *p = j->ranks[r]->progress;
+            if (p && p->hw_flops_per_s > 0) {
+                hw += p->hw_flops_per_s;
+                peak += p->peak_flops;
+            }
+        }
+        if (hw > 0 && peak > 0) {
+            char h[32];
+            snprintf(hfu, sizeof(hfu), "; HFU %s with recomputation",
+                     tide_cli_ratio_format(hw / peak, h, sizeof(h)));
+        }
         tide_cli_si_format(j->flops_per_s, rate, sizeof(rate));
-        kvf(out, "MFU:", "%s (%sFLOP/s of model FLOPs over ~10 s)", tide_cli_ratio_format(j->mfu, buf, sizeof(buf)),
-            rate);
+        kvf(out, "MFU:", "%s (%sFLOP/s of model FLOPs over ~10 s)%s",
+            tide_cli_ratio_format(j->mfu, buf, sizeof(buf)), rate, hfu);
     }
     if (j->utilization && j->utilization->known) {
         const Tide__V1__Utilization *u = j->utilization;

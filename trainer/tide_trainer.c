@@ -618,11 +618,12 @@ static void warn_args(tide_trainer_t *t, const char *what)
     say("tide_trainer: %s: report not sent (further ones are dropped silently)", what);
 }
 
-void tide_trainer_step(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
-                       int64_t samples, int64_t tokens)
+/* One step line; recompute < 0 leaves recompute_flops out. */
+static void step_line(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
+                      double recompute, int64_t samples, int64_t tokens)
 {
     const char *phase = tide_phase_name(next);
-    char num[32], line[256];
+    char num[32], rnum[64], line[320];
     int n;
 
     if (!t || t->fd < 0)
@@ -633,19 +634,43 @@ void tide_trainer_step(tide_trainer_t *t, int64_t step, tide_phase_t next, doubl
                      "valid");
         goto done;
     }
-    if (!isfinite(flops) || flops < 0) {
-        warn_args(t, "flops must be finite and >= 0");
+    if (!isfinite(flops) || flops < 0 || !isfinite(recompute)) {
+        warn_args(t, "flops and recompute_flops must be finite and >= 0");
         goto done;
     }
     snprintf(num, sizeof(num), "%.17g", flops == 0 ? 0.0 : flops);
     fix_decimal_point(num);
+    rnum[0] = '\0';
+    if (recompute >= 0) {
+        char r[32];
+        snprintf(r, sizeof(r), "%.17g", recompute == 0 ? 0.0 : recompute);
+        fix_decimal_point(r);
+        snprintf(rnum, sizeof(rnum), ",\"recompute_flops\":%s", r);
+    }
     n = snprintf(line, sizeof(line),
-                 "{\"op\":\"step\",\"step\":%" PRId64 ",\"phase\":\"%s\",\"flops\":%s,\"samples\":%" PRId64
+                 "{\"op\":\"step\",\"step\":%" PRId64 ",\"phase\":\"%s\",\"flops\":%s%s,\"samples\":%" PRId64
                  ",\"tokens\":%" PRId64 "}\n",
-                 step, phase, num, samples, tokens);
+                 step, phase, num, rnum, samples, tokens);
     send_line(t, line, (size_t)n, false);
 done:
     read_commands(t);
+}
+
+void tide_trainer_step(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
+                       int64_t samples, int64_t tokens)
+{
+    step_line(t, step, next, flops, -1, samples, tokens);
+}
+
+void tide_trainer_step_hw(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
+                          double recompute_flops, int64_t samples, int64_t tokens)
+{
+    if (recompute_flops < 0) {
+        if (t && t->fd >= 0)
+            warn_args(t, "recompute_flops must be finite and >= 0");
+        return;
+    }
+    step_line(t, step, next, flops, recompute_flops, samples, tokens);
 }
 
 void tide_trainer_phase(tide_trainer_t *t, tide_phase_t phase)

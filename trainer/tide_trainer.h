@@ -44,6 +44,11 @@ void tide_trainer_close(tide_trainer_t *t);
  * arrived (non-blocking). */
 void tide_trainer_step(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
                        int64_t samples, int64_t tokens);
+/* tide_trainer_step for a trainer that recomputes (activation checkpointing): `recompute_flops`
+ * (>= 0) were run again on top of the `flops` of the model, so tide reports HFU (hardware FLOPs
+ * utilization) beside MFU (docs/metrics.md). */
+void tide_trainer_step_hw(tide_trainer_t *t, int64_t step, tide_phase_t next, double flops,
+                          double recompute_flops, int64_t samples, int64_t tokens);
 /* The rank entered `phase`. */
 void tide_trainer_phase(tide_trainer_t *t, tide_phase_t phase);
 /* The rank finished writing its part of a checkpoint of the state after `step`: path (may be NULL

@@ -282,6 +282,15 @@ static bool decode_step(decoder_t *d, tide_trainer_msg_t *m)
         return false;
     }
     m->flops = f->valuedouble == 0 ? 0.0 : f->valuedouble; /* no -0 */
+    m->recompute_flops = -1;
+    f = cJSON_GetObjectItemCaseSensitive(d->obj, "recompute_flops");
+    if (f) {
+        if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < 0) {
+            set_err(d->err, d->err_size, "recompute_flops: must be a finite number >= 0");
+            return false;
+        }
+        m->recompute_flops = f->valuedouble == 0 ? 0.0 : f->valuedouble;
+    }
     return get_int(d, "samples", true, 0, MAX_EXACT, &m->samples) &&
            get_int(d, "tokens", true, 0, MAX_EXACT, &m->tokens);
 }

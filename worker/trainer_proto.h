@@ -62,6 +62,8 @@ typedef struct tide_trainer_msg {
     int64_t step; /* also checkpoint */
     tide_trainer_phase_t phase;
     double flops;
+    double recompute_flops; /* FLOPs recomputed on top of flops (activation checkpointing); -1:
+                               not reported */
     int64_t samples;
     int64_t tokens;
     /* checkpoint */

@@ -37,6 +37,8 @@ typedef struct rank_entry {
     uint64_t last_step_ns; /* uv_hrtime of the last step report */
     uint64_t added_ns;     /* uv_hrtime when the rank started: the first step's interval */
     tide_flops_window_t flops; /* achieved model FLOP/s (docs/metrics.md) */
+    tide_flops_window_t hw;    /* hardware FLOP/s (model + recomputation), when reported */
+    bool hw_reported;          /* a step report carried recompute_flops */
     /* commands to (re)send after a welcome */
     uint64_t ckpt_request;
     int64_t ckpt_deadline;
@@ -274,6 +276,22 @@ static void handle_step(conn_t *c, const tide_trainer_msg_t *m)
     /* The step took at most the time since the previous report (or since the rank started): a
      * claim of more FLOPs than the GPU does in that time is refused, never folded into MFU. */
     seconds = (double)(now - (r->last_step >= 0 ? r->last_step_ns : r->added_ns)) / 1e9;
+    /* With recomputation reported, what the hardware ran is flops + recompute_flops: that is what
+     * the peak bounds. Both windows take the report or neither does. */
+    if (m->recompute_flops >= 0) {
+        tide_flops_window_t hw = r->hw;
+        if (tide_flops_window_add(&hw, (int64_t)(now / 1000000), m->flops + m->recompute_flops,
+                                  seconds, c->s->peak_flops) < 0) {
+            snprintf(why, sizeof(why),
+                     "recompute_flops: %.4g FLOP (model and recomputed) in %.3g s is more than "
+                     "this GPU's peak of %.4g FLOP/s allows",
+                     m->flops + m->recompute_flops, seconds, c->s->peak_flops);
+            reject(c, TIDE_TRAINER_ERR_BAD_FIELD, why, "step");
+            return;
+        }
+        r->hw = hw;
+        r->hw_reported = true;
+    }
     if (tide_flops_window_add(&r->flops, (int64_t)(now / 1000000), m->flops, seconds,
                               c->s->peak_flops) < 0) {
         snprintf(why, sizeof(why),
@@ -528,6 +546,7 @@ void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const c
     r->stop_after = -1;
     r->added_ns = uv_hrtime();
     tide_flops_window_init(&r->flops);
+    tide_flops_window_init(&r->hw);
     tide_list_init(&r->conns);
     tide__v1__rank_progress__init(&r->msg);
     tide__v1__trainer_progress__init(&r->progress);
@@ -607,6 +626,11 @@ size_t tide_trainer_server_progress(tide_trainer_server_t *s, int64_t now_ms,
                                 &p->flops_per_s_life);
         p->peak_flops = s->peak_flops;
         p->mfu = tide_mfu(p->flops_per_s, s->peak_flops);
+        if (r->hw_reported) {
+            double hw5m, hwlife;
+            tide_flops_window_rates(&r->hw, now_ms, &p->hw_flops_per_s, &hw5m, &hwlife);
+            p->hfu = tide_mfu(p->hw_flops_per_s, s->peak_flops);
+        }
         out[n++] = &r->msg;
     }
     return n;

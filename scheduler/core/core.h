@@ -84,6 +84,8 @@ typedef struct tide_trainer_progress {
     double flops_per_s, flops_per_s_5m, flops_per_s_life; /* achieved model FLOP/s (worker's windows) */
     double peak_flops;      /* its GPU's peak */
     double mfu;
+    double hw_flops_per_s;  /* model + recomputed FLOP/s (~10 s); 0: not reported */
+    double hfu;             /* hw_flops_per_s / peak_flops */
 } tide_trainer_progress_t;
 
 /* A checkpoint every rank of a generation reported (tide.v1.Checkpoint). */

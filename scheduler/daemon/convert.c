@@ -84,6 +84,8 @@ static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p
     out->flops_per_s_life = p->flops_per_s_life;
     out->peak_flops = p->peak_flops;
     out->mfu = p->mfu;
+    out->hw_flops_per_s = p->hw_flops_per_s;
+    out->hfu = p->hfu;
     return out;
 }
 
@@ -157,6 +159,8 @@ void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_traine
     out->flops_per_s_life = nonneg(pb->flops_per_s_life);
     out->peak_flops = nonneg(pb->peak_flops);
     out->mfu = nonneg(pb->mfu);
+    out->hw_flops_per_s = nonneg(pb->hw_flops_per_s);
+    out->hfu = nonneg(pb->hfu);
 }
 
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)

@@ -213,6 +213,28 @@ def main():
             c.tidectl("cancel", jid)
             c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
 
+        def test_hfu():
+            # A trainer that reports recomputation gets HFU beside MFU: the same steps' hardware
+            # FLOPs (model + recomputed) over the same peak.
+            script = os.path.join(c.tmp, "hfu.py")
+            with open(script, "w") as f:
+                f.write("import sys, time\n"
+                        f"sys.path.insert(0, {os.path.join(tidetest.SRC, 'trainer', 'python')!r})\n"
+                        "import tide_trainer\n"
+                        "t = tide_trainer.connect()\n"
+                        "for i in range(1, 10**6):\n"
+                        "    time.sleep(0.02)\n"
+                        "    t.step(i, 'forward', flops=2e9, recompute_flops=1e9)\n")
+            jid = submit(c, "--workers", "1", "--", "/usr/bin/python3", script)
+            job = wait_for(lambda: (lambda j: j if float(progress(j).get("hfu", 0)) > 0 else None)(c.job(jid)),
+                           30, "HFU in a heartbeat")
+            p = progress(job)
+            assert abs(float(p["hfu"]) / float(p["mfu"]) - 1.5) < 1e-9, p
+            assert abs(float(p["hwFlopsPerS"]) / float(p["flopsPerS"]) - 1.5) < 1e-9, p
+            assert "HFU " in c.tidectl("job", jid).stdout
+            c.tidectl("cancel", jid)
+            c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
+
         def test_mfu_ground_truth():
             # tide-mlp's FLOPs from the model's dimensions (docs/tide-mlp.md), not from its reports.
             I, W, D, O, B = 32, 128, 3, 4, 256
@@ -246,7 +268,7 @@ def main():
             c.tidectl("cancel", jid)
             c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
 
-        tidetest.run([test_mfu_ground_truth, test_checkpoint_now_one_rank, test_checkpoint_now_mpi, test_checkpoint_missed,
+        tidetest.run([test_mfu_ground_truth, test_hfu, test_checkpoint_now_one_rank, test_checkpoint_now_mpi, test_checkpoint_missed,
                       test_bad_trainer_messages])
 
 

@@ -83,7 +83,7 @@ class _NoOp:
     active = False
     checkpoint_deadline_unix_ms = None
 
-    def step(self, step, phase="forward", flops=0.0, samples=0, tokens=0):
+    def step(self, step, phase="forward", flops=0.0, samples=0, tokens=0, recompute_flops=None):
         pass
 
     def phase(self, phase):
@@ -281,10 +281,11 @@ class Trainer(_NoOp):
 
     # --- the API ----------------------------------------------------------------------------
 
-    def step(self, step, phase="forward", flops=0.0, samples=0, tokens=0):
+    def step(self, step, phase="forward", flops=0.0, samples=0, tokens=0, recompute_flops=None):
         """Step `step` finished: `flops` model FLOPs on this rank (without recomputation),
-        `samples` and `tokens` processed by this rank; `phase` is the phase entered now. Also
-        reads commands that arrived."""
+        `samples` and `tokens` processed by this rank; `phase` is the phase entered now. A trainer
+        that recomputes activations passes the FLOPs it ran again as `recompute_flops`, and tide
+        reports HFU beside MFU. Also reads commands that arrived."""
         if self._sock is None:
             return
         try:
@@ -295,11 +296,17 @@ class Trainer(_NoOp):
             flops = float(flops)
             if not math.isfinite(flops) or flops < 0:
                 raise ValueError("flops must be finite and >= 0")
+            extra = ""
+            if recompute_flops is not None:
+                recompute_flops = float(recompute_flops)
+                if not math.isfinite(recompute_flops) or recompute_flops < 0:
+                    raise ValueError("recompute_flops must be finite and >= 0")
+                extra = f',"recompute_flops":{recompute_flops + 0.0!r}'
         except (ValueError, TypeError) as e:
             self._warn(e)
         else:
             self._send(
-                f'{{"op":"step","step":{step},"phase":"{phase}","flops":{flops + 0.0!r},'
+                f'{{"op":"step","step":{step},"phase":"{phase}","flops":{flops + 0.0!r}{extra},'
                 f'"samples":{samples},"tokens":{tokens}}}\n'.encode(),
                 False,
             )

@@ -286,7 +286,17 @@ static void test_hello_and_reports(void **state)
     assert_true(jnum(j, "flops") == 0.1 * 3);
     assert_true(jnum(j, "samples") == 32);
     assert_true(jnum(j, "tokens") == 4096);
+    assert_null(cJSON_GetObjectItemCaseSensitive(j, "recompute_flops"));
     cJSON_Delete(j);
+
+    /* with recomputation: recompute_flops beside flops (absent from a plain step, above) */
+    tide_trainer_step_hw(t, 5, TIDE_PHASE_FORWARD, 3e12, 1e12, 32, 4096);
+    j = next_json(w);
+    assert_true(jnum(j, "flops") == 3e12 && jnum(j, "recompute_flops") == 1e12);
+    cJSON_Delete(j);
+    tide_trainer_step_hw(t, 5, TIDE_PHASE_FORWARD, 3e12, -1, 32, 4096);
+    tide_trainer_step_hw(t, 5, TIDE_PHASE_FORWARD, 3e12, NAN, 32, 4096);
+    assert_true(nothing_more(w));
 
     /* bad reports are not sent at all */
     tide_trainer_step(t, 6, TIDE_PHASE_FORWARD, NAN, 1, 0);

@@ -244,6 +244,12 @@ static void test_decode_step(void **state)
     assert_true(m.flops == 1.5e12);
     assert_int_equal(m.samples, 32);
     assert_int_equal(m.tokens, 4096);
+    assert_true(m.recompute_flops == -1); /* not reported: no HFU */
+    assert_int_equal(dec("{\"op\":\"step\",\"step\":13,\"phase\":\"update\",\"flops\":1.5e12,"
+                         "\"recompute_flops\":5e11,\"samples\":32,\"tokens\":4096}",
+                         &m, err, &ref),
+                     TIDE_TRAINER_OK);
+    assert_true(m.flops == 1.5e12 && m.recompute_flops == 5e11);
     /* huge but finite FLOPs, 2^53 - 1 steps, an integer written with an exponent */
     assert_int_equal(dec("{\"op\":\"step\",\"step\":9007199254740991,\"phase\":\"idle\","
                          "\"flops\":1e300,\"samples\":1e3,\"tokens\":0}",
@@ -291,6 +297,12 @@ static void test_decode_step(void **state)
          "flops:"},
         {"{\"op\":\"step\",\"step\":1,\"phase\":\"forward\",\"flops\":1,\"samples\":-3,\"tokens\":0}",
          "samples:"},
+        {"{\"op\":\"step\",\"step\":1,\"phase\":\"forward\",\"flops\":1,\"recompute_flops\":-1,"
+         "\"samples\":0,\"tokens\":0}",
+         "recompute_flops:"},
+        {"{\"op\":\"step\",\"step\":1,\"phase\":\"forward\",\"flops\":1,\"recompute_flops\":\"2\","
+         "\"samples\":0,\"tokens\":0}",
+         "recompute_flops:"},
         {"{\"op\":\"step\",\"step\":1,\"phase\":\"forward\",\"flops\":1,\"samples\":0,\"tokens\":0.5}",
          "tokens:"},
         {"{\"op\":\"step\",\"step\":1,\"phase\":\"forward\",\"flops\":1,\"samples\":0}", "tokens:"},
