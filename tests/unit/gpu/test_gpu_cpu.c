@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "gpu.h"
+#include "fake_tree.h"
 #include "gpu_cpu.h"
 
 #define GIB (1024ULL * 1024 * 1024)
@@ -38,72 +39,9 @@ static void assert_near_at(double a, double b, double eps, const char *file, int
 
 /* ---- fixture tree ---- */
 
-typedef struct fixture {
-    char root[64];
-    char proc[96];
-    char sys[96];
-} fixture_t;
-
-static void mkdir_p(const char *path)
-{
-    char buf[512];
-
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(buf, 0755);
-            *p = '/';
-        }
-    }
-    mkdir(buf, 0755);
-}
-
-/* Writes root/rel (making its directories) with printf-style content. */
-static void put(const fixture_t *f, const char *rel, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void put(const fixture_t *f, const char *rel, const char *fmt, ...)
-{
-    char path[512], dir[512];
-    char *slash;
-    va_list ap;
-    FILE *fp;
-
-    snprintf(path, sizeof(path), "%s/%s", f->root, rel);
-    snprintf(dir, sizeof(dir), "%s", path);
-    slash = strrchr(dir, '/');
-    *slash = '\0';
-    mkdir_p(dir);
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    va_start(ap, fmt);
-    vfprintf(fp, fmt, ap);
-    va_end(ap);
-    assert_int_equal(fclose(fp), 0);
-}
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rm_tree(const char *path)
-{
-    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void fixture_init(fixture_t *f)
-{
-    snprintf(f->root, sizeof(f->root), "/tmp/tide-gpu-cpu-XXXXXX");
-    assert_non_null(mkdtemp(f->root));
-    snprintf(f->proc, sizeof(f->proc), "%s/proc", f->root);
-    snprintf(f->sys, sizeof(f->sys), "%s/sys", f->root);
-    mkdir_p(f->proc);
-    mkdir_p(f->sys);
-}
+typedef tide_fake_tree_t fixture_t;
+#define put    tide_fake_tree_put
+#define rm_tree tide_fake_tree_rm
 
 /* Each fixture test gets a fresh tree in *state; teardown removes it, also after a failure. */
 static int setup_fixture(void **state)
@@ -111,7 +49,7 @@ static int setup_fixture(void **state)
     fixture_t *f = calloc(1, sizeof(*f));
 
     assert_non_null(f);
-    fixture_init(f);
+    assert_int_equal(tide_fake_tree_init(f, "gpu-cpu"), 0);
     *state = f;
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "fake_tree.h"
 #include "hostio.h"
 
 #define NET_HEADER                                                                                 \
@@ -211,46 +212,8 @@ static void test_parse_diskstats_malformed(void **state)
 /* ---- the fixture tree -------------------------------------------------------------------------
  */
 
-typedef struct fixture {
-    char root[64];
-    char proc[96];
-    char sys[96];
-} fixture_t;
-
-static void mkdirs(const char *path)
-{
-    char tmp[512];
-
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(tmp, 0755);
-            *p = '/';
-        }
-    }
-    mkdir(tmp, 0755);
-}
-
-static void put(const fixture_t *f, const char *rel, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void put(const fixture_t *f, const char *rel, const char *fmt, ...)
-{
-    char path[512], dir[512];
-    va_list ap;
-    FILE *fp;
-
-    snprintf(path, sizeof(path), "%s/%s", f->root, rel);
-    snprintf(dir, sizeof(dir), "%s", path);
-    *strrchr(dir, '/') = '\0';
-    mkdirs(dir);
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    va_start(ap, fmt);
-    vfprintf(fp, fmt, ap);
-    va_end(ap);
-    assert_int_equal(fclose(fp), 0);
-}
+typedef tide_fake_tree_t fixture_t;
+#define put tide_fake_tree_put
 
 /* An interface under sys/class/net: speed in Mb/s, or NULL for one whose speed cannot be read. */
 static void iface(const fixture_t *f, const char *name, const char *operstate, const char *speed)
@@ -305,35 +268,20 @@ static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
 
-    if (!f)
-        return -1;
-    snprintf(f->root, sizeof(f->root), "/tmp/tide_hostio_XXXXXX");
-    if (!mkdtemp(f->root)) {
+    if (!f || tide_fake_tree_init(f, "hostio") < 0) {
         free(f);
         return -1;
     }
-    snprintf(f->proc, sizeof(f->proc), "%s/proc", f->root);
-    snprintf(f->sys, sizeof(f->sys), "%s/sys", f->root);
-    mkdirs(f->proc);
-    mkdirs(f->sys);
     diskstats(f, NULL, 0);
     net_dev(f, NULL, 0);
     *state = f;
     return 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static int teardown(void **state)
 {
     fixture_t *f = *state;
-    int rc = nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = tide_fake_tree_rm(f->root);
 
     free(f);
     return rc;
