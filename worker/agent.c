@@ -191,7 +191,7 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
 
 #define SLOW_PERIOD_MS 100
 
-/* The `slow PERCENT` perturbation: the ranks' process groups (launched ones directly, MPI virtual
+/* The `slow PERCENT` perturbation: the ranks' process groups (launched ones directly, attached MPI
  * ranks through their tide-rank-exec) run speed x SLOW_PERIOD_MS and stop for the rest of each
  * period. */
 static void signal_ranks(tide_worker_agent_t *a, int sig)
