@@ -1,5 +1,6 @@
 /* The core object: configuration, time, the timer heap and names. Invariant: now_mono never decreases,
  * and every job with a deadline is in the timer heap keyed by its earliest one. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,20 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->max_rollbacks = 3;
     cfg->stop_grace_ms = 10000;
     cfg->retention_ms = 7LL * 24 * 3600 * 1000;
+    cfg->aging_ms = 30LL * 60 * 1000;
+    cfg->preemption = true;
+    cfg->preempt_grace_ms = 30000;
+    cfg->n_pools = 0;
+    cfg->ckpt_flush = false;
+    cfg->ckpt_mfu_threshold = 0.30;
+    cfg->ckpt_deadline_ms = 30LL * 60 * 1000;
+    cfg->ckpt_gate_check_ms = 5000;
+    cfg->reserve_gpus = -1;
+    cfg->reserve_min_cluster = 16;
+    cfg->failure_rate = 3.0 / (1000.0 * 730.0); /* the article: 3 a month per 1,000 GPUs */
+    cfg->replacement_lead_h = 4.0;
+    cfg->reserve_quantile = 0.99;
+    cfg->lost_restarts = 0;
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)
@@ -31,11 +46,12 @@ tide_core_t *tide_core_new(const tide_core_config_t *cfg)
     for (int i = 0; i < TIDE_PRIO_COUNT; i++)
         tide_list_init(&core->queues[i]);
     tide_heap_init(&core->timers);
-    for (int i = 0; i <= TIDE_NODE_BUCKETS; i++)
-        tide_list_init(&core->buckets[i]);
+    tide_list_init(&core->running);
+    tide_list_init(&core->shape_list);
     tide_list_init(&core->alive);
     tide_list_init(&core->suspect);
     tide_list_init(&core->graveyard);
+    tide__reserve_update(core);
     return core;
 }
 
@@ -69,8 +85,11 @@ const tide_core_config_t *tide_core_config(const tide_core_t *core)
 
 void tide_core_set_time(tide_core_t *core, int64_t mono_ms, int64_t wall_ms)
 {
-    if (mono_ms > core->now_mono)
+    if (mono_ms > core->now_mono) {
+        if (core->now_mono > 0)
+            core->gpu_hours += (double)core->n_usable * (double)(mono_ms - core->now_mono) / 3.6e6;
         core->now_mono = mono_ms;
+    }
     core->now_wall = wall_ms;
 }
 
@@ -95,6 +114,8 @@ int64_t tide_core_next_deadline(const tide_core_t *core)
 
     if (n)
         next = n->key;
+    if (tide__queue_next_deadline(core) < next)
+        next = tide__queue_next_deadline(core);
     if (!tide_list_empty(&core->alive)) {
         tide_worker_t *w = tide_list_entry(core->alive.next, tide_worker_t, live_node);
         int64_t t = w->last_seen_mono + hb * core->cfg.suspect_after_missed;
@@ -145,6 +166,56 @@ const char *tide_worker_state_name(tide_worker_state_t s)
         return "DEAD";
     }
     return "UNKNOWN";
+}
+
+int tide_core_pool_add(tide_core_t *core, const char *name, int32_t dedicated, tide_error_t *err)
+{
+    size_t len = name ? strlen(name) : 0;
+
+    if (len == 0 || len > TIDE_POOL_NAME_MAX) {
+        tide_errprintf(err, "pool name must be 1..%d characters", TIDE_POOL_NAME_MAX);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.')) {
+            tide_errprintf(err, "pool name \"%s\": only letters, digits, '-', '_' and '.'", name);
+            return -EINVAL;
+        }
+    }
+    if (dedicated < -1 || dedicated >= TIDE_PRIO_COUNT) {
+        tide_errprintf(err, "pool %s: %d is not a priority class", name, (int)dedicated);
+        return -EINVAL;
+    }
+    for (int32_t i = 0; i < core->cfg.n_pools; i++) {
+        if (strcmp(core->cfg.pools[i].name, name) == 0) {
+            core->cfg.pools[i].dedicated = dedicated;
+            return 0;
+        }
+    }
+    if (core->cfg.n_pools >= (int32_t)(sizeof(core->cfg.pools) / sizeof(core->cfg.pools[0]))) {
+        tide_errprintf(err, "at most %zu pools may be named", sizeof(core->cfg.pools) / sizeof(core->cfg.pools[0]));
+        return -EINVAL;
+    }
+    memcpy(core->cfg.pools[core->cfg.n_pools].name, name, len + 1);
+    core->cfg.pools[core->cfg.n_pools].dedicated = dedicated;
+    core->cfg.n_pools++;
+    return 0;
+}
+
+const char *tide_topology_name(tide_topology_t t)
+{
+    switch (t) {
+    case TIDE_TOPO_NODE:
+        return "node";
+    case TIDE_TOPO_RACK:
+        return "rack";
+    case TIDE_TOPO_SWITCH:
+        return "switch";
+    default:
+        return "any";
+    }
 }
 
 const char *tide_prio_name(tide_prio_t p)

@@ -52,6 +52,24 @@ typedef struct tide_kv {
     char *value;
 } tide_kv_t;
 
+/* Where a job's ranks must land (docs/policies.md, "Placement"). Values match tide.v1.Topology. ANY
+ * still prefers one node, then one rack, then one switch; the others require it. */
+typedef enum tide_topology {
+    TIDE_TOPO_ANY = 0,
+    TIDE_TOPO_NODE = 1,
+    TIDE_TOPO_RACK = 2,
+    TIDE_TOPO_SWITCH = 3,
+} tide_topology_t;
+
+/* Worker labels with a meaning to placement. A worker without a rack (switch) label is its node's own
+ * rack (switch). A worker without a pool label is in TIDE_POOL_DEFAULT. */
+#define TIDE_LABEL_POOL "pool"
+#define TIDE_LABEL_RACK "rack"
+#define TIDE_LABEL_SWITCH "switch"
+#define TIDE_LABEL_NEW_ARCH "new-arch" /* any value but "false"/"0": immature hardware (docs/policies.md) */
+#define TIDE_POOL_DEFAULT "default"
+#define TIDE_POOL_NAME_MAX 63
+
 /* What a job asks for. Owned by its job. */
 typedef struct tide_job_spec {
     char *name;
@@ -65,7 +83,20 @@ typedef struct tide_job_spec {
     char *workdir;
     int64_t time_limit_s; /* 0: none; at most TIDE_TIME_LIMIT_MAX_S */
     int32_t launcher;     /* tide.v1.Launcher: 0 unspecified (env), 1 env, 2 mpi */
+    /* Policy (docs/policies.md). Zero values mean "the scheduler's default". */
+    char *pool;                /* "" : any pool open to the job's class */
+    uint64_t memory_per_rank;  /* bytes a rank needs on its GPU; 0: any GPU */
+    tide_topology_t topology;
+    char *device;              /* "" : any; else a case-insensitive substring of the worker's device */
+    double ckpt_mfu_threshold; /* durable copies wait while the job's MFU is at or above this; 0: default */
+    int64_t ckpt_deadline_s;   /* ... unless the newest durable copy is older than this; 0: default */
+    bool adaptive_target;      /* MFU target lower early in the run, higher late */
 } tide_job_spec_t;
+
+/* The durable copy of a job's last checkpoint (docs/policies.md, "Checkpoint gate"). */
+#define TIDE_FLUSH_NONE 0    /* nothing to copy */
+#define TIDE_FLUSH_HELD 1    /* waiting for the job's MFU to drop or its deadline */
+#define TIDE_FLUSH_COPYING 2 /* FLUSH sent to the ranks' workers */
 
 /* Values match tide.v1.Launcher. */
 #define TIDE_LAUNCHER_ENV 1
@@ -144,6 +175,7 @@ typedef struct tide_job_rank {
     bool awaiting; /* restored after a scheduler restart; its worker has not re-registered yet */
     tide_trainer_progress_t progress;
     bool ckpt_reported; /* reported the checkpoint being collected (job->ckpt_collect_step) */
+    bool flush_done;    /* reported the durable copy being collected (job->flush_step) */
 } tide_job_rank_t;
 
 struct tide_job {
@@ -168,8 +200,29 @@ struct tide_job {
     tide_checkpoint_t last_ckpt;  /* step -1 when none */
     uint64_t ckpt_request;        /* a CheckpointJob in flight; 0: none */
     int64_t ckpt_deadline_ms;     /* its deadline, wall clock */
+    tide_checkpoint_t durable_ckpt; /* newest checkpoint copied to the durable directory; step -1: none */
+    int32_t flush_state;          /* TIDE_FLUSH_*: the durable copy of last_ckpt */
+    int64_t flush_step;           /* the step being held or copied; -1: none */
+    int64_t flush_since_ms;       /* wall clock: held since / copying since */
+    uint64_t flushed_bytes;       /* over the job's life */
+    uint32_t flushes;             /* durable copies completed */
+    tide_prio_t run_priority;     /* the class it was placed with (aging may raise it); preemption uses it */
+    int32_t preemptions;          /* times it was preempted */
+    char *preempted_by;           /* the job being made room for while it checkpoints and stops; NULL */
+    double job_mfu;               /* job-level MFU a shell reported (tide_core_job_telemetry); -1: none */
+    int32_t job_phase;            /* tide.v1.TrainerPhase from the same report */
 
     /* private to the core */
+    tide_prio_t eff_priority;  /* its class in the queue: spec.priority raised by aging */
+    int64_t queued_mono;       /* when it entered its current queue (aging counts from here) */
+    int64_t flush_check_at;    /* mono: next gate check of a held durable copy, 0: none */
+    int64_t preempt_at;        /* mono: a preempted victim is stopped by then (checkpoint grace), 0: none */
+    int32_t preempt_victims;   /* victims still yielding for this job */
+    int32_t flush_pending;     /* ranks whose durable copy has not been reported */
+    uint64_t flush_bytes_acc;
+    char *flush_path_acc, *flush_sha_acc;
+    uint64_t placed_stamp;     /* core->alloc_stamp when preemption was last found impossible */
+    int64_t job_mfu_at;        /* mono time of job_mfu */
     int64_t gen_start_mono;
     int64_t time_limit_at;  /* mono, 0: none */
     int64_t launch_deadline; /* mono, 0: none */
@@ -186,6 +239,12 @@ struct tide_job {
     bool dirty;              /* a PERSIST action is queued */
     bool dropped;
     tide_list_t queue_node;  /* in a priority queue while PENDING */
+    tide_list_t run_node;    /* core->running while RUNNING */
+    int32_t wait;            /* tide_wait_t: why it waited in the last pass it was tried */
+    uint64_t wait_pass;      /* that pass (core->pass) */
+    int32_t new_arch_ranks;  /* ranks of this generation on new-arch workers */
+    double burst_share;      /* its part of core->burst_gpus while RUNNING */
+    int32_t lost_requeues;   /* generations queued again after a lost rank */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;
@@ -222,8 +281,11 @@ struct tide_worker {
     struct tide_stale_rank *stale; /* ranks of no current job still running here, being stopped */
     size_t n_stale;
     tide_node_t *node;
+    struct tide_domain *dom; /* its node's domain in its shape (placement index) */
+    bool new_arch;           /* labelled new-arch */
+    bool low;                /* counted in core->low_busy (runs a LOW rank) */
     tide_list_t live_node; /* core->alive or core->suspect, ordered by last_seen_mono */
-    tide_list_t free_node; /* node->free while schedulable */
+    tide_list_t free_node; /* dom->free while schedulable */
     UT_hash_handle hh;
 };
 
@@ -236,6 +298,35 @@ typedef struct tide_core_config {
     int32_t max_rollbacks;         /* 3: then the job fails */
     uint32_t stop_grace_ms;        /* 10000 */
     int64_t retention_ms;          /* 7 days: finished jobs are pruned after */
+
+    /* Queues, pools and preemption (docs/policies.md). */
+    int64_t aging_ms;              /* 30 min: a waiting job rises one class per this much wait, up to
+                                      HIGH; 0: no aging */
+    bool preemption;               /* true: a job may take capacity from lower classes */
+    uint32_t preempt_grace_ms;     /* 30000: a victim's time to checkpoint before it is stopped */
+    struct tide_pool_config {
+        char name[TIDE_POOL_NAME_MAX + 1];
+        int32_t dedicated; /* -1: shared; else the tide_prio_t whose jobs alone use it */
+    } pools[16];
+    int32_t n_pools;               /* pools named by the operator; others are shared */
+
+    /* Checkpoint gate. */
+    bool ckpt_flush;               /* false: no durable copies (no --ckpt-durable) */
+    double ckpt_mfu_threshold;     /* 0.30 */
+    int64_t ckpt_deadline_ms;      /* 30 min */
+    int64_t ckpt_gate_check_ms;    /* 5000: how often a held copy looks at the MFU again */
+
+    /* Headroom reserve. */
+    int32_t reserve_gpus;          /* -1: computed; else exactly this many */
+    int32_t reserve_min_cluster;   /* 16: below this many usable GPUs the computed reserve is 0 */
+    double failure_rate;           /* failures per GPU-hour; default 3 per 1,000 GPU-months */
+    double replacement_lead_h;     /* 4 h: how long a failed GPU stays out */
+    double reserve_quantile;       /* 0.99 */
+
+    /* Failures. */
+    int32_t lost_restarts;         /* 0: a started job whose rank is lost fails; N: it is queued again
+                                      (front of its class) up to N times and resumes from its newest
+                                      checkpoint */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */
@@ -253,6 +344,9 @@ typedef enum tide_action_type {
     TIDE_ACT_EVENT,          /* event_type, job?, worker?, text */
     TIDE_ACT_CHECKPOINT_NOW, /* worker, job, generation, rank: relay checkpoint_now (request_id,
                                 deadline_ms) to that rank's trainer */
+    TIDE_ACT_FLUSH,          /* worker, job, generation, rank, step: copy the checkpoint that rank
+                                reported for step to the durable directory, then report it
+                                (tide_core_ckpt_flushed) */
 } tide_action_type_t;
 
 typedef struct tide_action {
@@ -270,6 +364,7 @@ typedef struct tide_action {
     const char *text;       /* EVENT, STOP (reason): valid until actions_clear */
     uint64_t request_id;    /* CHECKPOINT_NOW */
     int64_t deadline_ms;    /* CHECKPOINT_NOW: wall clock */
+    int64_t step;           /* FLUSH */
 } tide_action_t;
 
 typedef struct tide_core tide_core_t;
@@ -354,6 +449,10 @@ typedef struct tide_job_record {
     const tide_checkpoint_t *last_ckpt; /* NULL: none */
     uint64_t ckpt_request;
     int64_t ckpt_deadline_ms;
+    const tide_checkpoint_t *durable_ckpt; /* NULL: none */
+    uint64_t flushed_bytes;
+    uint32_t flushes;
+    int32_t preemptions;
 } tide_job_record_t;
 
 /* Restores a job after a restart (before workers register). A RUNNING job waits up to the reconnect
@@ -442,6 +541,53 @@ tide_worker_t *tide_core_worker_find(const tide_core_t *core, const char *id);
 tide_worker_t **tide_core_workers_sorted(const tide_core_t *core, size_t *n);
 /* Workers in each state (index = state), and cordoned ones in counts[0]. */
 void tide_core_worker_counts(const tide_core_t *core, int counts[5]);
+
+/* The shell knows the worker is gone (its node failed, or a fault model says so): DEAD now, its rank
+ * lost. why is for the event. Ignored for an unknown or already dead worker. */
+void tide_core_worker_failed(tide_core_t *core, tide_worker_t *w, const char *why);
+
+/* --- policy (docs/policies.md) --- */
+/* Names a pool a worker may carry, dedicated to a class or shared: -EINVAL for a bad name or a full
+ * table. Only before workers register (the daemon's flags, a scenario). */
+int tide_core_pool_add(tide_core_t *core, const char *name, int32_t dedicated, tide_error_t *err);
+/* A job-level load report: its MFU (0..1; < 0 unknown) and TrainerPhase, from a shell that aggregates
+ * telemetry per job (the simulator). The checkpoint gate prefers it to the ranks' progress while it is
+ * fresh (3 gate-check periods). O(1), no action. */
+void tide_core_job_telemetry(tide_core_t *core, tide_job_t *job, double mfu, int32_t phase);
+/* The job's MFU as the checkpoint gate sees it: a fresh job-level report, else the ranks' progress
+ * (O(ranks)); -1 when unknown. */
+double tide_core_job_mfu(const tide_core_t *core, const tide_job_t *job);
+/* A worker copied (ok) or failed to copy (error) its rank's checkpoint of step to the durable
+ * directory. When every rank reported, the job's durable_ckpt becomes that step (PERSIST, event
+ * job.checkpoint_durable). Reports of other generations or steps are ignored. */
+void tide_core_ckpt_flushed(tide_core_t *core, tide_worker_t *w, const char *job_id,
+                            int32_t generation, int32_t rank, int64_t step, bool ok,
+                            const char *durable_path, uint64_t bytes, const char *sha256,
+                            const char *error);
+/* 1-based position of a PENDING job in the order the scheduler considers jobs (class, with aging,
+ * high to low; FIFO within); 0 when not pending. O(queued jobs): for listings. */
+int32_t tide_core_job_queue_position(const tide_core_t *core, const tide_job_t *job);
+/* A job's MFU target band (docs/policies.md, "Headroom"): from its class, the cluster size, whether
+ * its GPUs are new-arch, and, for an adaptive target, how far into its run it is. */
+void tide_core_job_target(const tide_core_t *core, const tide_job_t *job, double *lo, double *hi);
+
+typedef struct tide_reserve {
+    int32_t gpus;             /* spares + burst, or the operator's figure */
+    int32_t spares;           /* the reserve_quantile Poisson count of failures in the lead time */
+    int32_t burst;            /* burst capacity from the running jobs' target bands */
+    bool fixed;               /* set by the operator (reserve_gpus >= 0) */
+    double failure_rate;      /* per GPU-hour used for spares */
+    bool observed;            /* failure_rate was observed (enough failures seen), not configured */
+    double expected_failures; /* during the lead time over the usable GPUs */
+    int32_t usable, free;     /* GPUs that could run work / that are free now */
+    uint64_t failures;        /* worker failures seen (a BUSY or READY worker that died) */
+    double gpu_hours;         /* usable GPU-hours observed */
+} tide_reserve_t;
+/* The headroom reserve now. O(1) (recomputed when the cluster or the running set changes). */
+void tide_core_reserve(const tide_core_t *core, tide_reserve_t *out);
+/* Smallest k with P(X <= k) >= q for X ~ Poisson(lambda); 0 for lambda <= 0. */
+int32_t tide_poisson_quantile(double lambda, double q);
+const char *tide_topology_name(tide_topology_t t);
 
 const char *tide_job_state_name(tide_job_state_t s);
 const char *tide_worker_state_name(tide_worker_state_t s);

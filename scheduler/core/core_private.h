@@ -4,18 +4,81 @@
 
 #include "core.h"
 
-/* Nodes are bucketed by their number of schedulable workers so placement finds the best-fitting node in
- * O(TIDE_NODE_BUCKETS) without sorting: bucket c holds nodes with exactly c free workers, the last one
- * nodes with TIDE_NODE_BUCKETS or more. */
+/* Placement index (topology_index.c). Workers that are interchangeable for placement form a shape:
+ * the same pool, device and memory. Within a shape, domains nest node -> rack -> switch; each keeps its
+ * count of schedulable (free) and usable workers, and sits in its shape's bucket for its free count, so
+ * the best-fitting domain of a level is found in O(buckets) without sorting. A gang never mixes shapes
+ * (ranks run in lockstep: the slowest GPU sets the pace). */
 #define TIDE_NODE_BUCKETS 64
+#define TIDE_DOMAIN_BUCKETS 1024
 
-struct tide_node {
-    char *name;
-    tide_list_t free;   /* schedulable workers, ordered by gpu_index */
+typedef enum tide_level {
+    TIDE_LVL_NODE = 0,
+    TIDE_LVL_RACK = 1,
+    TIDE_LVL_SWITCH = 2,
+    TIDE_LVL_SHAPE = 3, /* the whole shape (placement without a locality bound) */
+} tide_level_t;
+#define TIDE_LVL_DOMAINS 3
+
+typedef struct tide_shape tide_shape_t;
+typedef struct tide_domain tide_domain_t;
+
+/* Scratch of one preemption search (preemption.c), valid while stamp matches. */
+typedef struct tide_pscratch {
+    uint64_t stamp;
+    int32_t cap;         /* workers of the victims chosen so far inside this domain */
+    int32_t last_victim; /* index of the last victim counted here */
+} tide_pscratch_t;
+
+struct tide_domain {
+    char *key; /* node name, "r:" rack label or "s:" switch label; unique per shape and level */
+    tide_level_t level;
+    tide_shape_t *shape;
+    tide_domain_t *parent; /* node -> rack -> switch; NULL for a switch */
+    tide_list_t children;  /* domains one level down */
+    tide_list_t child_node;
+    tide_list_t free;      /* nodes: schedulable workers in gpu_index order */
     int32_t n_free;
-    tide_list_t bucket; /* core->buckets[min(n_free, TIDE_NODE_BUCKETS)] while n_free > 0 */
+    int32_t n_usable;
+    tide_list_t bucket;    /* shape->buckets[level][min(n_free, cap)] while n_free > 0 */
+    tide_pscratch_t ps;
+    UT_hash_handle hh;     /* shape->domains[level] */
+};
+
+struct tide_shape {
+    char *key; /* pool \x1f device \x1f memory */
+    char *pool;
+    char *device;
+    uint64_t memory_bytes;
+    int32_t dedicated; /* -1: shared; else the class whose jobs alone use it */
+    int32_t n_free, n_usable;
+    tide_domain_t *domains[TIDE_LVL_DOMAINS];
+    tide_list_t *buckets[TIDE_LVL_DOMAINS]; /* n_buckets[level] + 1 lists each */
+    int32_t max_usable[TIDE_LVL_DOMAINS];   /* largest n_usable of a domain per level (lazy) */
+    bool max_dirty;
+    uint64_t blocked_pass;  /* == core->pass: a job could not be placed here in this pass */
+    tide_prio_t blocked_prio; /* the queue class of that job */
+    uint64_t blocked_seq;   /* and its number */
+    tide_pscratch_t ps;
+    tide_list_t link;       /* core->shapes, ascending key */
     UT_hash_handle hh;
 };
+
+/* A physical node: groups ranks for LOCAL_RANK. */
+struct tide_node {
+    char *name;
+    UT_hash_handle hh;
+};
+
+/* Why a PENDING job waits, as the last scheduling pass found it. */
+typedef enum tide_wait {
+    TIDE_WAIT_NONE = 0,
+    TIDE_WAIT_NO_MATCH,  /* no usable worker matches its pool/device/memory */
+    TIDE_WAIT_NEVER,     /* could not run even on the idle cluster (locality or size) */
+    TIDE_WAIT_CAPACITY,  /* not enough free workers now */
+    TIDE_WAIT_RESERVE,   /* only the headroom reserve is free */
+    TIDE_WAIT_BEHIND,    /* the capacity it could use is held for an earlier job */
+} tide_wait_t;
 
 struct tide_core {
     tide_core_config_t cfg;
@@ -29,10 +92,22 @@ struct tide_core {
     tide_heap_t timers;                  /* jobs with a deadline */
     int job_counts[6];                   /* by tide_job_state_t */
 
+    tide_list_t running;                 /* RUNNING jobs (job->run_node) */
+    int32_t n_preempting;                /* running jobs yielding to a higher class */
+
     tide_worker_t *workers;              /* hash by id */
     tide_node_t *nodes;                  /* hash by name */
-    tide_list_t buckets[TIDE_NODE_BUCKETS + 1];
+    tide_shape_t *shapes;                /* hash by key */
+    tide_list_t shape_list;              /* ascending key: placement tries shapes in this order */
+    int32_t n_shapes;
+    uint64_t pass;                       /* scheduling passes run; marks shapes blocked in this one */
+    int32_t n_blocked;                   /* shapes blocked in this pass */
+    uint64_t alloc_stamp;                /* bumped whenever capacity or the running set changes */
+    uint64_t scratch_stamp;              /* preemption searches */
+    tide_domain_t **dscratch;            /* placement's sort scratch, used as a stack */
+    size_t dscratch_cap, dscratch_used;
     int32_t n_free;                      /* schedulable workers in all nodes */
+    int32_t low_busy;                    /* workers running LOW ranks (run_priority LOW) */
     int32_t n_usable;                    /* READY or BUSY and not cordoned: what could ever run a job */
     tide_list_t alive;                   /* READY/BUSY workers, ascending last_seen_mono */
     tide_list_t suspect;                 /* SUSPECT workers that can still come back, same order */
@@ -46,7 +121,12 @@ struct tide_core {
 
     bool need_schedule;
     bool scheduling;
-    tide_job_t *blocker; /* the queue head the last pass could not place (it blocks the jobs behind it) */
+
+    /* headroom (reserve.c) */
+    tide_reserve_t reserve;
+    uint64_t failures;  /* usable workers that died (not a goodbye) */
+    double gpu_hours;   /* usable GPU-hours observed */
+    double burst_gpus;  /* sum of the running jobs' burst shares */
 };
 
 /* A rank a worker reported running that belongs to no current job: it is being stopped, and its worker
@@ -98,19 +178,68 @@ void tide__ckpt_collect_reset(tide_job_t *job);
 void tide__ckpt_request_end(tide_core_t *core, tide_job_t *job, const char *why);
 /* Emits CHECKPOINT_NOW of the request in flight for rank r (running, with a worker). */
 void tide__ckpt_send(tide_core_t *core, tide_job_t *job, int32_t r);
+/* Asks every running rank for a checkpoint now (deadline_ms from now; 0: 60 s), unless one is asked. */
+void tide__ckpt_request(tide_core_t *core, tide_job_t *job, int64_t deadline_ms);
 /* Deep copy into dst (whose strings are freed first). */
 void tide__ckpt_copy(tide_checkpoint_t *dst, const tide_checkpoint_t *src);
 
 /* job_queue.c */
 void tide__queue_push(tide_core_t *core, tide_job_t *job, bool front);
 void tide__queue_remove(tide_core_t *core, tide_job_t *job);
+/* The monotonic time the next queued job ages, or INT64_MAX. */
+int64_t tide__queue_next_deadline(const tide_core_t *core);
 /* Runs a scheduling pass if one is needed and none is running. */
 void tide__schedule(tide_core_t *core);
 
+/* topology_index.c */
+/* Puts w in the shape and domains its info and labels name (moving it if they changed). */
+void tide__index_worker(tide_core_t *core, tide_worker_t *w);
+/* Adds (+1) or removes (-1) w from the free / usable counts of its domains. */
+void tide__index_free(tide_core_t *core, tide_worker_t *w, int delta);
+void tide__index_usable(tide_core_t *core, tide_worker_t *w, int delta);
+/* The domain of w at level (NULL for TIDE_LVL_SHAPE or an unindexed worker). */
+tide_domain_t *tide__domain_at(const tide_worker_t *w, tide_level_t level);
+/* The largest free / usable count of one domain at level in s (TIDE_LVL_SHAPE: the shape's). */
+int32_t tide__shape_max_free(const tide_shape_t *s, tide_level_t level);
+int32_t tide__shape_max_usable(tide_shape_t *s, tide_level_t level);
+/* The smallest domain at level with at least k free workers, or NULL. */
+tide_domain_t *tide__shape_best_fit(const tide_shape_t *s, tide_level_t level, int32_t k);
+/* Whether a job may use shape s: pool, class, device and memory. */
+bool tide__shape_matches(const tide_core_t *core, const tide_shape_t *s, const tide_job_t *job);
+void tide__index_free_all(tide_core_t *core);
+
 /* placement.c */
-/* Picks between min and max schedulable workers for job, same node first. Returns the count (0: does
- * not fit) and fills ws (room for max entries) in rank order. */
-int32_t tide__place(tide_core_t *core, const tide_job_t *job, tide_worker_t **ws);
+/* Picks between min and max schedulable workers for job in one shape that matches it, honouring its
+ * topology (best-fitting node, then rack, then switch), the shapes blocked in this pass and, for work
+ * above LOW, the headroom reserve. Returns the count (0: does not fit) and fills ws (room for max
+ * entries) in rank order, grouped by node. *why says what stopped it when 0. */
+int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide_wait_t *why);
+/* The level a job's topology binds (TIDE_LVL_SHAPE for ANY). */
+tide_level_t tide__job_level(const tide_job_t *job);
+/* Whether the job could run on the cluster's usable workers were they all free (ignoring blocks). */
+bool tide__could_fit(tide_core_t *core, const tide_job_t *job);
+/* How many of the job's ranks the best single domain of its level could hold now (for reasons). */
+int32_t tide__largest_fit(tide_core_t *core, const tide_job_t *job);
+
+/* preemption.c */
+/* The job could not be placed: when lower classes hold enough capacity, pick the victims that lose the
+ * least work and make them checkpoint and yield. */
+void tide__preempt_for(tide_core_t *core, tide_job_t *job);
+/* A victim checkpointed (or its grace ended): stop its ranks and queue it again. */
+void tide__preempt_yield(tide_core_t *core, tide_job_t *job, const char *how);
+
+/* ckpt_gate.c */
+/* A new complete checkpoint: hold its durable copy or release it now. */
+void tide__flush_on_checkpoint(tide_core_t *core, tide_job_t *job);
+/* The gate's timer: look at the MFU and the deadline again. */
+void tide__flush_check(tide_core_t *core, tide_job_t *job);
+/* A new generation or the job's end: forget a copy in progress. */
+void tide__flush_reset(tide_core_t *core, tide_job_t *job);
+
+/* reserve.c */
+void tide__reserve_update(tide_core_t *core);
+/* The job's share of burst capacity (added while it runs). */
+double tide__job_burst_share(const tide_core_t *core, const tide_job_t *job);
 
 /* worker_registry.c */
 void tide__worker_set_state(tide_core_t *core, tide_worker_t *w, tide_worker_state_t st);
@@ -128,5 +257,8 @@ void tide__stale_add(tide_core_t *core, tide_worker_t *w, const char *job_id, in
                      const char *why);
 bool tide__stale_drop(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t gen, int32_t rank);
 void tide__node_free_all(tide_core_t *core);
+/* Queues a started job again (front of its class) after its ranks were stopped: preemption, a lost rank. */
+void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -74,6 +74,7 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
 static void complete(tide_core_t *core, tide_job_t *job)
 {
     tide_checkpoint_t *c = &job->last_ckpt;
+    bool answered;
 
     free(c->path);
     free(c->sha256);
@@ -86,6 +87,7 @@ static void complete(tide_core_t *core, tide_job_t *job)
     c->time_ms = core->now_wall;
     c->ranks = job->ckpt_collect_n;
     c->request_id = job->ckpt_request;
+    answered = job->ckpt_request != 0;
     tide__ckpt_collect_reset(job);
     tide__event(core, "job.checkpoint", job, NULL,
                 "job %s checkpoint of step %" PRId64 " complete (%d ranks, %" PRIu64 " bytes%s%s)",
@@ -95,6 +97,9 @@ static void complete(tide_core_t *core, tide_job_t *job)
     job->ckpt_deadline_at = 0;
     tide__persist_job(core, job);
     tide__job_rearm(core, job);
+    tide__flush_on_checkpoint(core, job);
+    if (answered && job->preempted_by)
+        tide__preempt_yield(core, job, "checkpointed");
 }
 
 void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char *job_id,
@@ -125,8 +130,10 @@ void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char 
         job->ckpt_collect_path = tide_xstrdup(path);
         job->ckpt_collect_sha256 = tide_xstrdup(sha256 ? sha256 : "");
     }
-    if (job->ckpt_collect_n == job->n_ranks)
+    if (job->ckpt_collect_n == job->n_ranks) {
         complete(core, job);
+        tide__schedule(core);
+    }
 }
 
 void tide__ckpt_send(tide_core_t *core, tide_job_t *job, int32_t r)
@@ -166,8 +173,14 @@ int tide_core_job_checkpoint(tide_core_t *core, const char *id, int64_t deadline
         return -EALREADY;
     }
     *out = job;
+    tide__ckpt_request(core, job, deadline_ms);
+    return 0;
+}
+
+void tide__ckpt_request(tide_core_t *core, tide_job_t *job, int64_t deadline_ms)
+{
     if (job->ckpt_request)
-        return 0;
+        return;
     if (deadline_ms == 0)
         deadline_ms = CKPT_DEADLINE_DEFAULT_MS;
     /* Unique per job across restarts: wall-clock based, strictly above the last one. */
@@ -183,5 +196,4 @@ int tide_core_job_checkpoint(tide_core_t *core, const char *id, int64_t deadline
                 job->ckpt_request, (long long)(deadline_ms / 1000));
     tide__persist_job(core, job);
     tide__job_rearm(core, job);
-    return 0;
 }

@@ -18,11 +18,26 @@
 
 void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
 {
-    if (job->state == st)
+    tide_job_state_t old = job->state;
+
+    if (old == st)
         return;
-    core->job_counts[job->state]--;
+    core->job_counts[old]--;
     core->job_counts[st]++;
     job->state = st;
+    if (old == TIDE_JOB_RUNNING) {
+        tide_list_remove(&job->run_node);
+        core->burst_gpus -= job->burst_share;
+        job->burst_share = 0;
+        tide__flush_reset(core, job);
+        job->preempt_at = 0;
+        if (job->preempted_by)
+            tide__preempt_yield(core, job, "it stopped running"); /* not RUNNING: only forgets */
+        tide__reserve_update(core);
+    } else if (st == TIDE_JOB_RUNNING) {
+        tide_list_push_back(&core->running, &job->run_node);
+    }
+    core->alloc_stamp++;
     tide__persist_job(core, job);
 }
 
@@ -121,6 +136,11 @@ void tide__job_free(tide_job_t *job)
     free(job->message);
     free(job->last_ckpt.path);
     free(job->last_ckpt.sha256);
+    free(job->durable_ckpt.path);
+    free(job->durable_ckpt.sha256);
+    free(job->flush_path_acc);
+    free(job->flush_sha_acc);
+    free(job->preempted_by);
     free(job);
 }
 
@@ -136,8 +156,14 @@ static tide_job_t *job_new(tide_core_t *core, uint64_t seq, const char *id,
     job->state = TIDE_JOB_PENDING;
     job->failed_rank = -1;
     job->last_ckpt.step = -1;
+    job->durable_ckpt.step = -1;
+    job->flush_step = -1;
+    job->job_mfu = -1;
     job->ckpt_collect_step = -1;
+    job->eff_priority = job->spec.priority;
+    job->run_priority = job->spec.priority;
     tide_list_init(&job->queue_node);
+    tide_list_init(&job->run_node);
     tide_list_init(&job->bound);
     tide_heap_node_init(&job->timer);
     HASH_ADD_KEYPTR(hh, core->jobs, job->id, strlen(job->id), job);
@@ -163,6 +189,10 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->launch_deadline;
         if (job->ckpt_deadline_at && job->ckpt_deadline_at < at)
             at = job->ckpt_deadline_at;
+        if (job->preempt_at && job->preempt_at < at)
+            at = job->preempt_at;
+        if (job->flush_check_at && job->flush_check_at < at)
+            at = job->flush_check_at;
     } else if (is_final(job->state) && job->prune_at) {
         at = job->prune_at;
     }
@@ -289,10 +319,48 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
         rollback(core, job, why);
         return;
     }
+    if (job->lost_requeues < core->cfg.lost_restarts) {
+        job->lost_requeues++;
+        if (job->last_ckpt.step >= 0)
+            tide__job_requeue(core, job, "job.requeued",
+                              "rank %d lost (%s); queued again (%d of %d), resumes from checkpoint step %lld", rank,
+                              why, job->lost_requeues, core->cfg.lost_restarts, (long long)job->last_ckpt.step);
+        else
+            tide__job_requeue(core, job, "job.requeued",
+                              "rank %d lost (%s); queued again (%d of %d), no checkpoint: restarts from the beginning",
+                              rank, why, job->lost_requeues, core->cfg.lost_restarts);
+        return;
+    }
     job->failed_rank = rank;
     job->exit_code = -1;
     tide__job_set_message(core, job, "rank %d lost: %s", rank, why);
     tide__job_finish(core, job, TIDE_JOB_FAILED);
+}
+
+void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, const char *fmt, ...)
+{
+    char *text;
+    va_list ap;
+
+    va_start(ap, fmt);
+    text = tide_xvasprintf(fmt, ap);
+    va_end(ap);
+    account_generation(core, job);
+    tide__ckpt_request_end(core, job, "the job was queued again");
+    stop_ranks(core, job, text);
+    for (int32_t r = 0; r < job->n_ranks; r++)
+        job->ranks[r].worker = NULL; /* bound workers are released by their exits */
+    free_ranks(job);
+    job->master_port = 0;
+    job->time_limit_at = job->launch_deadline = job->reconcile_deadline = 0;
+    job->eff_priority = job->spec.priority;
+    tide__job_set_state(core, job, TIDE_JOB_PENDING);
+    free(job->message);
+    job->message = text;
+    tide__persist_job(core, job);
+    tide__event(core, event, job, NULL, "job %s generation %d: %s", job->id, job->generation, text);
+    tide__queue_push(core, job, true);
+    tide__job_rearm(core, job);
 }
 
 void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, int32_t n)
@@ -322,6 +390,11 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
     job->ranks_unstarted = n;
     for (int32_t k = first_of_group; k < n; k++)
         job->ranks[k].local_world_size = local;
+    job->run_priority = job->eff_priority;
+    job->new_arch_ranks = 0;
+    for (int32_t r = 0; r < n; r++)
+        job->new_arch_ranks += ws[r]->new_arch;
+    tide__flush_reset(core, job);
     tide__job_set_state(core, job, TIDE_JOB_RUNNING);
     for (int32_t r = 0; r < n; r++)
         tide__worker_assign(core, ws[r], job, r);
@@ -334,6 +407,9 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
     job->gen_start_mono = core->now_mono;
     job->time_limit_at = job->spec.time_limit_s ? core->now_mono + job->spec.time_limit_s * 1000 : 0;
     job->launch_deadline = core->now_mono + core->cfg.launch_timeout_ms;
+    job->burst_share = tide__job_burst_share(core, job);
+    core->burst_gpus += job->burst_share;
+    tide__reserve_update(core);
     tide__job_set_message(core, job, "starting generation %d on %d worker(s)", job->generation, n);
     tide__event(core, "job.started", job, NULL, "job %s generation %d placed on %d worker(s), rank 0 on %s",
                 job->id, job->generation, n, ws[0]->id);
@@ -343,6 +419,43 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
 
 /* --- events --- */
 
+/* A named pool must be one the operator configured or a worker carries; a pool dedicated to a class
+ * takes only that class's jobs. */
+static int check_pool(const tide_core_t *core, const tide_job_spec_t *spec, tide_error_t *err)
+{
+    const tide_list_t *pos;
+    char known[256];
+    size_t n = 0;
+    bool found = false;
+
+    if (!spec->pool || !spec->pool[0])
+        return 0;
+    known[0] = '\0';
+    for (int32_t i = 0; i < core->cfg.n_pools; i++) {
+        const struct tide_pool_config *p = &core->cfg.pools[i];
+        if (strcmp(p->name, spec->pool) == 0) {
+            if (p->dedicated >= 0 && p->dedicated != (int32_t)spec->priority) {
+                tide_errprintf(err, "pool %s is dedicated to %s jobs; this job is %s", p->name,
+                               tide_prio_name((tide_prio_t)p->dedicated), tide_prio_name(spec->priority));
+                return -EINVAL;
+            }
+            return 0;
+        }
+    }
+    tide_list_for_each(pos, &core->shape_list) {
+        const tide_shape_t *s = tide_list_entry(pos, tide_shape_t, link);
+        if (strcmp(s->pool, spec->pool) == 0)
+            found = true;
+        if (n < sizeof(known) - 1 && !strstr(known, s->pool))
+            n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "", s->pool);
+    }
+    if (found)
+        return 0;
+    tide_errprintf(err, "pool \"%s\" is unknown: no worker carries it and the scheduler names no such pool (known: %s)",
+                   spec->pool, known[0] ? known : "none yet");
+    return -EINVAL;
+}
+
 int tide_core_job_submit(tide_core_t *core, const tide_job_spec_t *spec, tide_job_t **out,
                          tide_error_t *err)
 {
@@ -350,6 +463,8 @@ int tide_core_job_submit(tide_core_t *core, const tide_job_spec_t *spec, tide_jo
     int rc = tide_job_spec_validate(spec, err);
 
     if (rc < 0)
+        return rc;
+    if ((rc = check_pool(core, spec, err)) < 0)
         return rc;
     job = job_new(core, core->next_seq++, NULL, spec);
     job->submit_ms = core->now_wall;
@@ -568,6 +683,14 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
         }
         if (job->ckpt_deadline_at && now >= job->ckpt_deadline_at)
             tide__ckpt_request_end(core, job, "its deadline passed");
+        if (job->preempt_at && now >= job->preempt_at) {
+            tide__preempt_yield(core, job, "its checkpoint grace ended");
+            return;
+        }
+        if (job->flush_check_at && now >= job->flush_check_at) {
+            job->flush_check_at = 0;
+            tide__flush_check(core, job);
+        }
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;
@@ -642,6 +765,11 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     job->master_port = rec->master_port;
     if (rec->last_ckpt)
         tide__ckpt_copy(&job->last_ckpt, rec->last_ckpt);
+    if (rec->durable_ckpt)
+        tide__ckpt_copy(&job->durable_ckpt, rec->durable_ckpt);
+    job->flushed_bytes = rec->flushed_bytes;
+    job->flushes = rec->flushes;
+    job->preemptions = rec->preemptions;
     core->job_counts[TIDE_JOB_PENDING]--;
     core->job_counts[rec->state]++;
     job->state = rec->state;
@@ -688,6 +816,8 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
             w->job = job;
             w->rank = r;
             w->generation = job->generation;
+            w->low = job->run_priority == TIDE_PRIO_LOW;
+            core->low_busy += w->low;
             tide_list_push_back(&job->bound, &w->bound_node);
             tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
         }
@@ -710,6 +840,9 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
             job->ckpt_deadline_ms = rec->ckpt_deadline_ms;
             job->ckpt_deadline_at = core->now_mono + (left > 0 ? left : 0);
         }
+        tide_list_push_back(&core->running, &job->run_node);
+        job->burst_share = tide__job_burst_share(core, job);
+        core->burst_gpus += job->burst_share;
     }
     tide__job_rearm(core, job);
     return 0;

@@ -1,7 +1,10 @@
-/* Priority queues and the scheduling pass. One FIFO per class, served CRITICAL first. The head of the
- * highest class that cannot be placed blocks every job behind it (strict priority, no backfill yet),
- * except a job that could not run even on an empty cluster: it waits without blocking others. The pass
- * costs O(classes + jobs placed + jobs that can never fit) — never a scan of the workers. */
+/* Priority queues and the scheduling pass (docs/policies.md, "Queues"). One FIFO per class, served
+ * CRITICAL first; a job waiting longer than aging_ms moves to the tail of the next class up (at most
+ * HIGH), so LOW work cannot starve. A job that cannot be placed blocks the shapes it could use for the
+ * rest of the pass (no later job of its class or below takes them: no backfill), may preempt lower
+ * classes, and never blocks shapes it could not use; a job that could not run even on the idle cluster
+ * blocks nothing. The pass stops once every shape is blocked, so it costs O(classes + jobs placed + jobs
+ * tried before the cluster is full) — never a scan of the workers. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,42 +13,126 @@
 
 void tide__queue_push(tide_core_t *core, tide_job_t *job, bool front)
 {
-    tide_list_t *q = &core->queues[job->spec.priority];
+    tide_list_t *q;
 
+    if ((unsigned)job->eff_priority < (unsigned)job->spec.priority || job->eff_priority >= TIDE_PRIO_COUNT)
+        job->eff_priority = job->spec.priority;
+    q = &core->queues[job->eff_priority];
     tide_list_remove(&job->queue_node);
     if (front)
         tide_list_push_front(q, &job->queue_node);
     else
         tide_list_push_back(q, &job->queue_node);
+    job->queued_mono = core->now_mono;
     core->need_schedule = true;
 }
 
 void tide__queue_remove(tide_core_t *core, tide_job_t *job)
 {
-    if (core->blocker == job)
-        core->blocker = NULL;
+    (void)core;
     tide_list_remove(&job->queue_node);
+    job->wait = TIDE_WAIT_NONE;
 }
 
-/* Tries the queue of one class; returns false when its head is blocked (lower classes must wait). */
-static bool schedule_class(tide_core_t *core, tide_list_t *q, tide_worker_t ***scratch, size_t *cap)
+/* Aging: LOW -> NORMAL -> HIGH, one step per aging_ms in a class. Heads are the longest waiting (a
+ * job queued at the front after a rollback keeps its own queued_mono, so it is checked as well). */
+static void age(tide_core_t *core)
+{
+    int64_t a = core->cfg.aging_ms;
+
+    if (a <= 0)
+        return;
+    for (int p = TIDE_PRIO_HIGH - 1; p >= TIDE_PRIO_LOW; p--) {
+        tide_list_t *q = &core->queues[p];
+        while (!tide_list_empty(q)) {
+            tide_job_t *job = tide_list_entry(q->next, tide_job_t, queue_node);
+            if (core->now_mono - job->queued_mono < a)
+                break;
+            tide_list_remove(&job->queue_node);
+            job->eff_priority = (tide_prio_t)(p + 1);
+            tide_list_push_back(&core->queues[p + 1], &job->queue_node);
+            job->queued_mono = core->now_mono;
+            tide__event(core, "job.aged", job, NULL, "job %s (%s) waited %llds: now queued as %s", job->id,
+                        tide_prio_name(job->spec.priority), (long long)(a / 1000),
+                        tide_prio_name(job->eff_priority));
+            core->need_schedule = true;
+        }
+    }
+}
+
+int64_t tide__queue_next_deadline(const tide_core_t *core)
+{
+    int64_t next = INT64_MAX;
+
+    if (core->cfg.aging_ms <= 0)
+        return next;
+    for (int p = TIDE_PRIO_LOW; p < TIDE_PRIO_HIGH; p++) {
+        const tide_list_t *q = &core->queues[p];
+        if (!tide_list_empty(q)) {
+            int64_t t = tide_list_entry(q->next, tide_job_t, queue_node)->queued_mono + core->cfg.aging_ms;
+            if (t < next)
+                next = t;
+        }
+    }
+    return next;
+}
+
+/* Marks the shapes job could use as blocked for this pass. */
+static void block_shapes(tide_core_t *core, tide_job_t *job)
+{
+    tide_list_t *pos;
+
+    tide_list_for_each(pos, &core->shape_list) {
+        tide_shape_t *s = tide_list_entry(pos, tide_shape_t, link);
+        if (s->blocked_pass == core->pass || s->n_usable == 0 || !tide__shape_matches(core, s, job))
+            continue;
+        s->blocked_pass = core->pass;
+        s->blocked_prio = job->eff_priority;
+        s->blocked_seq = job->seq;
+        core->n_blocked++;
+    }
+}
+
+static int32_t shapes_in_use(const tide_core_t *core)
+{
+    int32_t n = 0;
+    const tide_list_t *pos;
+
+    tide_list_for_each(pos, &core->shape_list) n += tide_list_entry(pos, tide_shape_t, link)->n_usable > 0;
+    return n;
+}
+
+/* Tries the queue of one class; false once every shape is blocked. */
+static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, tide_worker_t ***scratch,
+                           size_t *cap)
 {
     tide_list_t *pos, *tmp;
 
     tide_list_for_each_safe(pos, tmp, q) {
         tide_job_t *job = tide_list_entry(pos, tide_job_t, queue_node);
+        tide_wait_t why;
         int32_t n;
 
-        if (job->spec.min_workers > core->n_usable)
-            continue; /* could not run even on an idle cluster: it does not block others */
+        if (core->n_blocked >= n_shapes)
+            return false;
+        job->wait_pass = core->pass;
+        if (!tide__could_fit(core, job)) {
+            job->wait = TIDE_WAIT_NEVER; /* could not run even on the idle cluster: blocks nobody */
+            continue;
+        }
         if ((size_t)job->spec.max_workers > *cap) {
             *cap = (size_t)job->spec.max_workers;
             *scratch = tide_xrealloc(*scratch, *cap * sizeof(**scratch));
         }
-        n = tide__place(core, job, *scratch);
+        n = tide__place(core, job, *scratch, &why);
         if (n == 0) {
-            core->blocker = job;
-            return false;
+            job->wait = why;
+            if (why == TIDE_WAIT_NO_MATCH)
+                continue;
+            if (why != TIDE_WAIT_BEHIND)
+                tide__preempt_for(core, job);
+            block_shapes(core, job);
+            continue;
         }
         tide__queue_remove(core, job);
         tide__job_start_generation(core, job, *scratch, n);
@@ -61,11 +148,14 @@ void tide__schedule(tide_core_t *core)
     if (core->scheduling || core->restoring)
         return;
     core->scheduling = true;
+    age(core);
     while (core->need_schedule) {
+        int32_t n_shapes = shapes_in_use(core);
         core->need_schedule = false;
-        core->blocker = NULL;
+        core->pass++;
+        core->n_blocked = 0;
         for (int p = TIDE_PRIO_COUNT - 1; p >= 0; p--) {
-            if (!schedule_class(core, &core->queues[p], &scratch, &cap))
+            if (!schedule_class(core, &core->queues[p], n_shapes, &scratch, &cap))
                 break;
         }
     }
@@ -73,22 +163,109 @@ void tide__schedule(tide_core_t *core)
     free(scratch);
 }
 
+int32_t tide_core_job_queue_position(const tide_core_t *core, const tide_job_t *job)
+{
+    int32_t n = 0;
+
+    if (job->state != TIDE_JOB_PENDING)
+        return 0;
+    for (int p = TIDE_PRIO_COUNT - 1; p >= 0; p--) {
+        const tide_list_t *pos;
+        tide_list_for_each(pos, &core->queues[p]) {
+            n++;
+            if (tide_list_entry(pos, tide_job_t, queue_node) == job)
+                return n;
+        }
+    }
+    return 0;
+}
+
+static const char *level_phrase(tide_topology_t t)
+{
+    switch (t) {
+    case TIDE_TOPO_NODE:
+        return " on one node";
+    case TIDE_TOPO_RACK:
+        return " in one rack";
+    case TIDE_TOPO_SWITCH:
+        return " under one switch";
+    default:
+        return "";
+    }
+}
+
+/* "8 GPUs with >= 80 GiB in pool a, in one rack" */
+static void describe_need(const tide_job_t *job, char *buf, size_t len)
+{
+    const tide_job_spec_t *sp = &job->spec;
+    int n = snprintf(buf, len, "%d GPU%s", sp->min_workers, sp->min_workers == 1 ? "" : "s");
+
+    if (n > 0 && (size_t)n < len && sp->device && sp->device[0])
+        n += snprintf(buf + n, len - (size_t)n, " of device \"%s\"", sp->device);
+    if (n > 0 && (size_t)n < len && sp->memory_per_rank)
+        n += snprintf(buf + n, len - (size_t)n, " with >= %.0f GiB", (double)sp->memory_per_rank / 1073741824.0);
+    if (n > 0 && (size_t)n < len && sp->pool && sp->pool[0])
+        n += snprintf(buf + n, len - (size_t)n, " in pool %s", sp->pool);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "%s", level_phrase(sp->topology));
+}
+
+static const tide_shape_t *blocking_shape(const tide_core_t *core, const tide_job_t *job)
+{
+    const tide_list_t *pos;
+
+    tide_list_for_each(pos, &core->shape_list) {
+        const tide_shape_t *s = tide_list_entry(pos, tide_shape_t, link);
+        if (s->blocked_pass == core->pass && s->blocked_seq != job->seq && s->n_usable > 0 &&
+            tide__shape_matches(core, s, job))
+            return s;
+    }
+    return NULL;
+}
+
 const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job, char *buf, size_t len)
 {
-    const tide_job_t *b = core->blocker;
+    tide_core_t *c = (tide_core_t *)core; /* lazy caches only */
+    char need[160];
+    const tide_shape_t *b;
+    int n;
 
     if (job->state != TIDE_JOB_PENDING)
         return job->message ? job->message : "";
-    if (job->spec.min_workers > core->n_usable)
-        snprintf(buf, len, "waiting: needs %d worker(s), the cluster has %d usable", job->spec.min_workers,
-                 core->n_usable);
-    else if (b == job)
-        snprintf(buf, len, "waiting for %d free worker(s) (%d free now)", job->spec.min_workers,
-                 core->n_free);
-    else if (b && b->spec.priority >= job->spec.priority)
-        snprintf(buf, len, "queued behind job %s (%s), which waits for %d free worker(s)", b->id,
-                 tide_prio_name(b->spec.priority), b->spec.min_workers);
-    else
-        snprintf(buf, len, "%s", job->message && job->message[0] ? job->message : "queued");
+    describe_need(job, need, sizeof(need));
+    if (!tide__could_fit(c, job)) {
+        int32_t reserve = job->spec.priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
+        int32_t most = 0;
+        const tide_list_t *pos;
+        bool any = false;
+        tide_list_for_each(pos, &core->shape_list) {
+            tide_shape_t *s = tide_list_entry(pos, tide_shape_t, link);
+            if (s->n_usable > 0 && tide__shape_matches(core, s, job)) {
+                int32_t m = tide__shape_max_usable(s, tide__job_level(job));
+                any = true;
+                if (m > most)
+                    most = m;
+            }
+        }
+        if (!any)
+            n = snprintf(buf, len, "waiting: needs %s; no usable worker matches", need);
+        else if (most >= job->spec.min_workers && reserve > 0)
+            n = snprintf(buf, len, "waiting: needs %s; %d usable, %d of them the headroom reserve", need,
+                         core->n_usable, reserve);
+        else
+            n = snprintf(buf, len, "waiting: needs %s; the largest usable fit is %d", need, most);
+    } else if (job->wait == TIDE_WAIT_RESERVE) {
+        n = snprintf(buf, len, "waiting: needs %s; %d free but the headroom reserve keeps %d (only LOW work may use it)",
+                     need, core->n_free, core->reserve.gpus);
+    } else if ((b = blocking_shape(core, job)) &&
+               (job->wait_pass != core->pass || job->wait == TIDE_WAIT_BEHIND)) {
+        n = snprintf(buf, len, "queued behind job %llu (%s), which waits for the same GPUs",
+                     (unsigned long long)b->blocked_seq, tide_prio_name(b->blocked_prio));
+    } else {
+        n = snprintf(buf, len, "waiting: needs %s; largest fit is %d", need, tide__largest_fit(c, job));
+    }
+    if (job->preempt_victims > 0 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "; %d lower-class job%s checkpointing to make room",
+                 job->preempt_victims, job->preempt_victims == 1 ? "" : "s");
     return buf;
 }

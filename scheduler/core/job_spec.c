@@ -48,6 +48,32 @@ int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err)
         tide_errprintf(err, "priority %d is not a priority class", (int)spec->priority);
         return -EINVAL;
     }
+    if ((unsigned)spec->topology > TIDE_TOPO_SWITCH) {
+        tide_errprintf(err, "topology %d is not a Topology (0 any, 1 node, 2 rack, 3 switch)", (int)spec->topology);
+        return -EINVAL;
+    }
+    if (spec->pool && strlen(spec->pool) > TIDE_POOL_NAME_MAX) {
+        tide_errprintf(err, "pool name must be at most %d characters", TIDE_POOL_NAME_MAX);
+        return -EINVAL;
+    }
+    if (spec->device && strlen(spec->device) > 255) {
+        tide_errprintf(err, "device must be at most 255 characters");
+        return -EINVAL;
+    }
+    if (spec->memory_per_rank > (1ULL << 50)) {
+        tide_errprintf(err, "memory_per_rank_bytes %llu is larger than any GPU (at most 1 PiB)",
+                       (unsigned long long)spec->memory_per_rank);
+        return -EINVAL;
+    }
+    if (!(spec->ckpt_mfu_threshold >= 0 && spec->ckpt_mfu_threshold <= 1)) {
+        tide_errprintf(err, "checkpoint_mfu_threshold must be between 0 and 1 (got %g)", spec->ckpt_mfu_threshold);
+        return -EINVAL;
+    }
+    if (spec->ckpt_deadline_s < 0 || spec->ckpt_deadline_s > TIDE_TIME_LIMIT_MAX_S) {
+        tide_errprintf(err, "checkpoint_deadline_seconds must be between 0 and %lld (got %lld)",
+                       (long long)TIDE_TIME_LIMIT_MAX_S, (long long)spec->ckpt_deadline_s);
+        return -EINVAL;
+    }
     for (size_t i = 0; i < spec->n_env; i++) {
         const char *k = spec->env[i].key;
         if (!k || !k[0] || strchr(k, '=')) {
@@ -77,6 +103,8 @@ void tide_job_spec_copy(tide_job_spec_t *dst, const tide_job_spec_t *src)
         dst->argv[i] = tide_xstrdup(src->argv[i]);
     dst->env = kv_copy(src->env, src->n_env);
     dst->workdir = tide_xstrdup(src->workdir ? src->workdir : "");
+    dst->pool = tide_xstrdup(src->pool ? src->pool : "");
+    dst->device = tide_xstrdup(src->device ? src->device : "");
     if (dst->max_workers == 0)
         dst->max_workers = dst->min_workers;
 }
@@ -95,5 +123,7 @@ void tide_job_spec_free(tide_job_spec_t *spec)
     }
     free(spec->env);
     free(spec->workdir);
+    free(spec->pool);
+    free(spec->device);
     memset(spec, 0, sizeof(*spec));
 }

@@ -21,8 +21,6 @@ static tide_node_t *node_get(tide_core_t *core, const char *name)
         return n;
     n = tide_xcalloc(1, sizeof(*n));
     n->name = tide_xstrdup(name);
-    tide_list_init(&n->free);
-    tide_list_init(&n->bucket);
     HASH_ADD_KEYPTR(hh, core->nodes, n->name, strlen(n->name), n);
     return n;
 }
@@ -36,20 +34,12 @@ void tide__node_free_all(tide_core_t *core)
         free(n->name);
         free(n);
     }
-}
-
-static void node_rebucket(tide_core_t *core, tide_node_t *n)
-{
-    tide_list_remove(&n->bucket);
-    if (n->n_free > 0) {
-        int c = n->n_free < TIDE_NODE_BUCKETS ? n->n_free : TIDE_NODE_BUCKETS;
-        tide_list_push_back(&core->buckets[c], &n->bucket);
-    }
+    tide__index_free_all(core);
 }
 
 static bool schedulable(const tide_worker_t *w)
 {
-    return w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job && w->node &&
+    return w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job && w->dom &&
            w->n_stale == 0;
 }
 
@@ -68,29 +58,19 @@ void tide__worker_update_free(tide_core_t *core, tide_worker_t *w)
     if (u != w->usable) {
         core->n_usable += u ? 1 : -1;
         w->usable = u;
+        if (w->dom)
+            tide__index_usable(core, w, u ? 1 : -1);
         core->need_schedule = true;
+        core->alloc_stamp++;
+        tide__reserve_update(core);
     }
     if (in == want)
         return;
-    if (want) {
-        /* Keep the node's free list in gpu_index order: ranks on a node get ascending GPUs. */
-        tide_list_t *pos = w->node->free.prev;
-        while (pos != &w->node->free &&
-               tide_list_entry(pos, tide_worker_t, free_node)->gpu_index > w->gpu_index)
-            pos = pos->prev;
-        tide_list__insert(&w->free_node, pos, pos->next);
-        w->node->n_free++;
-        core->n_free++;
+    tide__index_free(core, w, want ? 1 : -1);
+    if (want)
         core->need_schedule = true;
-    } else {
-        tide_list_remove(&w->free_node);
-        w->node->n_free--;
-        core->n_free--;
-    }
-    node_rebucket(core, w->node);
+    core->alloc_stamp++;
 }
-
-/* --- state --- */
 
 void tide__worker_set_state(tide_core_t *core, tide_worker_t *w, tide_worker_state_t st)
 {
@@ -162,6 +142,9 @@ void tide__worker_assign(tide_core_t *core, tide_worker_t *w, tide_job_t *job, i
 {
     tide_list_remove(&w->bound_node);
     tide_list_push_back(&job->bound, &w->bound_node);
+    core->low_busy -= w->low;
+    w->low = job->run_priority == TIDE_PRIO_LOW;
+    core->low_busy += w->low;
     w->job = job;
     w->rank = rank;
     w->generation = job->generation;
@@ -174,6 +157,8 @@ void tide__worker_assign(tide_core_t *core, tide_worker_t *w, tide_job_t *job, i
 void tide__worker_release(tide_core_t *core, tide_worker_t *w)
 {
     tide_list_remove(&w->bound_node);
+    core->low_busy -= w->low;
+    w->low = false;
     w->job = NULL;
     w->rank = -1;
     w->generation = 0;
@@ -184,9 +169,15 @@ void tide__worker_release(tide_core_t *core, tide_worker_t *w)
     core->need_schedule = true;
 }
 
-static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why)
+static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why, bool failure)
 {
     tide_job_t *job = w->job;
+
+    if (failure && (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY ||
+                    w->state == TIDE_WORKER_SUSPECT)) {
+        core->failures++;
+        tide__reserve_update(core);
+    }
 
     tide_list_remove(&w->live_node);
     if (w->connected) {
@@ -236,7 +227,7 @@ void tide__liveness_tick(tide_core_t *core)
         if (silent < dead_ms)
             break;
         snprintf(why, sizeof(why), "no heartbeat for %lldms", (long long)silent);
-        worker_dead(core, w, why);
+        worker_dead(core, w, why, true);
     }
 }
 
@@ -251,12 +242,6 @@ static void set_str(char **dst, const char *src)
 static void worker_set_info(tide_core_t *core, tide_worker_t *w, const tide_worker_info_t *info)
 {
     if (!w->node_name || strcmp(w->node_name, info->node) != 0) {
-        if (tide_list_linked(&w->free_node)) {
-            tide_list_remove(&w->free_node);
-            w->node->n_free--;
-            core->n_free--;
-            node_rebucket(core, w->node);
-        }
         set_str(&w->node_name, info->node);
         w->node = node_get(core, info->node);
     }
@@ -271,6 +256,7 @@ static void worker_set_info(tide_core_t *core, tide_worker_t *w, const tide_work
         w->labels[i].value = tide_xstrdup(info->labels[i].value);
     }
     w->n_labels = info->n_labels;
+    tide__index_worker(core, w);
     set_str(&w->address, info->address);
     set_str(&w->launcher_address, info->launcher_address);
     set_str(&w->agent_sock, info->agent_sock);
@@ -493,13 +479,21 @@ void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *co
     w->connected = false;
     w->conn = NULL;
     if (goodbye) {
-        worker_dead(core, w, "it shut down");
+        worker_dead(core, w, "it shut down", false);
     } else {
         /* It stays where it is in the alive list (ordered by last heartbeat): the tick moves it on to
          * the suspect list in order, so a storm of disconnects costs O(1) each. */
         tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
         tide__event(core, "worker.suspect", w->job, w, "worker %s lost its stream", w->id);
     }
+    tide__schedule(core);
+}
+
+void tide_core_worker_failed(tide_core_t *core, tide_worker_t *w, const char *why)
+{
+    if (!w || w->state == TIDE_WORKER_DEAD)
+        return;
+    worker_dead(core, w, why && why[0] ? why : "it failed", true);
     tide__schedule(core);
 }
 

@@ -383,6 +383,8 @@ void tide_daemon_absorb(tide_daemon_t *d)
         case TIDE_ACT_CHECKPOINT_NOW:
             send_checkpoint_now(d, a);
             break;
+        case TIDE_ACT_FLUSH:
+            break; /* only emitted with cfg.ckpt_flush, which the daemon does not set yet */
         case TIDE_ACT_CLOSE_STREAM: {
             out_t *o = out_new(d, OUT_WORKER_CLOSE);
             o->stream_id = tide_conn_id(a->conn);

@@ -135,12 +135,68 @@ void h_clear(h_t *h)
     tide_core_actions_clear(h->core);
 }
 
+/* The placement index: every count is the sum of its parts, buckets hold exactly the domains with free
+ * workers, and LOW-held workers are counted. */
+static void check_index(tide_core_t *core)
+{
+    tide_shape_t *s, *stmp;
+    tide_worker_t *w, *wtmp;
+    int32_t total_free = 0, low = 0;
+
+    HASH_ITER(hh, core->workers, w, wtmp) {
+        low += w->low;
+        if (tide_list_linked(&w->free_node))
+            assert_non_null(w->dom);
+        if (w->low)
+            assert_non_null(w->job);
+    }
+    assert_int_equal(low, core->low_busy);
+    HASH_ITER(hh, core->shapes, s, stmp) {
+        int32_t sfree = 0, susable = 0;
+        for (int l = 0; l < TIDE_LVL_DOMAINS; l++) {
+            tide_domain_t *d, *dtmp;
+            int32_t lfree = 0;
+            HASH_ITER(hh, s->domains[l], d, dtmp) {
+                int32_t c = 0, u = 0;
+                tide_list_t *pos;
+                if (l == TIDE_LVL_NODE) {
+                    tide_worker_t *x, *xtmp;
+                    tide_list_for_each(pos, &d->free) c++;
+                    HASH_ITER(hh, core->workers, x, xtmp) u += x->dom == d && x->usable;
+                } else {
+                    tide_list_for_each(pos, &d->children) {
+                        tide_domain_t *k = tide_list_entry(pos, tide_domain_t, child_node);
+                        assert_ptr_equal(k->parent, d);
+                        c += k->n_free;
+                        u += k->n_usable;
+                    }
+                }
+                assert_int_equal(c, d->n_free);
+                assert_int_equal(u, d->n_usable);
+                assert_int_equal(tide_list_linked(&d->bucket), d->n_free > 0);
+                if (l < TIDE_LVL_SWITCH)
+                    assert_non_null(d->parent);
+                lfree += d->n_free;
+                if (l == TIDE_LVL_SWITCH)
+                    susable += d->n_usable;
+            }
+            if (l == 0)
+                sfree = lfree;
+            else
+                assert_int_equal(lfree, sfree);
+        }
+        assert_int_equal(sfree, s->n_free);
+        assert_int_equal(susable, s->n_usable);
+        total_free += sfree;
+    }
+    assert_int_equal(total_free, core->n_free);
+}
+
 void h_check_invariants(h_t *h)
 {
     tide_core_t *core = h->core;
     tide_worker_t *w, *tmp;
     tide_job_t *job, *jtmp;
-    tide_node_t *n, *ntmp;
     int wcounts[5] = {0}, jcounts[6] = {0};
     int32_t n_free = 0, n_usable = 0;
 
@@ -176,13 +232,7 @@ void h_check_invariants(h_t *h)
     assert_int_equal(n_usable, core->n_usable);
     for (int i = 0; i < 5; i++)
         assert_int_equal(wcounts[i], core->worker_counts[i]);
-    HASH_ITER(hh, core->nodes, n, ntmp) {
-        int32_t c = 0;
-        tide_list_t *pos;
-        tide_list_for_each(pos, &n->free) c++;
-        assert_int_equal(c, n->n_free);
-        assert_int_equal(tide_list_linked(&n->bucket), n->n_free > 0);
-    }
+    check_index(core);
     HASH_ITER(hh, core->jobs, job, jtmp) {
         jcounts[job->state]++;
         assert_int_equal(tide_list_linked(&job->queue_node), job->state == TIDE_JOB_PENDING);

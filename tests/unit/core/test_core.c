@@ -47,7 +47,7 @@ static void test_placement_prefers_one_node(void **state)
     {
         char buf[200];
         assert_string_equal(tide_core_job_reason(h.core, c, buf, sizeof(buf)),
-                            "waiting for 4 free worker(s) (3 free now)");
+                            "waiting: needs 4 GPUs; largest fit is 3");
     }
     h_check_invariants(&h);
     h_fini(&h);
@@ -465,8 +465,11 @@ static void test_priority_order(void **state)
 {
     h_t h;
     tide_job_t *hold, *low, *high, *crit;
+    tide_core_config_t cfg;
     (void)state;
-    h_init(&h, NULL);
+    tide_core_config_default(&cfg);
+    cfg.preemption = false; /* order alone (preemption has its own tests) */
+    h_init(&h, &cfg);
     cluster(&h, 1, 1);
     hold = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
     low = h_submit(&h, 1, 1, TIDE_PRIO_LOW);
@@ -480,9 +483,9 @@ static void test_priority_order(void **state)
     {
         char buf[200];
         assert_string_equal(tide_core_job_reason(h.core, high, buf, sizeof(buf)),
-                            "waiting for 1 free worker(s) (0 free now)");
+                            "waiting: needs 1 GPU; largest fit is 0");
         assert_string_equal(tide_core_job_reason(h.core, low, buf, sizeof(buf)),
-                            "queued behind job 3 (HIGH), which waits for 1 free worker(s)");
+                            "queued behind job 3 (HIGH), which waits for the same GPUs");
     }
     h_start_all(&h);
     tide_core_rank_exited(h.core, crit->ranks[0].worker, crit->id, 1, 0, 0, NULL);
@@ -505,7 +508,7 @@ static void test_job_too_big_does_not_block(void **state)
     {
         char buf[200];
         assert_string_equal(tide_core_job_reason(h.core, big, buf, sizeof(buf)),
-                            "waiting: needs 8 worker(s), the cluster has 2 usable");
+                            "waiting: needs 8 GPUs; the largest usable fit is 2");
     }
     assert_int_equal(small->state, TIDE_JOB_RUNNING);
     h_fini(&h);

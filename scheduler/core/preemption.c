@@ -1,0 +1,186 @@
+/* Preemption (docs/policies.md, "Preemption"): a job that cannot be placed may take capacity from
+ * running jobs of a lower class (the class they were placed with). Victims are tried in order of class,
+ * then of the work they would lose (GPU-seconds since their newest checkpoint), then newest first; the
+ * first domain of the job's locality level (or shape) where the chosen victims free enough workers wins.
+ * A victim that reports through the SDK is asked for a checkpoint first and yields when it lands or its
+ * grace ends; then it is queued again and later resumes from that checkpoint. Invariants: a job has at
+ * most one preemption round in flight; a victim yields to one job; a search that found nothing is not
+ * repeated until the running set or the capacity changed (alloc_stamp). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_private.h"
+#include "xmalloc.h"
+
+typedef struct victim {
+    tide_job_t *job;
+    double lost; /* GPU-seconds since its newest checkpoint */
+} victim_t;
+
+static int cmp_victim(const void *a, const void *b)
+{
+    const victim_t *x = a, *y = b;
+
+    if (x->job->run_priority != y->job->run_priority)
+        return x->job->run_priority < y->job->run_priority ? -1 : 1;
+    if (x->lost != y->lost)
+        return x->lost < y->lost ? -1 : 1;
+    return x->job->seq > y->job->seq ? -1 : (x->job->seq < y->job->seq ? 1 : 0);
+}
+
+static double lost_work(const tide_core_t *core, const tide_job_t *job)
+{
+    int64_t since = job->gen_start_ms;
+
+    if (job->last_ckpt.step >= 0 && job->last_ckpt.generation == job->generation &&
+        job->last_ckpt.time_ms > since)
+        since = job->last_ckpt.time_ms;
+    return core->now_wall > since ? (double)job->n_ranks * (double)(core->now_wall - since) / 1e3 : 0;
+}
+
+static bool uses_sdk(const tide_job_t *job)
+{
+    for (int32_t r = 0; r < job->n_ranks; r++)
+        if (job->ranks[r].progress.sdk)
+            return true;
+    return false;
+}
+
+static tide_pscratch_t *scratch_of(tide_shape_t *s, tide_domain_t *d)
+{
+    return d ? &d->ps : &s->ps;
+}
+
+static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job)
+{
+    v->preempted_by = tide_xstrdup(job->id);
+    job->preempt_victims++;
+    core->n_preempting++;
+    tide__event(core, "job.preempting", v, NULL,
+                "job %s (%s, %d GPU%s) yields to job %s (%s): %s", v->id, tide_prio_name(v->run_priority),
+                v->n_ranks, v->n_ranks == 1 ? "" : "s", job->id, tide_prio_name(job->spec.priority),
+                uses_sdk(v) ? "checkpointing first" : "it reports no checkpoints; stopping now");
+    if (uses_sdk(v) && !v->ckpt_request) {
+        tide__ckpt_request(core, v, core->cfg.preempt_grace_ms);
+    }
+    if (!uses_sdk(v)) {
+        tide__preempt_yield(core, v, "stopped at once");
+        return;
+    }
+    v->preempt_at = core->now_mono + core->cfg.preempt_grace_ms;
+    tide__job_rearm(core, v);
+}
+
+void tide__preempt_for(tide_core_t *core, tide_job_t *job)
+{
+    tide_level_t level = tide__job_level(job);
+    int32_t need = job->spec.min_workers;
+    victim_t *vs = NULL;
+    size_t nv = 0, cap = 0;
+    tide_list_t *pos;
+    uint64_t stamp;
+    tide_shape_t *win_s = NULL;
+    tide_domain_t *win_d = NULL;
+    size_t win_n = 0;
+
+    if (!core->cfg.preemption || job->preempt_victims > 0 || job->spec.priority == TIDE_PRIO_LOW ||
+        job->placed_stamp == core->alloc_stamp + 1)
+        return;
+    tide_list_for_each(pos, &core->running) {
+        tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
+        if (v->run_priority >= job->spec.priority || v->preempted_by || v->n_ranks == 0)
+            continue;
+        if (nv == cap) {
+            cap = cap ? cap * 2 : 16;
+            vs = tide_xrealloc(vs, cap * sizeof(*vs));
+        }
+        vs[nv].job = v;
+        vs[nv].lost = lost_work(core, v);
+        nv++;
+    }
+    if (nv == 0)
+        goto nothing;
+    qsort(vs, nv, sizeof(*vs), cmp_victim);
+    stamp = ++core->scratch_stamp;
+    /* Add victims one by one; after each, look at the domains it touched. */
+    for (size_t i = 0; i < nv && !win_s; i++) {
+        tide_job_t *v = vs[i].job;
+        for (int32_t r = 0; r < v->n_ranks && !win_s; r++) {
+            tide_worker_t *w = v->ranks[r].worker;
+            tide_shape_t *s;
+            tide_domain_t *d;
+            tide_pscratch_t *ps;
+            if (!w || !w->dom || w->job != v)
+                continue;
+            s = w->dom->shape;
+            if (!tide__shape_matches(core, s, job) || s->n_usable < need)
+                continue;
+            d = tide__domain_at(w, level);
+            ps = scratch_of(s, d);
+            if (ps->stamp != stamp) {
+                ps->stamp = stamp;
+                ps->cap = 0;
+            }
+            ps->cap++;
+            ps->last_victim = (int32_t)i;
+            if ((d ? d->n_free : s->n_free) + ps->cap >= need) {
+                win_s = s;
+                win_d = d;
+                win_n = i + 1;
+            }
+        }
+    }
+    if (!win_s)
+        goto nothing;
+    /* The reserve: victims above LOW free capacity that counts against it; LOW ones do not. */
+    if (job->spec.priority != TIDE_PRIO_LOW && core->reserve.gpus > 0) {
+        int32_t slack = core->n_free + core->low_busy - core->reserve.gpus - need;
+        for (size_t i = 0; i < win_n; i++)
+            if (vs[i].job->run_priority != TIDE_PRIO_LOW)
+                slack += vs[i].job->n_ranks;
+        if (slack < 0)
+            goto nothing;
+    }
+    for (size_t i = 0; i < win_n; i++) {
+        tide_job_t *v = vs[i].job;
+        bool inside = false;
+        for (int32_t r = 0; r < v->n_ranks && !inside; r++) {
+            tide_worker_t *w = v->ranks[r].worker;
+            inside = w && w->dom && w->dom->shape == win_s && (!win_d || tide__domain_at(w, level) == win_d);
+        }
+        if (inside)
+            start_yield(core, v, job);
+    }
+    free(vs);
+    return;
+nothing:
+    free(vs);
+    job->placed_stamp = core->alloc_stamp + 1; /* +1: 0 never matches a fresh job */
+}
+
+void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
+{
+    tide_job_t *for_job = v->preempted_by ? tide_core_job_find(core, v->preempted_by) : NULL;
+    char *by = v->preempted_by;
+
+    if (!by)
+        return;
+    v->preempted_by = NULL;
+    v->preempt_at = 0;
+    core->n_preempting--;
+    if (for_job && for_job->preempt_victims > 0)
+        for_job->preempt_victims--;
+    if (v->state == TIDE_JOB_RUNNING) {
+        v->preemptions++;
+        if (v->last_ckpt.step >= 0)
+            tide__job_requeue(core, v, "job.preempted", "preempted by job %s (%s); %s; resumes from checkpoint step %" PRId64,
+                              by, for_job ? tide_prio_name(for_job->spec.priority) : "?", how, v->last_ckpt.step);
+        else
+            tide__job_requeue(core, v, "job.preempted", "preempted by job %s (%s); %s; no checkpoint: restarts from the beginning",
+                              by, for_job ? tide_prio_name(for_job->spec.priority) : "?", how);
+    }
+    free(by);
+}
