@@ -78,6 +78,7 @@ typedef enum tide_wait {
     TIDE_WAIT_CAPACITY,  /* not enough free workers now */
     TIDE_WAIT_RESERVE,   /* only the headroom reserve is free */
     TIDE_WAIT_BEHIND,    /* the capacity it could use is held for an earlier job */
+    TIDE_WAIT_STOPPING,  /* ranks of its previous generation are still stopping */
 } tide_wait_t;
 
 struct tide_core {

@@ -116,6 +116,12 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
         if (core->n_blocked >= n_shapes)
             return false;
         job->wait_pass = core->pass;
+        if (!tide_list_empty(&job->bound)) {
+            /* Never two generations at once: the next starts when the last rank of the previous one
+             * exited (its release queues a pass). Holds nothing for it meanwhile. */
+            job->wait = TIDE_WAIT_STOPPING;
+            continue;
+        }
         if (!tide__could_fit(core, job)) {
             job->wait = TIDE_WAIT_NEVER; /* could not run even on the idle cluster: blocks nobody */
             continue;
@@ -233,7 +239,13 @@ const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job,
     if (job->state != TIDE_JOB_PENDING)
         return job->message ? job->message : "";
     describe_need(job, need, sizeof(need));
-    if (!tide__could_fit(c, job)) {
+    if (!tide_list_empty(&job->bound)) {
+        int32_t k = 0;
+        const tide_list_t *pos;
+        tide_list_for_each(pos, &job->bound) k++;
+        n = snprintf(buf, len, "waiting for %d rank%s of generation %d to stop", k, k == 1 ? "" : "s",
+                     job->generation);
+    } else if (!tide__could_fit(c, job)) {
         int32_t reserve = job->spec.priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
         int32_t most = 0;
         const tide_list_t *pos;
