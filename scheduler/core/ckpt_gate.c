@@ -80,7 +80,8 @@ static void release(tide_core_t *core, tide_job_t *job, const char *why)
     free(job->flush_sha_acc);
     job->flush_path_acc = job->flush_sha_acc = NULL;
     job->flush_since_ms = core->now_wall;
-    job->flush_check_at = 0;
+    /* A copy whose answers never come (a stream lost with them) must not hold the gate forever. */
+    job->flush_check_at = core->now_mono + core->cfg.ckpt_copy_timeout_ms;
     tide__event(core, "job.checkpoint_flushing", job, NULL,
                 "job %s: copying checkpoint step %" PRId64 " to durable storage on %d worker%s (%s)", job->id,
                 job->flush_step, n, n == 1 ? "" : "s", why);
@@ -92,7 +93,24 @@ void tide__flush_check(tide_core_t *core, tide_job_t *job)
     int64_t age, dl;
     char why[160];
 
-    if (job->flush_state != TIDE_FLUSH_HELD || job->state != TIDE_JOB_RUNNING)
+    if (job->state != TIDE_JOB_RUNNING)
+        return;
+    if (job->flush_state == TIDE_FLUSH_COPYING) {
+        if (job->flush_check_at && core->now_mono >= job->flush_check_at) {
+            tide__event(core, "job.checkpoint_flush_failed", job, NULL,
+                        "job %s: durable copy of checkpoint step %" PRId64 " got no answer from %d worker%s within %llds; retried later",
+                        job->id, job->flush_step, job->flush_pending, job->flush_pending == 1 ? "" : "s",
+                        (long long)(core->cfg.ckpt_copy_timeout_ms / 1000));
+            tide__flush_reset(core, job);
+            job->flush_state = TIDE_FLUSH_HELD;
+            job->flush_step = job->last_ckpt.step;
+            job->flush_since_ms = core->now_wall;
+            job->flush_check_at = core->now_mono + core->cfg.ckpt_gate_check_ms;
+            tide__job_rearm(core, job);
+        }
+        return;
+    }
+    if (job->flush_state != TIDE_FLUSH_HELD)
         return;
     mfu = tide_core_job_mfu(core, job);
     thr = threshold(core, job);
@@ -102,10 +120,10 @@ void tide__flush_check(tide_core_t *core, tide_job_t *job)
         if (mfu < 0)
             snprintf(why, sizeof(why), "MFU unknown: nothing to protect");
         else
-            snprintf(why, sizeof(why), "MFU %.0f%% < %.0f%%", mfu * 100, thr * 100);
+            snprintf(why, sizeof(why), "MFU %.1f%% < %.1f%%", mfu * 100, thr * 100);
         release(core, job, why);
     } else if (age >= dl) {
-        snprintf(why, sizeof(why), "MFU %.0f%% >= %.0f%% but the newest durable copy is %llds old (deadline %llds)",
+        snprintf(why, sizeof(why), "MFU %.1f%% >= %.1f%% but the newest durable copy is %llds old (deadline %llds)",
                  mfu * 100, thr * 100, (long long)(age / 1000), (long long)(dl / 1000));
         release(core, job, why);
     } else {
@@ -128,7 +146,7 @@ void tide__flush_on_checkpoint(tide_core_t *core, tide_job_t *job)
         job->flush_step = job->last_ckpt.step;
         if (mfu >= threshold(core, job) && staleness(core, job) < deadline_ms(core, job))
             tide__event(core, "job.checkpoint_held", job, NULL,
-                        "job %s: durable copy of checkpoint step %" PRId64 " held while MFU is %.0f%% (>= %.0f%%)",
+                        "job %s: durable copy of checkpoint step %" PRId64 " held while MFU is %.1f%% (>= %.1f%%)",
                         job->id, job->flush_step, mfu * 100, threshold(core, job) * 100);
     }
     job->flush_step = job->last_ckpt.step;

@@ -25,6 +25,7 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->ckpt_mfu_threshold = 0.30;
     cfg->ckpt_deadline_ms = 30LL * 60 * 1000;
     cfg->ckpt_gate_check_ms = 5000;
+    cfg->ckpt_copy_timeout_ms = 30LL * 60 * 1000;
     cfg->reserve_gpus = -1;
     cfg->reserve_min_cluster = 16;
     cfg->failure_rate = 3.0 / (1000.0 * 730.0); /* the article: 3 a month per 1,000 GPUs */
@@ -46,7 +47,8 @@ tide_core_t *tide_core_new(const tide_core_config_t *cfg)
     for (int i = 0; i < TIDE_PRIO_COUNT; i++)
         tide_list_init(&core->queues[i]);
     tide_heap_init(&core->timers);
-    tide_list_init(&core->running);
+    for (int i = 0; i < TIDE_PRIO_COUNT; i++)
+        tide_list_init(&core->running[i]);
     tide_list_init(&core->shape_list);
     tide_list_init(&core->alive);
     tide_list_init(&core->suspect);

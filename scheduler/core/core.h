@@ -217,7 +217,7 @@ struct tide_job {
     int64_t queued_mono;       /* when it entered its current queue (aging counts from here) */
     int64_t flush_check_at;    /* mono: next gate check of a held durable copy, 0: none */
     int64_t preempt_at;        /* mono: a preempted victim is stopped by then (checkpoint grace), 0: none */
-    int32_t preempt_victims;   /* victims still yielding for this job */
+    int32_t preempt_victims;   /* victims still yielding (or stopping their ranks) for this job */
     int32_t flush_pending;     /* ranks whose durable copy has not been reported */
     uint64_t flush_bytes_acc;
     char *flush_path_acc, *flush_sha_acc;
@@ -239,9 +239,11 @@ struct tide_job {
     bool dirty;              /* a PERSIST action is queued */
     bool dropped;
     tide_list_t queue_node;  /* in a priority queue while PENDING */
-    tide_list_t run_node;    /* core->running while RUNNING */
+    tide_list_t run_node;    /* core->running[run_priority] while RUNNING */
     int32_t wait;            /* tide_wait_t: why it waited in the last pass it was tried */
     uint64_t wait_pass;      /* that pass (core->pass) */
+    uint64_t never_stamp;    /* core->usable_stamp + 1 when it was found to fit nowhere, even idle */
+    int32_t queue_pos;       /* cached by tide_core_job_queue_position */
     int32_t new_arch_ranks;  /* ranks of this generation on new-arch workers */
     double burst_share;      /* its part of core->burst_gpus while RUNNING */
     int32_t lost_requeues;   /* generations queued again after a lost rank */
@@ -315,6 +317,7 @@ typedef struct tide_core_config {
     double ckpt_mfu_threshold;     /* 0.30 */
     int64_t ckpt_deadline_ms;      /* 30 min */
     int64_t ckpt_gate_check_ms;    /* 5000: how often a held copy looks at the MFU again */
+    int64_t ckpt_copy_timeout_ms;  /* 30 min: a copy not answered by then is held and retried */
 
     /* Headroom reserve. */
     int32_t reserve_gpus;          /* -1: computed; else exactly this many */
@@ -453,6 +456,8 @@ typedef struct tide_job_record {
     uint64_t flushed_bytes;
     uint32_t flushes;
     int32_t preemptions;
+    int32_t run_class; /* tide_prio_t + 1 (tide.v1.Priority) a RUNNING job runs with, which aging may
+                          have raised; 0: its submitted class */
 } tide_job_record_t;
 
 /* Restores a job after a restart (before workers register). A RUNNING job waits up to the reconnect
@@ -585,7 +590,8 @@ typedef struct tide_reserve {
 } tide_reserve_t;
 /* The headroom reserve now. O(1) (recomputed when the cluster or the running set changes). */
 void tide_core_reserve(const tide_core_t *core, tide_reserve_t *out);
-/* Smallest k with P(X <= k) >= q for X ~ Poisson(lambda); 0 for lambda <= 0. */
+/* Smallest k with P(X <= k) >= q for X ~ Poisson(lambda); 0 for lambda <= 0; INT32_MAX for
+ * lambda > 2e9 (k would not fit). O(sqrt(lambda)). */
 int32_t tide_poisson_quantile(double lambda, double q);
 const char *tide_topology_name(tide_topology_t t);
 

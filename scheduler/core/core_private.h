@@ -58,6 +58,7 @@ struct tide_shape {
     bool max_dirty;
     uint64_t blocked_pass;  /* == core->pass: a job could not be placed here in this pass */
     tide_prio_t blocked_prio; /* the queue class of that job */
+    bool blocked_reserve;     /* it waits only for the reserve (which LOW work may use) */
     uint64_t blocked_seq;   /* and its number */
     tide_pscratch_t ps;
     tide_list_t link;       /* core->shapes, ascending key */
@@ -93,7 +94,8 @@ struct tide_core {
     tide_heap_t timers;                  /* jobs with a deadline */
     int job_counts[6];                   /* by tide_job_state_t */
 
-    tide_list_t running;                 /* RUNNING jobs (job->run_node) */
+    /* RUNNING jobs by run_priority (job->run_node): preemption looks at the lower classes only */
+    tide_list_t running[TIDE_PRIO_COUNT];
     int32_t n_preempting;                /* running jobs yielding to a higher class */
 
     tide_worker_t *workers;              /* hash by id */
@@ -103,7 +105,10 @@ struct tide_core {
     int32_t n_shapes;
     uint64_t pass;                       /* scheduling passes run; marks shapes blocked in this one */
     int32_t n_blocked;                   /* shapes blocked in this pass */
+    int32_t n_blocked_reserve;           /* of them, by a job that waits only for the reserve */
     uint64_t alloc_stamp;                /* bumped whenever capacity or the running set changes */
+    uint64_t usable_stamp;               /* bumped whenever the usable set or the reserve changes */
+    uint64_t queue_version, pos_version; /* queue changes / the version queue positions were cached at */
     uint64_t scratch_stamp;              /* preemption searches */
     tide_domain_t **dscratch;            /* placement's sort scratch, used as a stack */
     size_t dscratch_cap, dscratch_used;
@@ -226,8 +231,12 @@ int32_t tide__largest_fit(tide_core_t *core, const tide_job_t *job);
 /* The job could not be placed: when lower classes hold enough capacity, pick the victims that lose the
  * least work and make them checkpoint and yield. */
 void tide__preempt_for(tide_core_t *core, tide_job_t *job);
-/* A victim checkpointed (or its grace ended): stop its ranks and queue it again. */
+/* A victim checkpointed (or its grace ended): stop its ranks and queue it again. It keeps
+ * preempted_by until its last rank stopped; so does a victim that stopped running otherwise. */
 void tide__preempt_yield(tide_core_t *core, tide_job_t *job, const char *how);
+/* A worker of job was released: when job yielded and its last rank stopped, the job it made room
+ * for counts one victim less (and may look for others if it still does not fit). */
+void tide__preempt_stopped(tide_core_t *core, tide_job_t *job);
 
 /* ckpt_gate.c */
 /* A new complete checkpoint: hold its durable copy or release it now. */

@@ -98,8 +98,10 @@ static void complete(tide_core_t *core, tide_job_t *job)
     tide__persist_job(core, job);
     tide__job_rearm(core, job);
     tide__flush_on_checkpoint(core, job);
-    if (answered && job->preempted_by)
-        tide__preempt_yield(core, job, "checkpointed");
+    /* A victim yields on the checkpoint it was asked for, or on any other that completes during its
+     * grace (the trainer's own schedule): either bounds what it loses. */
+    if (job->preempted_by && job->preempt_at)
+        tide__preempt_yield(core, job, answered ? "checkpointed" : "checkpointed on its own schedule");
 }
 
 void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char *job_id,

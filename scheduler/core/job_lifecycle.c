@@ -35,7 +35,7 @@ void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st
             tide__preempt_yield(core, job, "it stopped running"); /* not RUNNING: only forgets */
         tide__reserve_update(core);
     } else if (st == TIDE_JOB_RUNNING) {
-        tide_list_push_back(&core->running, &job->run_node);
+        tide_list_push_back(&core->running[job->run_priority], &job->run_node);
     }
     core->alloc_stamp++;
     tide__persist_job(core, job);
@@ -419,6 +419,20 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
 
 /* --- events --- */
 
+/* Appends pool to the ", "-separated list in known (cap bytes) unless it is already an entry of it
+ * (a whole entry: "train" is not "train-critical"). */
+static void known_add(char *known, size_t cap, size_t *n, const char *pool)
+{
+    size_t len = strlen(pool);
+
+    for (const char *p = known; (p = strstr(p, pool)); p++) {
+        if ((p == known || p[-1] == ' ') && (p[len] == ',' || p[len] == '\0'))
+            return;
+    }
+    if (*n < cap - 1)
+        *n += (size_t)snprintf(known + *n, cap - *n, "%s%s", *n ? ", " : "", pool);
+}
+
 /* A named pool must be one the operator configured or a worker carries; a pool dedicated to a class
  * takes only that class's jobs. */
 static int check_pool(const tide_core_t *core, const tide_job_spec_t *spec, tide_error_t *err)
@@ -441,13 +455,13 @@ static int check_pool(const tide_core_t *core, const tide_job_spec_t *spec, tide
             }
             return 0;
         }
+        known_add(known, sizeof(known), &n, p->name);
     }
     tide_list_for_each(pos, &core->shape_list) {
         const tide_shape_t *s = tide_list_entry(pos, tide_shape_t, link);
         if (strcmp(s->pool, spec->pool) == 0)
             found = true;
-        if (n < sizeof(known) - 1 && !strstr(known, s->pool))
-            n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "", s->pool);
+        known_add(known, sizeof(known), &n, s->pool);
     }
     if (found)
         return 0;
@@ -687,10 +701,8 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             tide__preempt_yield(core, job, "its checkpoint grace ended");
             return;
         }
-        if (job->flush_check_at && now >= job->flush_check_at) {
-            job->flush_check_at = 0;
-            tide__flush_check(core, job);
-        }
+        if (job->flush_check_at && now >= job->flush_check_at)
+            tide__flush_check(core, job); /* sets the next check, or clears it */
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;
@@ -770,6 +782,8 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     job->flushed_bytes = rec->flushed_bytes;
     job->flushes = rec->flushes;
     job->preemptions = rec->preemptions;
+    if (rec->run_class >= 1 && rec->run_class <= TIDE_PRIO_COUNT && rec->state == TIDE_JOB_RUNNING)
+        job->run_priority = job->eff_priority = (tide_prio_t)(rec->run_class - 1);
     core->job_counts[TIDE_JOB_PENDING]--;
     core->job_counts[rec->state]++;
     job->state = rec->state;
@@ -840,7 +854,7 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
             job->ckpt_deadline_ms = rec->ckpt_deadline_ms;
             job->ckpt_deadline_at = core->now_mono + (left > 0 ? left : 0);
         }
-        tide_list_push_back(&core->running, &job->run_node);
+        tide_list_push_back(&core->running[job->run_priority], &job->run_node);
         job->burst_share = tide__job_burst_share(core, job);
         core->burst_gpus += job->burst_share;
     }

@@ -24,12 +24,14 @@ void tide__queue_push(tide_core_t *core, tide_job_t *job, bool front)
     else
         tide_list_push_back(q, &job->queue_node);
     job->queued_mono = core->now_mono;
+    job->never_stamp = 0;
+    core->queue_version++;
     core->need_schedule = true;
 }
 
 void tide__queue_remove(tide_core_t *core, tide_job_t *job)
 {
-    (void)core;
+    core->queue_version++;
     tide_list_remove(&job->queue_node);
     job->wait = TIDE_WAIT_NONE;
 }
@@ -52,6 +54,8 @@ static void age(tide_core_t *core)
             job->eff_priority = (tide_prio_t)(p + 1);
             tide_list_push_back(&core->queues[p + 1], &job->queue_node);
             job->queued_mono = core->now_mono;
+            job->never_stamp = 0;
+            core->queue_version++;
             tide__event(core, "job.aged", job, NULL, "job %s (%s) waited %llds: now queued as %s", job->id,
                         tide_prio_name(job->spec.priority), (long long)(a / 1000),
                         tide_prio_name(job->eff_priority));
@@ -77,19 +81,25 @@ int64_t tide__queue_next_deadline(const tide_core_t *core)
     return next;
 }
 
-/* Marks the shapes job could use as blocked for this pass. */
-static void block_shapes(tide_core_t *core, tide_job_t *job)
+/* Marks the shapes job could use as blocked for this pass: those that match it and could hold it
+ * were they idle (a shape too small for it is not held for it). why: what stopped it. */
+static void block_shapes(tide_core_t *core, tide_job_t *job, tide_wait_t why)
 {
+    tide_level_t level = tide__job_level(job);
     tide_list_t *pos;
 
     tide_list_for_each(pos, &core->shape_list) {
         tide_shape_t *s = tide_list_entry(pos, tide_shape_t, link);
-        if (s->blocked_pass == core->pass || s->n_usable == 0 || !tide__shape_matches(core, s, job))
+        if (s->blocked_pass == core->pass || s->n_usable == 0 ||
+            !tide__shape_matches(core, s, job) ||
+            tide__shape_max_usable(s, level) < job->spec.min_workers)
             continue;
         s->blocked_pass = core->pass;
         s->blocked_prio = job->eff_priority;
         s->blocked_seq = job->seq;
+        s->blocked_reserve = why == TIDE_WAIT_RESERVE;
         core->n_blocked++;
+        core->n_blocked_reserve += s->blocked_reserve;
     }
 }
 
@@ -102,7 +112,9 @@ static int32_t shapes_in_use(const tide_core_t *core)
     return n;
 }
 
-/* Tries the queue of one class; false once every shape is blocked. */
+/* Tries the queue of one class; false once every shape is blocked. When a job that holds a shape
+ * waits only for the headroom reserve, LOW jobs may still go into the reserve (placement.c), in
+ * FIFO order: the first that does not fit ends the pass. */
 static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, tide_worker_t ***scratch,
                            size_t *cap)
 {
@@ -112,8 +124,9 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
         tide_job_t *job = tide_list_entry(pos, tide_job_t, queue_node);
         tide_wait_t why;
         int32_t n;
+        bool all_blocked = core->n_blocked >= n_shapes;
 
-        if (core->n_blocked >= n_shapes)
+        if (all_blocked && (job->eff_priority != TIDE_PRIO_LOW || core->n_blocked_reserve == 0))
             return false;
         job->wait_pass = core->pass;
         if (!tide_list_empty(&job->bound)) {
@@ -122,8 +135,13 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
             job->wait = TIDE_WAIT_STOPPING;
             continue;
         }
+        if (job->never_stamp == core->usable_stamp + 1) {
+            job->wait = TIDE_WAIT_NEVER; /* nothing it depends on changed since: O(1) */
+            continue;
+        }
         if (!tide__could_fit(core, job)) {
             job->wait = TIDE_WAIT_NEVER; /* could not run even on the idle cluster: blocks nobody */
+            job->never_stamp = core->usable_stamp + 1;
             continue;
         }
         if ((size_t)job->spec.max_workers > *cap) {
@@ -137,7 +155,9 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
                 continue;
             if (why != TIDE_WAIT_BEHIND)
                 tide__preempt_for(core, job);
-            block_shapes(core, job);
+            block_shapes(core, job, why);
+            if (all_blocked)
+                return false;
             continue;
         }
         tide__queue_remove(core, job);
@@ -160,6 +180,7 @@ void tide__schedule(tide_core_t *core)
         core->need_schedule = false;
         core->pass++;
         core->n_blocked = 0;
+        core->n_blocked_reserve = 0;
         for (int p = TIDE_PRIO_COUNT - 1; p >= 0; p--) {
             if (!schedule_class(core, &core->queues[p], n_shapes, &scratch, &cap))
                 break;
@@ -171,19 +192,20 @@ void tide__schedule(tide_core_t *core)
 
 int32_t tide_core_job_queue_position(const tide_core_t *core, const tide_job_t *job)
 {
-    int32_t n = 0;
+    tide_core_t *c = (tide_core_t *)core; /* a cache only */
 
     if (job->state != TIDE_JOB_PENDING)
         return 0;
-    for (int p = TIDE_PRIO_COUNT - 1; p >= 0; p--) {
-        const tide_list_t *pos;
-        tide_list_for_each(pos, &core->queues[p]) {
-            n++;
-            if (tide_list_entry(pos, tide_job_t, queue_node) == job)
-                return n;
+    if (c->pos_version != c->queue_version) {
+        /* One walk numbers every queued job: a listing of the whole queue is O(queue), not O(queue^2). */
+        int32_t n = 0;
+        for (int p = TIDE_PRIO_COUNT - 1; p >= 0; p--) {
+            tide_list_t *pos;
+            tide_list_for_each(pos, &c->queues[p]) tide_list_entry(pos, tide_job_t, queue_node)->queue_pos = ++n;
         }
+        c->pos_version = c->queue_version;
     }
-    return 0;
+    return job->queue_pos;
 }
 
 static const char *level_phrase(tide_topology_t t)
@@ -246,7 +268,7 @@ const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job,
         n = snprintf(buf, len, "waiting for %d rank%s of generation %d to stop", k, k == 1 ? "" : "s",
                      job->generation);
     } else if (!tide__could_fit(c, job)) {
-        int32_t reserve = job->spec.priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
+        int32_t reserve = job->eff_priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
         int32_t most = 0;
         const tide_list_t *pos;
         bool any = false;

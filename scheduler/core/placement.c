@@ -111,7 +111,7 @@ static int32_t reserve_limit(const tide_core_t *core, const tide_job_t *job)
 {
     int32_t slack;
 
-    if (job->spec.priority == TIDE_PRIO_LOW || core->reserve.gpus <= 0)
+    if (job->eff_priority == TIDE_PRIO_LOW || core->reserve.gpus <= 0)
         return core->n_free;
     slack = core->n_free + core->low_busy - core->reserve.gpus;
     return slack < core->n_free ? (slack > 0 ? slack : 0) : core->n_free;
@@ -149,17 +149,25 @@ int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide
 
     tide_list_for_each(pos, &core->shape_list) {
         tide_shape_t *s = tide_list_entry(pos, tide_shape_t, link);
-        int32_t n;
+        int32_t n, lim = limit;
         if (s->n_usable == 0 || !tide__shape_matches(core, s, job))
             continue;
         matched = true;
         if (s->blocked_pass == core->pass && s->blocked_prio >= job->eff_priority) {
-            blocked = true;
-            continue;
+            /* Held for an earlier job. When that job waits only for the headroom reserve, LOW work
+             * may still take the part of the reserve that no LOW rank holds: free + LOW-held stays
+             * the same, so the earlier job's share of the free GPUs is untouched. */
+            int32_t room = core->reserve.gpus - core->low_busy;
+            if (!s->blocked_reserve || job->eff_priority != TIDE_PRIO_LOW ||
+                room < job->spec.min_workers) {
+                blocked = true;
+                continue;
+            }
+            lim = room < lim ? room : lim;
         }
         if (tide__shape_max_free(s, tide__job_level(job)) >= job->spec.min_workers)
             free_enough = true;
-        if ((n = place_in_shape(core, s, job, limit, ws)) > 0) {
+        if ((n = place_in_shape(core, s, job, lim, ws)) > 0) {
             *why = TIDE_WAIT_NONE;
             return n;
         }
@@ -178,7 +186,7 @@ int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide
 bool tide__could_fit(tide_core_t *core, const tide_job_t *job)
 {
     tide_level_t level = tide__job_level(job);
-    int32_t reserve = job->spec.priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
+    int32_t reserve = job->eff_priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
     tide_list_t *pos;
 
     if (job->spec.min_workers > core->n_usable - reserve)

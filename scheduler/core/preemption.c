@@ -4,8 +4,10 @@
  * first domain of the job's locality level (or shape) where the chosen victims free enough workers wins.
  * A victim that reports through the SDK is asked for a checkpoint first and yields when it lands or its
  * grace ends; then it is queued again and later resumes from that checkpoint. Invariants: a job has at
- * most one preemption round in flight; a victim yields to one job; a search that found nothing is not
- * repeated until the running set or the capacity changed (alloc_stamp). */
+ * most one preemption round in flight, which lasts until every victim's ranks stopped (the capacity
+ * it waits for is on its way, so it picks no more victims meanwhile); a victim yields to one job; a
+ * search that found nothing is not repeated until the running set or the capacity changed
+ * (alloc_stamp). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,17 +91,20 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job)
     if (!core->cfg.preemption || job->preempt_victims > 0 || job->spec.priority == TIDE_PRIO_LOW ||
         job->placed_stamp == core->alloc_stamp + 1)
         return;
-    tide_list_for_each(pos, &core->running) {
-        tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
-        if (v->run_priority >= job->spec.priority || v->preempted_by || v->n_ranks == 0)
-            continue;
-        if (nv == cap) {
-            cap = cap ? cap * 2 : 16;
-            vs = tide_xrealloc(vs, cap * sizeof(*vs));
+    /* Only the classes below the job's: O(running jobs that could be victims). */
+    for (int p = TIDE_PRIO_LOW; p < (int)job->spec.priority; p++) {
+        tide_list_for_each(pos, &core->running[p]) {
+            tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
+            if (v->run_priority >= job->spec.priority || v->preempted_by || v->n_ranks == 0)
+                continue;
+            if (nv == cap) {
+                cap = cap ? cap * 2 : 16;
+                vs = tide_xrealloc(vs, cap * sizeof(*vs));
+            }
+            vs[nv].job = v;
+            vs[nv].lost = lost_work(core, v);
+            nv++;
         }
-        vs[nv].job = v;
-        vs[nv].lost = lost_work(core, v);
-        nv++;
     }
     if (nv == 0)
         goto nothing;
@@ -161,6 +166,24 @@ nothing:
     job->placed_stamp = core->alloc_stamp + 1; /* +1: 0 never matches a fresh job */
 }
 
+/* The victim v no longer stands in for_job's way: its ranks stopped. */
+static void victim_done(tide_core_t *core, tide_job_t *v)
+{
+    tide_job_t *for_job = tide_core_job_find(core, v->preempted_by);
+
+    if (for_job && for_job->preempt_victims > 0)
+        for_job->preempt_victims--;
+    free(v->preempted_by);
+    v->preempted_by = NULL;
+    core->need_schedule = true;
+}
+
+void tide__preempt_stopped(tide_core_t *core, tide_job_t *v)
+{
+    if (v->preempted_by && v->state != TIDE_JOB_RUNNING && tide_list_empty(&v->bound))
+        victim_done(core, v);
+}
+
 void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
 {
     tide_job_t *for_job = v->preempted_by ? tide_core_job_find(core, v->preempted_by) : NULL;
@@ -168,11 +191,9 @@ void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
 
     if (!by)
         return;
-    v->preempted_by = NULL;
+    v->preempted_by = NULL; /* not yielding any more: requeueing it below must not come back here */
     v->preempt_at = 0;
     core->n_preempting--;
-    if (for_job && for_job->preempt_victims > 0)
-        for_job->preempt_victims--;
     if (v->state == TIDE_JOB_RUNNING) {
         v->preemptions++;
         if (v->last_ckpt.step >= 0)
@@ -182,5 +203,7 @@ void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
             tide__job_requeue(core, v, "job.preempted", "preempted by job %s (%s); %s; no checkpoint: restarts from the beginning",
                               by, for_job ? tide_prio_name(for_job->spec.priority) : "?", how);
     }
-    free(by);
+    /* Until its ranks stopped (tide__preempt_stopped), preempted_by says whom it makes room for. */
+    v->preempted_by = by;
+    tide__preempt_stopped(core, v);
 }

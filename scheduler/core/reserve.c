@@ -4,6 +4,7 @@
  * is recomputed whenever the usable count, the running set or the failure count changes, so reading it
  * is O(1). */
 #include <math.h>
+#include <stdint.h>
 
 #include "core_private.h"
 
@@ -16,8 +17,8 @@ int32_t tide_poisson_quantile(double lambda, double q)
         return 0;
     if (q >= 1)
         q = 1 - 1e-12;
-    if (lambda > 1e7)
-        lambda = 1e7;
+    if (lambda > 2e9)
+        return INT32_MAX; /* the quantile is beyond what an int32 holds */
     ll = log(lambda);
     /* Mass below lambda - 12 sqrt(lambda) is negligible: start there, sum the pmf in log space (no
      * underflow of exp(-lambda)). O(sqrt(lambda)) terms. */
@@ -63,6 +64,8 @@ void tide_core_job_target(const tide_core_t *core, const tide_job_t *job, double
     *hi = h > 0.95 ? 0.95 : h;
 }
 
+static void reserve_compute(tide_core_t *core);
+
 double tide__job_burst_share(const tide_core_t *core, const tide_job_t *job)
 {
     double lo, hi;
@@ -76,6 +79,16 @@ double tide__job_burst_share(const tide_core_t *core, const tide_job_t *job)
 }
 
 void tide__reserve_update(tide_core_t *core)
+{
+    tide_reserve_t *r = &core->reserve;
+    int32_t before = r->gpus;
+
+    reserve_compute(core);
+    if (r->gpus != before)
+        core->usable_stamp++; /* jobs found never to fit may fit now (or the reverse) */
+}
+
+static void reserve_compute(tide_core_t *core)
 {
     tide_reserve_t *r = &core->reserve;
     double rate = core->cfg.failure_rate;
@@ -104,7 +117,9 @@ void tide__reserve_update(tide_core_t *core)
         return;
     }
     r->spares = tide_poisson_quantile(r->expected_failures, core->cfg.reserve_quantile);
-    r->burst = (int32_t)ceil(core->burst_gpus);
+    /* burst_gpus is a running sum of doubles (shares added and taken away as jobs start and end):
+     * ignore its rounding residue, or an idle cluster could keep a phantom burst GPU. */
+    r->burst = (int32_t)ceil(core->burst_gpus - 1e-9);
     r->gpus = r->spares + r->burst;
     if (r->gpus > usable / 2)
         r->gpus = usable / 2; /* never hold back more than half the cluster */
@@ -114,4 +129,5 @@ void tide_core_reserve(const tide_core_t *core, tide_reserve_t *out)
 {
     *out = core->reserve;
     out->free = core->n_free;
+    out->gpu_hours = core->gpu_hours; /* grows with the clock, between recomputations too */
 }

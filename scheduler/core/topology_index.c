@@ -121,7 +121,7 @@ void tide__index_free(tide_core_t *core, tide_worker_t *w, int delta)
 
 void tide__index_usable(tide_core_t *core, tide_worker_t *w, int delta)
 {
-    (void)core;
+    core->usable_stamp++;
     for (tide_domain_t *d = w->dom; d; d = d->parent)
         d->n_usable += delta;
     w->dom->shape->n_usable += delta;

@@ -156,6 +156,8 @@ void tide__worker_assign(tide_core_t *core, tide_worker_t *w, tide_job_t *job, i
 
 void tide__worker_release(tide_core_t *core, tide_worker_t *w)
 {
+    tide_job_t *job = w->job;
+
     tide_list_remove(&w->bound_node);
     core->low_busy -= w->low;
     w->low = false;
@@ -167,6 +169,8 @@ void tide__worker_release(tide_core_t *core, tide_worker_t *w)
     else
         tide__worker_update_free(core, w);
     core->need_schedule = true;
+    if (job)
+        tide__preempt_stopped(core, job);
 }
 
 static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why, bool failure)

@@ -8,6 +8,7 @@
 #include "core_private.h"
 
 static int conn_tokens[4096];
+static int next_conn; /* streams are tokens: &conn_tokens[i] */
 
 void h_init(h_t *h, const tide_core_config_t *cfg)
 {
@@ -43,13 +44,12 @@ void h_advance_alive(h_t *h, int64_t ms, const char *except)
 
 tide_worker_t *h_register(h_t *h, const char *id, const char *node, int gpu)
 {
-    static int next;
     tide_worker_info_t info = {.id = id, .node = node, .gpu_index = gpu, .device = "sim:h100",
                                .peak_flops = 989e12, .memory_bytes = 80ULL << 30,
                                .address = "127.0.0.1", .version = "test"};
     tide_worker_t *w = NULL;
     tide_error_t err;
-    int rc = tide_core_worker_register(h->core, &info, &conn_tokens[next++ % 4096], NULL, 0, &w, &err);
+    int rc = tide_core_worker_register(h->core, &info, &conn_tokens[next_conn++ % 4096], NULL, 0, &w, &err);
     assert_int_equal(rc, 0);
     return w;
 }
@@ -63,6 +63,181 @@ tide_job_t *h_submit(h_t *h, int min, int max, tide_prio_t prio)
     tide_error_t err;
     assert_int_equal(tide_core_job_submit(h->core, &spec, &job, &err), 0);
     return job;
+}
+
+tide_worker_t *h_register_ex(h_t *h, const char *id, const char *node, int gpu, const char *device,
+                             uint64_t memory, const char *labels)
+{
+    tide_kv_t kv[8];
+    size_t n_kv = 0;
+    char *copy = strdup(labels ? labels : ""), *save = NULL;
+    tide_worker_info_t info = {.id = id, .node = node, .gpu_index = gpu,
+                               .device = device ? device : "sim:h100", .peak_flops = 1e15,
+                               .memory_bytes = memory ? memory : 80ULL << 30, .address = "127.0.0.1",
+                               .version = "test"};
+    tide_worker_t *w = NULL;
+    tide_error_t err;
+    int rc;
+
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        assert_non_null(eq);
+        assert_true(n_kv < sizeof(kv) / sizeof(kv[0]));
+        *eq = '\0';
+        kv[n_kv].key = tok;
+        kv[n_kv].value = eq + 1;
+        n_kv++;
+    }
+    info.labels = kv;
+    info.n_labels = n_kv;
+    rc = tide_core_worker_register(h->core, &info, &conn_tokens[next_conn++ % 4096], NULL, 0, &w,
+                                   &err);
+    free(copy);
+    assert_int_equal(rc, 0);
+    return w;
+}
+
+void h_node(h_t *h, const char *node, int gpus, const char *device, uint64_t memory,
+            const char *labels)
+{
+    char id[64];
+
+    for (int g = 0; g < gpus; g++) {
+        snprintf(id, sizeof(id), "%s/gpu%d", node, g);
+        h_register_ex(h, id, node, g, device, memory, labels);
+    }
+    h_clear(h);
+}
+
+tide_job_spec_t h_spec(int min, int max, tide_prio_t prio)
+{
+    static char *argv[] = {"/bin/true", NULL};
+    tide_job_spec_t spec = {.name = "t", .argv = argv, .argc = 1, .min_workers = min,
+                            .max_workers = max, .priority = prio};
+    return spec;
+}
+
+tide_job_t *h_submit_spec(h_t *h, const tide_job_spec_t *spec)
+{
+    tide_job_t *job = NULL;
+    tide_error_t err = {0};
+    int rc = tide_core_job_submit(h->core, spec, &job, &err);
+
+    if (rc != 0)
+        fail_msg("submit refused (%d): %s", rc, err.text);
+    return job;
+}
+
+void h_jump(h_t *h, int64_t ms)
+{
+    tide_worker_t *w, *tmp;
+
+    h->mono += ms;
+    tide_core_set_time(h->core, h->mono, H_WALL0 + h->mono);
+    HASH_ITER(hh, h->core->workers, w, tmp) {
+        if (w->connected)
+            tide_core_worker_heartbeat(h->core, w, NULL);
+    }
+    tide_core_tick(h->core);
+}
+
+size_t h_stop_all(h_t *h)
+{
+    size_t n, ns = 0;
+    const tide_action_t *a = tide_core_actions(h->core, &n);
+    struct stop {
+        tide_worker_t *w;
+        char job[32];
+        int32_t gen, rank;
+    } *st = calloc(n + 1, sizeof(*st));
+
+    for (size_t i = 0; i < n; i++) {
+        if (a[i].type != TIDE_ACT_STOP)
+            continue;
+        st[ns].w = a[i].worker;
+        snprintf(st[ns].job, sizeof(st[ns].job), "%s", a[i].job_id);
+        st[ns].gen = a[i].generation;
+        st[ns].rank = a[i].rank;
+        ns++;
+    }
+    tide_core_actions_clear(h->core);
+    for (size_t i = 0; i < ns; i++)
+        tide_core_rank_exited(h->core, st[i].w, st[i].job, st[i].gen, st[i].rank, 143, NULL);
+    free(st);
+    return ns;
+}
+
+void h_exit_all(h_t *h, tide_job_t *job)
+{
+    int32_t n = job->n_ranks, gen = job->generation;
+    tide_worker_t **ws = calloc((size_t)n + 1, sizeof(*ws));
+    char id[32];
+
+    snprintf(id, sizeof(id), "%s", job->id);
+    for (int32_t r = 0; r < n; r++)
+        ws[r] = job->ranks[r].state == TIDE_RANK_RUNNING ? job->ranks[r].worker : NULL;
+    for (int32_t r = 0; r < n; r++)
+        if (ws[r])
+            tide_core_rank_exited(h->core, ws[r], id, gen, r, 0, NULL);
+    free(ws);
+}
+
+void h_sdk(h_t *h, tide_job_t *job, double mfu)
+{
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        tide_trainer_progress_t p = {.sdk = true, .step = 1, .peak_flops = 1e15,
+                                     .flops_per_s = mfu * 1e15, .mfu = mfu};
+        if (job->ranks[r].worker && job->ranks[r].state == TIDE_RANK_RUNNING)
+            tide_core_rank_progress(h->core, job->ranks[r].worker, job->id, job->generation, r, &p);
+    }
+}
+
+void h_ckpt(h_t *h, tide_job_t *job, int64_t step)
+{
+    int32_t n = job->n_ranks, gen = job->generation;
+    tide_worker_t **ws = calloc((size_t)n + 1, sizeof(*ws));
+    char id[32], path[64];
+
+    snprintf(id, sizeof(id), "%s", job->id);
+    for (int32_t r = 0; r < n; r++)
+        ws[r] = job->ranks[r].state == TIDE_RANK_RUNNING ? job->ranks[r].worker : NULL;
+    for (int32_t r = 0; r < n; r++) {
+        snprintf(path, sizeof(path), "/ckpt/%s/step%lld/rank%d", id, (long long)step, r);
+        if (ws[r])
+            tide_core_checkpoint_saved(h->core, ws[r], id, gen, r, step, path, 1000, "ab");
+    }
+    free(ws);
+}
+
+size_t h_count_event(h_t *h, const char *event_type)
+{
+    size_t n, c = 0;
+    const tide_action_t *a = tide_core_actions(h->core, &n);
+    for (size_t i = 0; i < n; i++)
+        c += a[i].type == TIDE_ACT_EVENT && strcmp(a[i].event_type, event_type) == 0;
+    return c;
+}
+
+const char *h_event_text(h_t *h, const char *event_type, size_t i)
+{
+    size_t n;
+    const tide_action_t *a = tide_core_actions(h->core, &n);
+    for (size_t k = 0; k < n; k++)
+        if (a[k].type == TIDE_ACT_EVENT && strcmp(a[k].event_type, event_type) == 0 && i-- == 0)
+            return a[k].text;
+    return NULL;
+}
+
+const char *h_nodes_of(const tide_job_t *job, char *buf, size_t len)
+{
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int32_t r = 0; r < job->n_ranks && n < len; r++) {
+        const tide_worker_t *w = job->ranks[r].worker;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", r ? "," : "", w ? w->node_name : "-");
+    }
+    return buf;
 }
 
 const tide_action_t *h_find(h_t *h, tide_action_type_t type, const char *worker_id, int rank)
@@ -271,4 +446,18 @@ void h_check_invariants(h_t *h)
     }
     for (int i = 1; i < 6; i++)
         assert_int_equal(jcounts[i], core->job_counts[i]);
+    /* the running lists hold exactly the RUNNING jobs, each under the class it was placed with */
+    {
+        int running = 0;
+        for (int p = 0; p < TIDE_PRIO_COUNT; p++) {
+            tide_list_t *pos;
+            tide_list_for_each(pos, &core->running[p]) {
+                tide_job_t *j = tide_list_entry(pos, tide_job_t, run_node);
+                assert_int_equal(j->state, TIDE_JOB_RUNNING);
+                assert_int_equal(j->run_priority, p);
+                running++;
+            }
+        }
+        assert_int_equal(running, core->job_counts[TIDE_JOB_RUNNING]);
+    }
 }

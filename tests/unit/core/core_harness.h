@@ -28,6 +28,35 @@ void h_advance(h_t *h, int64_t ms);
 void h_advance_alive(h_t *h, int64_t ms, const char *except);
 tide_worker_t *h_register(h_t *h, const char *id, const char *node, int gpu);
 tide_job_t *h_submit(h_t *h, int min, int max, tide_prio_t prio);
+/* Registers a worker with its device (NULL: "sim:h100"), memory in bytes (0: 80 GiB) and labels, a
+ * comma-separated "key=value" list ("pool=a,rack=r1,switch=s1"; NULL or "": none). Asserts success;
+ * the worker is core-owned. */
+tide_worker_t *h_register_ex(h_t *h, const char *id, const char *node, int gpu, const char *device,
+                             uint64_t memory, const char *labels);
+/* gpus workers "NODE/gpuI" on node, as h_register_ex; clears the actions. */
+void h_node(h_t *h, const char *node, int gpus, const char *device, uint64_t memory,
+            const char *labels);
+/* A spec as h_submit builds it (argv borrowed from static storage), for a test to adjust. */
+tide_job_spec_t h_spec(int min, int max, tide_prio_t prio);
+/* Submits spec and asserts that the core accepted it. */
+tide_job_t *h_submit_spec(h_t *h, const tide_job_spec_t *spec);
+/* Moves the clock by ms in one step: every connected worker heartbeats first (none is suspected),
+ * then the core ticks. For long waits where liveness is not under test. */
+void h_jump(h_t *h, int64_t ms);
+/* Reports every STOP in the action list as its rank's exit (code 143), then clears the actions.
+ * Returns how many it reported. */
+size_t h_stop_all(h_t *h);
+/* Every running rank of job reports exit code 0 (the job succeeds). */
+void h_exit_all(h_t *h, tide_job_t *job);
+/* Every running rank of job reports progress through the SDK (MFU = mfu of a 1e15 FLOP/s peak). */
+void h_sdk(h_t *h, tide_job_t *job, double mfu);
+/* Every running rank of job reports its part of a checkpoint of step (1000 bytes each). */
+void h_ckpt(h_t *h, tide_job_t *job, int64_t step);
+/* Events of that type in the action list / the i-th one's text (NULL when fewer). */
+size_t h_count_event(h_t *h, const char *event_type);
+const char *h_event_text(h_t *h, const char *event_type, size_t i);
+/* The node each rank of job runs on, "n1,n1,n2" style, into buf. */
+const char *h_nodes_of(const tide_job_t *job, char *buf, size_t len);
 /* The i-th action of type (and for worker id / rank when given), or NULL. */
 const tide_action_t *h_find(h_t *h, tide_action_type_t type, const char *worker_id, int rank);
 size_t h_count(h_t *h, tide_action_type_t type);
