@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "datadir.h"
+#include "flush.h"
 #include "launcher.h"
 #include "log.h"
 #include "logs.h"
@@ -51,6 +52,7 @@ struct tide_worker_agent {
     tide_launcher_t *launcher;
     tide_worker_logs_t *logs;
     tide_trainer_server_t *trainer;
+    tide_flusher_t *flusher; /* durable checkpoint copies */
     tide_worker_mpi_t *mpi;
     tide_rpc_server_t *launcher_server; /* WorkerLauncher (MPI daemons) */
     char *launcher_address;
@@ -97,6 +99,9 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
     if (rc == 0 && a->trainer)
         tide_trainer_server_rank_add(a->trainer, id, launch->job_id, launch->generation,
                                      launch->rank);
+    if (rc == 0 && a->flusher)
+        tide_flusher_rank_started(a->flusher, launch->job_id, launch->generation, launch->rank,
+                                  launch->workdir);
     return rc;
 }
 
@@ -166,7 +171,24 @@ static void op_trainer_command(void *ud, const Tide__V1__TrainerCommand *cmd)
     }
 }
 
-/* A trainer reported a checkpoint: tell the scheduler (only worth it on a live stream). */
+/* FlushCheckpoint: copy that rank's checkpoint off the loop; FlushDone follows. */
+static void op_flush(void *ud, const Tide__V1__FlushCheckpoint *req)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (a->flusher)
+        tide_flusher_request(a->flusher, req);
+}
+
+static int flusher_send(void *ud, const Tide__V1__WorkerMessage *msg)
+{
+    tide_worker_agent_t *a = ud;
+
+    return tide_worker_core_send(a->core, msg);
+}
+
+/* A trainer reported a checkpoint: remember it for a durable copy, and tell the scheduler (only
+ * worth it on a live stream). */
 static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generation, int32_t rank,
                                   const tide_trainer_msg_t *m)
 {
@@ -182,6 +204,9 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
     cs.bytes = m->bytes;
     cs.sha256 = (char *)m->sha256;
     cs.request_id = (uint64_t)m->request;
+    if (a->flusher)
+        tide_flusher_saved(a->flusher, job_id, generation, rank, m->step, m->path, m->bytes,
+                           m->sha256);
     msg.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_CHECKPOINT_SAVED;
     msg.checkpoint_saved = &cs;
     if (tide_worker_core_send(a->core, &msg) < 0)
@@ -305,6 +330,8 @@ static void op_welcomed(void *ud, uint32_t interval_ms)
     tide_info("registered with %s as %s (heartbeat every %u ms)", a->cfg->scheduler, a->cfg->id,
               interval_ms);
     uv_timer_start(&a->heartbeat, on_heartbeat, interval_ms, interval_ms);
+    if (a->flusher)
+        tide_flusher_resend(a->flusher); /* copies that ended while no stream was up */
 }
 
 static void op_end_stream(void *ud, const char *why)
@@ -324,6 +351,7 @@ static const tide_worker_core_ops_t core_ops = {
     .save_epoch = op_save_epoch,
     .log_request = op_log_request,
     .trainer_command = op_trainer_command,
+    .flush = op_flush,
     .welcomed = op_welcomed,
     .end_stream = op_end_stream,
 };
@@ -603,6 +631,8 @@ static void stop_io(tide_worker_agent_t *a)
     a->logs = NULL;
     tide_trainer_server_free(a->trainer);
     a->trainer = NULL;
+    tide_flusher_free(a->flusher); /* a copy under way stops; the loop runs until it did */
+    a->flusher = NULL;
     uv_close((uv_handle_t *)&a->slow, on_handle_closed);
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
     uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
@@ -770,6 +800,11 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     cc.stop_grace_ms = wc->stop_grace_ms;
     cc.seed = cfg->seed;
     tide_worker_core_new(&cc, &core_ops, a, &a->core);
+    {
+        tide_flusher_config_t fc = {wc->ckpt_durable, wc->data_dir, 0};
+        tide_flusher_ops_t fo = {flusher_send};
+        tide_flusher_new(loop, &fc, &fo, a, &a->flusher);
+    }
 
     memset(&logc, 0, sizeof(logc));
     logc.data_dir = wc->data_dir;

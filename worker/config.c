@@ -29,6 +29,7 @@ static const char usage_text[] =
     "                   [--stop-grace-ms MS] [--listen HOST:PORT] [--perturb FILE]\n"
     "                   [--peak-flops FLOPS] [--net-dev IF,...] [--net-capacity BYTES_PER_S]\n"
     "                   [--storage-dev DISK,...] [--storage-capacity BYTES_PER_S] [--probe]\n"
+    "                   [--ckpt-durable DIR]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -59,6 +60,8 @@ static const char usage_text[] =
     "  --storage-capacity B/S storage bytes/s that is 100% (default: the disks' busy time)\n"
     "  --perturb FILE         scripted faults for tests: 'SECONDS ACTION [ARG]' lines (heat,\n"
     "                         ecc, ecc-uncorrected, xid, die, slow; docs/worker.md)\n"
+    "  --ckpt-durable DIR     copy checkpoints to DIR/JOB/step-STEP/ when the scheduler asks\n"
+    "                         (default: the scheduler's --ckpt-durable directory)\n"
     "  --probe                read the device and the node once, print it and exit\n"
     "  --help                 this text\n";
 
@@ -169,7 +172,7 @@ static const char *const value_flags[] = {
     "--scheduler", "--id",       "--node",       "--gpu-index", "--gpu",           "--labels",
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
     "--perturb", "--peak-flops", "--net-dev", "--net-capacity", "--storage-dev",
-    "--storage-capacity",
+    "--storage-capacity", "--ckpt-durable",
 };
 
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
@@ -273,6 +276,26 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
             set_str(&cfg->net_devs, val);
         } else if (strcmp(flag, "--storage-dev") == 0) {
             set_str(&cfg->storage_devs, val);
+        } else if (strcmp(flag, "--ckpt-durable") == 0) {
+            if (!*val) {
+                tide_errprintf(err, "--ckpt-durable: empty");
+                rc = -EINVAL;
+            } else if (val[0] == '/') {
+                set_str(&cfg->ckpt_durable, val);
+            } else {
+                /* Relative to where the worker was started, fixed now (ranks run elsewhere). */
+                char cwd[PATH_MAX];
+                if (!getcwd(cwd, sizeof(cwd))) {
+                    tide_errprintf(err,
+                                   "--ckpt-durable: '%s' is relative and the current "
+                                   "directory is unknown",
+                                   val);
+                    rc = -EINVAL;
+                } else {
+                    free(cfg->ckpt_durable);
+                    cfg->ckpt_durable = tide_xasprintf("%s/%s", cwd, val);
+                }
+            }
         } else if (strcmp(flag, "--perturb") == 0) {
             set_str(&cfg->perturb, val);
         } else if (strcmp(flag, "--listen") == 0) {
@@ -351,6 +374,7 @@ void tide_worker_config_free(tide_worker_config_t *cfg)
     free(cfg->advertise);
     free(cfg->listen);
     free(cfg->perturb);
+    free(cfg->ckpt_durable);
     free(cfg->net_devs);
     free(cfg->storage_devs);
     free(cfg->data_dir);

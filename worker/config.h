@@ -27,6 +27,8 @@ typedef struct tide_worker_config {
     char *storage_devs;      /* --storage-dev: disks; NULL: every whole disk */
     double storage_capacity; /* --storage-capacity bytes/s; 0: busy-time fraction */
     bool probe;              /* --probe: print one reading and exit (probe.h) */
+    char *ckpt_durable; /* --ckpt-durable DIR (absolute): where checkpoint copies go, instead
+                           of the scheduler's directory; NULL: the scheduler's (flush.h) */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

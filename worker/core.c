@@ -570,6 +570,28 @@ static int on_trainer_command(tide_worker_core_t *c, const Tide__V1__TrainerComm
     return 0;
 }
 
+/* FlushCheckpoint: the shell copies (and answers); a worker without a copier says so. */
+static int on_flush(tide_worker_core_t *c, const Tide__V1__FlushCheckpoint *req, tide_error_t *err)
+{
+    Tide__V1__WorkerMessage m = TIDE__V1__WORKER_MESSAGE__INIT;
+    Tide__V1__FlushDone d = TIDE__V1__FLUSH_DONE__INIT;
+
+    if (c->ops.flush) {
+        c->ops.flush(c->ud, req);
+        return 0;
+    }
+    d.job_id = req->job_id;
+    d.generation = req->generation;
+    d.rank = req->rank;
+    d.step = req->step;
+    d.error = (char *)"this worker does not copy checkpoints";
+    m.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_FLUSH_DONE;
+    m.flush_done = &d;
+    tide_worker_core_send(c, &m);
+    tide_errprintf(err, "FlushCheckpoint %.64s rank %d refused: no copier", req->job_id, req->rank);
+    return -ENOTSUP;
+}
+
 static const char *msg_name(Tide__V1__SchedulerMessage__MsgCase mc)
 {
     switch (mc) {
@@ -583,6 +605,8 @@ static const char *msg_name(Tide__V1__SchedulerMessage__MsgCase mc)
         return "LogRequest";
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_TRAINER_COMMAND:
         return "TrainerCommand";
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_FLUSH:
+        return "FlushCheckpoint";
     default:
         return "empty message";
     }
@@ -617,6 +641,8 @@ int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMess
         return 0;
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_TRAINER_COMMAND:
         return on_trainer_command(c, msg->trainer_command, err);
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_FLUSH:
+        return on_flush(c, msg->flush, err);
     default:
         /* A newer scheduler's message kind decodes as NOT_SET: skip it, keep the stream. */
         tide_errprintf(err, "ignoring a SchedulerMessage without a known body");

@@ -72,6 +72,10 @@ typedef struct tide_worker_core_ops {
     void (*end_stream)(void *ud, const char *why);
     /* A TrainerCommand for a rank that runs here (relay it to the trainer). May be NULL. */
     void (*trainer_command)(void *ud, const Tide__V1__TrainerCommand *cmd);
+    /* A FlushCheckpoint (docs/worker.md, "Durable checkpoint copies"): copy that rank's checkpoint
+     * and answer with FlushDone through tide_worker_core_send. NULL: the core answers ok=false at
+     * once. */
+    void (*flush)(void *ud, const Tide__V1__FlushCheckpoint *req);
 } tide_worker_core_ops_t;
 
 /* What to do after a stream ended. */
@@ -97,8 +101,9 @@ tide_worker_next_t tide_worker_core_stream_ended(tide_worker_core_t *c, tide_grp
 /* One SchedulerMessage (borrowed). Returns 0 when acted on; -ESTALE when its epoch is below the
  * highest seen (ignored); -EPROTO when malformed; -ENOENT for a StopRank or TrainerCommand of a
  * rank that does not run here;
- * -EINVAL for a LaunchRank that fails validation (answered with RankExited 127). err says why for
- * the log. */
+ * -EINVAL for a LaunchRank that fails validation (answered with RankExited 127); -ENOTSUP for a
+ * FlushCheckpoint without a flush op (answered with FlushDone ok=false). err says why for the
+ * log. */
 int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMessage *msg,
                             tide_error_t *err);
 /* Same, from the wire bytes; -EPROTO (and end_stream) when they do not decode. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -75,9 +76,10 @@ static bool cond_have_msg(void *arg)
 
 static const char *case_name(int c)
 {
-    static const char *names[] = {"none",        "hello",    "heartbeat", "rank_started",
-                                  "rank_exited", "log_data", "goodbye"};
-    return c >= 0 && c <= 6 ? names[c] : "?";
+    static const char *names[] = {"none",     "hello",   "heartbeat",        "rank_started",
+                                  "rank_exited", "log_data", "goodbye", "checkpoint_saved",
+                                  "flush_done"};
+    return c >= 0 && c <= 8 ? names[c] : "?";
 }
 
 /* Waits for the next non-heartbeat message and checks its kind. Caller frees it. */
@@ -527,6 +529,80 @@ static void test_shutdown_stops_ranks(void **state)
     assert_int_equal(fake_rpc_calls_started(), calls); /* no reconnect while going down */
 }
 
+static void send_flush(uint64_t epoch, const char *job, int gen, int64_t step, const char *dir)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__FlushCheckpoint f = TIDE__V1__FLUSH_CHECKPOINT__INIT;
+
+    f.job_id = (char *)job;
+    f.generation = gen;
+    f.step = step;
+    f.durable_dir = (char *)dir;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_FLUSH;
+    m.flush = &f;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+/* A trainer's checkpoint report (a path relative to its workdir) is relayed and remembered; the
+ * current leader's FlushCheckpoint copies that file to DIR/JOB/step-STEP/ and is answered with
+ * FlushDone carrying the verified sha256; a deposed leader's is ignored. */
+static void test_flush_checkpoint(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+    char *script, *cmd, *stale, *durable, *want;
+    char sha[65];
+    uint64_t bytes;
+    struct stat st;
+
+    assert_true(asprintf(&script, "%s/rank.py", fx->tmp) > 0);
+    assert_true(asprintf(&cmd, "/usr/bin/python3 %s", script) > 0);
+    assert_true(asprintf(&stale, "%s/stale", fx->tmp) > 0);
+    assert_true(asprintf(&durable, "%s/durable", fx->tmp) > 0);
+    assert_true(asprintf(&want, "%s/durable/jf/step-7/ck.bin", fx->tmp) > 0);
+    wt_write_file(script, "import hashlib, sys, time\n"
+                          "sys.path.insert(0, '" TIDE_SDK_PY_DIR "')\n"
+                          "import tide_trainer\n"
+                          "t = tide_trainer.connect()\n"
+                          "data = bytes(range(256)) * 4000\n"
+                          "open('ck.bin', 'wb').write(data)\n"
+                          "t.checkpoint(7, 'ck.bin', len(data), hashlib.sha256(data).hexdigest())\n"
+                          "time.sleep(120)\n");
+    register_worker(fx, 5, 50);
+    send_launch(5, "jf", 1, cmd, fx->tmp);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_CHECKPOINT_SAVED, NULL);
+    assert_int_equal(m->checkpoint_saved->step, 7);
+    assert_string_equal(m->checkpoint_saved->path, "ck.bin");
+    bytes = m->checkpoint_saved->bytes;
+    assert_int_equal(bytes, 256 * 4000);
+    snprintf(sha, sizeof(sha), "%s", m->checkpoint_saved->sha256);
+    drop(m);
+
+    send_flush(4, "jf", 1, 7, stale); /* a deposed leader */
+    send_flush(5, "jf", 1, 7, durable);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_FLUSH_DONE, NULL);
+    assert_true(m->flush_done->ok);
+    assert_string_equal(m->flush_done->job_id, "jf");
+    assert_int_equal(m->flush_done->step, 7);
+    assert_string_equal(m->flush_done->durable_path, want);
+    assert_int_equal(m->flush_done->bytes, bytes);
+    assert_string_equal(m->flush_done->sha256, sha);
+    drop(m);
+    assert_int_equal(stat(want, &st), 0);
+    assert_int_equal((uint64_t)st.st_size, bytes);
+    assert_int_not_equal(stat(stale, &st), 0);
+
+    send_stop(5, "jf", 1, 100);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL));
+    free(script);
+    free(cmd);
+    free(stale);
+    free(durable);
+    free(want);
+}
+
 static void test_shutdown_force_kills(void **state)
 {
     fixture_t *fx = *state;
@@ -744,6 +820,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idempotent_reconnect_remembers_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_stops_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_force_kills, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_logs_backpressure_and_follow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_failures_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unauthenticated_is_fatal, setup, teardown),

@@ -58,6 +58,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.n_labels, 0);
     assert_int_equal(cfg.log_level, TIDE_LOG_INFO);
     assert_int_equal(cfg.stop_grace_ms, 10000);
+    assert_null(cfg.ckpt_durable); /* the scheduler's directory */
     tide_worker_config_free(&cfg);
 
     setenv("TIDE_SCHEDULER", "sched.example:9000", 1);
@@ -101,9 +102,24 @@ static void test_flags(void **state)
     assert_string_equal(cfg.data_dir, "/var/lib/tide/worker/n1-gpu0");
     tide_worker_config_free(&cfg);
 
+    /* --ckpt-durable: absolute as given; relative to the worker's starting directory. */
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-durable", "/mnt/durable"), 0);
+    assert_string_equal(cfg.ckpt_durable, "/mnt/durable");
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-durable=ckpts"), 0);
+    {
+        char cwd[4096], *want;
+        assert_non_null(getcwd(cwd, sizeof(cwd)));
+        assert_true(asprintf(&want, "%s/ckpts", cwd) > 0);
+        assert_string_equal(cfg.ckpt_durable, want);
+        free(want);
+    }
+    tide_worker_config_free(&cfg);
+
     assert_int_equal(PARSE(&cfg, &err, "--help"), 1);
     tide_worker_config_free(&cfg);
     assert_non_null(strstr(tide_worker_usage(), "--stop-grace-ms"));
+    assert_non_null(strstr(tide_worker_usage(), "--ckpt-durable DIR"));
 }
 
 static void test_bad_flags(void **state)
@@ -129,6 +145,7 @@ static void test_bad_flags(void **state)
         {ARGC("--token-file", "/nonexistent/t"), ARGV("--token-file", "/nonexistent/t"),
          "cannot read token file /nonexistent/t: No such file or directory"},
         {ARGC("--data-dir="), ARGV("--data-dir="), "--data-dir: empty"},
+        {ARGC("--ckpt-durable="), ARGV("--ckpt-durable="), "--ckpt-durable: empty"},
     };
 
     (void)state;

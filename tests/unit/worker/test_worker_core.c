@@ -35,6 +35,8 @@ typedef struct fake {
     int ends;
     int trainer_commands;
     uint64_t last_request;
+    int flushes;
+    int64_t last_flush_step;
 } fake_t;
 
 static int f_send(void *ud, const Tide__V1__WorkerMessage *msg)
@@ -117,9 +119,17 @@ static void f_trainer_command(void *ud, const Tide__V1__TrainerCommand *cmd)
         f->last_request = cmd->checkpoint_now->request_id;
 }
 
+static void f_flush(void *ud, const Tide__V1__FlushCheckpoint *req)
+{
+    fake_t *f = ud;
+
+    f->flushes++;
+    f->last_flush_step = req->step;
+}
+
 static const tide_worker_core_ops_t fake_ops = {
     f_send,    f_spawn,      f_stop,        f_forget,          f_save_epoch,
-    f_log_request, f_welcomed, f_end_stream, f_trainer_command,
+    f_log_request, f_welcomed, f_end_stream, f_trainer_command, f_flush,
 };
 
 static void fake_clear_sent(fake_t *f)
@@ -613,6 +623,61 @@ static void test_trainer_command(void **state)
     assert_int_equal(fx->f.trainer_commands, 1);
 }
 
+static int deliver_flush(fixture_t *fx, uint64_t epoch, int64_t step)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__FlushCheckpoint fc = TIDE__V1__FLUSH_CHECKPOINT__INIT;
+    tide_error_t err;
+
+    fc.job_id = "j1";
+    fc.generation = 1;
+    fc.rank = 0;
+    fc.step = step;
+    fc.durable_dir = "/durable";
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_FLUSH;
+    m.flush = &fc;
+    return tide_worker_core_handle(fx->core, &m, &err);
+}
+
+/* FlushCheckpoint reaches the shell's copier only from the current leader; a worker without a
+ * copier answers FlushDone{ok=false} at once. */
+static void test_flush(void **state)
+{
+    fixture_t *fx = *state;
+    tide_worker_core_ops_t ops = fake_ops;
+    const Tide__V1__FlushDone *d;
+
+    connect_welcome(fx);
+    assert_int_equal(deliver_flush(fx, 5, 40), 0);
+    assert_int_equal(fx->f.flushes, 1);
+    assert_int_equal(fx->f.last_flush_step, 40);
+    assert_int_equal(deliver_flush(fx, 4, 41), -ESTALE);
+    assert_int_equal(fx->f.flushes, 1);
+    assert_int_equal(deliver_flush(fx, 6, 42), 0);
+    assert_int_equal(fx->f.last_flush_step, 42);
+
+    /* No copier. */
+    fake_clear_sent(&fx->f);
+    tide_worker_core_free(fx->core);
+    ops.flush = NULL;
+    {
+        tide_worker_core_config_t cfg = {.worker_id = "n1/gpu0", .max_epoch_seen = 5};
+        tide_worker_core_new(&cfg, &ops, &fx->f, &fx->core);
+    }
+    connect_welcome(fx);
+    fake_clear_sent(&fx->f);
+    assert_int_equal(deliver_flush(fx, 5, 43), -ENOTSUP);
+    assert_int_equal(fx->f.flushes, 2);
+    assert_int_equal(fx->f.n_sent, 1);
+    assert_int_equal(fx->f.sent[0]->msg_case, TIDE__V1__WORKER_MESSAGE__MSG_FLUSH_DONE);
+    d = fx->f.sent[0]->flush_done;
+    assert_false(d->ok);
+    assert_string_equal(d->job_id, "j1");
+    assert_int_equal(d->step, 43);
+    assert_non_null(strstr(d->error, "does not copy checkpoints"));
+}
+
 static void test_shutdown(void **state)
 {
     fixture_t *fx = *state;
@@ -794,6 +859,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jitter_varies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_launch, setup, teardown),
