@@ -156,6 +156,78 @@ int tide_cli_parse_kv(const char *s, char **key, const char **value)
     return 0;
 }
 
+/* The digits of a decimal number ("80", "1.5"), no sign, exponent or hex: strtod would take more. */
+static size_t decimal_span(const char *s)
+{
+    size_t n = 0, digits = 0;
+    bool dot = false;
+
+    for (; s[n]; n++) {
+        if (s[n] >= '0' && s[n] <= '9')
+            digits++;
+        else if (s[n] == '.' && !dot)
+            dot = true;
+        else
+            break;
+    }
+    return digits ? n : 0;
+}
+
+int tide_cli_parse_size(const char *s, uint64_t *out)
+{
+    static const char prefixes[] = "kmgtp";
+    size_t n = decimal_span(s);
+    const char *u = s + n;
+    double v, mult = 1;
+    const char *p;
+
+    if (n == 0)
+        return -EINVAL;
+    v = strtod(s, NULL);
+    if (*u && (p = strchr(prefixes, tolower((unsigned char)*u))) != NULL) {
+        int power = (int)(p - prefixes) + 1;
+        double base = 1024;
+        u++;
+        if (tolower((unsigned char)u[0]) == 'i' && tolower((unsigned char)u[1]) == 'b' && !u[2]) {
+            u += 2; /* KiB */
+        } else if (tolower((unsigned char)u[0]) == 'b' && !u[1]) {
+            base = 1000; /* KB */
+            u++;
+        } else if (tolower((unsigned char)u[0]) == 'i' && !u[1]) {
+            u++; /* Ki, as Kubernetes writes it */
+        }
+        for (int i = 0; i < power; i++)
+            mult *= base;
+    } else if (tolower((unsigned char)*u) == 'b') {
+        u++;
+    }
+    if (*u)
+        return -EINVAL;
+    v *= mult;
+    if (v > (double)(1ULL << 60))
+        return -ERANGE;
+    *out = (uint64_t)(v + 0.5);
+    return 0;
+}
+
+int tide_cli_parse_fraction(const char *s, double *out)
+{
+    size_t n = decimal_span(s);
+    double v;
+
+    if (n == 0)
+        return -EINVAL;
+    v = strtod(s, NULL);
+    if (s[n] == '%' && !s[n + 1])
+        v /= 100;
+    else if (s[n])
+        return -EINVAL;
+    if (v > 1)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
 /* "running" / "RUNNING" / "job_state_running" all name JOB_STATE_RUNNING. */
 static const ProtobufCEnumValue *match_enum(const ProtobufCEnumDescriptor *d, const char *prefix,
                                             const char *word, size_t len)

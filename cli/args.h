@@ -55,6 +55,16 @@ int tide_cli_args_next(tide_cli_args_t *a, tide_error_t *err);
 /* Parses a decimal int in [min, max]; returns 0 or -EINVAL / -ERANGE. */
 int tide_cli_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 
+/* Parses a size in bytes: a number (decimals allowed: "1.5G") with an optional unit, case-insensitive:
+ * K, M, G, T, P or KiB..PiB (powers of 1024, as Slurm's --mem), KB..PB (powers of 1000), B; no unit:
+ * bytes ("80GiB", "80G", "512MiB", "80GB", "4096"). Returns 0, -EINVAL when malformed, -ERANGE above
+ * 2^60. */
+int tide_cli_parse_size(const char *s, uint64_t *out);
+
+/* Parses a fraction in [0, 1]: "0.3" or a percentage "30%". Returns 0, -EINVAL when malformed,
+ * -ERANGE outside [0, 1]. */
+int tide_cli_parse_fraction(const char *s, double *out);
+
 /* Parses "K=V" with a non-empty K without '='; *key is a new string (caller frees), *value borrowed
  * from s. Returns 0 or -EINVAL. */
 int tide_cli_parse_kv(const char *s, char **key, const char **value);

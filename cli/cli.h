@@ -103,6 +103,7 @@ int tide_cli_collect_args(tide_cli_t *cli, const tide_cli_command_t *cmd, int ar
 /* Commands (one file per group). */
 int tide_cli_cmd_submit(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_jobs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+int tide_cli_cmd_queue(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_job(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_cancel(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_checkpoint(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
@@ -135,6 +136,13 @@ enum {
     TIDE_CLI_OPT_WAIT,
     TIDE_CLI_OPT_FILE,
     TIDE_CLI_OPT_LAUNCHER,
+    TIDE_CLI_OPT_POOL,
+    TIDE_CLI_OPT_MEMORY_PER_RANK,
+    TIDE_CLI_OPT_TOPOLOGY,
+    TIDE_CLI_OPT_DEVICE,
+    TIDE_CLI_OPT_CKPT_MFU_THRESHOLD,
+    TIDE_CLI_OPT_CKPT_DEADLINE,
+    TIDE_CLI_OPT_ADAPTIVE_TARGET,
     /* checkpoint */
     TIDE_CLI_OPT_DEADLINE,
     /* top */

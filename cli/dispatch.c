@@ -37,6 +37,18 @@ static const tide_cli_opt_t submit_opts[] = {
     {"file", 'f', true, TIDE_CLI_OPT_FILE, "FILE", "start from a JobSpec in JSON (options override it)"},
     {"launcher", 0, true, TIDE_CLI_OPT_LAUNCHER, "KIND",
      "how ranks start: env (default: torchrun-style environment) or mpi (one mpirun)"},
+    {"pool", 0, true, TIDE_CLI_OPT_POOL, "NAME", "only workers of pool NAME (default: any open to the class)"},
+    {"memory-per-rank", 0, true, TIDE_CLI_OPT_MEMORY_PER_RANK, "SIZE",
+     "only GPUs with >= SIZE memory: 80GiB, 80G, 80GB (10^9), 512MiB"},
+    {"topology", 0, true, TIDE_CLI_OPT_TOPOLOGY, "WHERE",
+     "require one node, rack or switch (default any: preferred, not required)"},
+    {"device", 0, true, TIDE_CLI_OPT_DEVICE, "TEXT", "only workers whose device contains TEXT, e.g. h100"},
+    {"ckpt-mfu-threshold", 0, true, TIDE_CLI_OPT_CKPT_MFU_THRESHOLD, "F",
+     "hold durable checkpoint copies while MFU >= F (0.3 or 30%)"},
+    {"ckpt-deadline", 0, true, TIDE_CLI_OPT_CKPT_DEADLINE, "DURATION",
+     "but copy once the newest durable copy is this old"},
+    {"adaptive-target", 0, false, TIDE_CLI_OPT_ADAPTIVE_TARGET, NULL,
+     "MFU target band lower early in the run, higher late"},
     TIDE_CLI_OPT_END,
 };
 
@@ -91,6 +103,11 @@ const tide_cli_command_t tide_cli_commands[] = {
      submit_opts, true, tide_cli_cmd_submit},
     {"jobs", "[--state S,...] [-A]", "List jobs", "Lists every job the scheduler keeps, oldest first.",
      jobs_opts, false, tide_cli_cmd_jobs},
+    {"queue", "", "List pending jobs in the order they will be considered",
+     "POS is the place in the scheduler's order (class, with aging, high to low; first come, first\n"
+     "served within a class). CLASS shows LOW->NORMAL for a job that rose by aging. REASON is why the\n"
+     "job waits, as the scheduler sees it now.",
+     no_opts, false, tide_cli_cmd_queue},
     {"job", "ID", "Show one job in detail", NULL, no_opts, false, tide_cli_cmd_job},
     {"cancel", "ID...", "Cancel jobs", NULL, no_opts, false, tide_cli_cmd_cancel},
     {"checkpoint", "ID [--deadline DURATION] [-W]", "Ask a running job for a checkpoint now",

@@ -34,6 +34,31 @@ static const char *job_state(int s, char *buf, size_t n)
     return tide_cli_enum_name(&tide__v1__job_state__descriptor, s, "JOB_STATE_", buf, n);
 }
 
+/* A class name: "HIGH"; UNSPECIFIED reads as NORMAL, as the scheduler treats it. */
+static const char *prio_name(int p, char *buf, size_t n)
+{
+    return tide_cli_enum_name(&tide__v1__priority__descriptor, p ? p : TIDE__V1__PRIORITY__PRIORITY_NORMAL,
+                              "PRIORITY_", buf, n);
+}
+
+/* Whether aging moved the job to another class: its effective class when set and different. */
+static int aged_class(const Tide__V1__Job *j)
+{
+    int sp = j->spec && j->spec->priority ? (int)j->spec->priority : TIDE__V1__PRIORITY__PRIORITY_NORMAL;
+    return j->effective_priority && (int)j->effective_priority != sp ? (int)j->effective_priority : 0;
+}
+
+/* "12:03" in local time (utc: "12:03 UTC"). */
+static void clock_format(int64_t ms, bool utc, char *buf, size_t size)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    if (ms <= 0 || (utc ? !gmtime_r(&t, &tm) : !localtime_r(&t, &tm)) ||
+        strftime(buf, size, utc ? "%H:%M UTC" : "%H:%M", &tm) == 0)
+        snprintf(buf, size, "-");
+}
+
 void tide_cli_time_format(int64_t ms, bool utc, char *buf, size_t size)
 {
     time_t t = (time_t)(ms / 1000);
@@ -180,6 +205,50 @@ void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, 
         cells[5] = step;
         cells[6] = age;
         cells[7] = j->message;
+        tide_cli_table_add_row(t, cells);
+    }
+    tide_cli_table_render(t, out);
+    tide_cli_table_free(t);
+}
+
+void tide_cli_render_queue(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out)
+{
+    static const char *const headers[] = {"POS", "JOB", "NAME", "CLASS", "GPUS", "WAITING", "REASON"};
+    tide_cli_table_t *t = tide_cli_table_new(7, headers);
+
+    for (size_t i = 0; i < n; i++) {
+        const Tide__V1__Job *j = jobs[i];
+        const Tide__V1__JobSpec *sp = j->spec;
+        char pos[16], cls[48], from[24], to[24], gpus[32], waiting[16];
+        const char *cells[7];
+        int aged = aged_class(j);
+
+        if (j->queue_position > 0)
+            snprintf(pos, sizeof(pos), "%d", j->queue_position);
+        else
+            snprintf(pos, sizeof(pos), "-");
+        prio_name(sp ? (int)sp->priority : 0, from, sizeof(from));
+        if (aged)
+            snprintf(cls, sizeof(cls), "%s->%s", from, prio_name(aged, to, sizeof(to)));
+        else
+            snprintf(cls, sizeof(cls), "%s", from);
+        if (!sp)
+            snprintf(gpus, sizeof(gpus), "-");
+        else if (sp->max_workers > sp->min_workers)
+            snprintf(gpus, sizeof(gpus), "%d..%d", sp->min_workers, sp->max_workers);
+        else
+            snprintf(gpus, sizeof(gpus), "%d", sp->min_workers);
+        if (j->submit_time_ms > 0)
+            tide_cli_age_format((now_ms - j->submit_time_ms) / 1000, waiting, sizeof(waiting));
+        else
+            snprintf(waiting, sizeof(waiting), "-");
+        cells[0] = pos;
+        cells[1] = j->id;
+        cells[2] = sp && sp->name && *sp->name ? sp->name : "-";
+        cells[3] = cls;
+        cells[4] = gpus;
+        cells[5] = waiting;
+        cells[6] = j->message && *j->message ? j->message : "-";
         tide_cli_table_add_row(t, cells);
     }
     tide_cli_table_render(t, out);
@@ -414,6 +483,145 @@ static void render_checkpoint(const Tide__V1__Job *j, int64_t now_ms, tide_buf_t
     }
 }
 
+/* Appends ", " (when b has text) and the formatted part. */
+static void join(tide_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void join(tide_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (b->len)
+        tide_buf_append_str(b, ", ");
+    va_start(ap, fmt);
+    tide_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+/* What the job asks of its GPUs (docs/policies.md, "Placement") and of its checkpoint gate, when it
+ * asks anything:
+ *   Placement:    pool train, one rack, >= 80.0 GiB per rank, device h100
+ *   Durable gate: hold durable copies while MFU >= 20.0%, at most 10m between durable copies */
+static void render_placement(const Tide__V1__JobSpec *s, tide_buf_t *out)
+{
+    tide_buf_t b = TIDE_BUF_INIT;
+
+    if (s->pool && *s->pool)
+        join(&b, "pool %s", s->pool);
+    if (s->topology == TIDE__V1__TOPOLOGY__TOPOLOGY_NODE)
+        join(&b, "one node");
+    else if (s->topology == TIDE__V1__TOPOLOGY__TOPOLOGY_RACK)
+        join(&b, "one rack");
+    else if (s->topology == TIDE__V1__TOPOLOGY__TOPOLOGY_SWITCH)
+        join(&b, "one switch");
+    else if (s->topology != TIDE__V1__TOPOLOGY__TOPOLOGY_ANY)
+        join(&b, "topology %d", (int)s->topology);
+    if (s->memory_per_rank_bytes) {
+        char m[32];
+        tide_cli_bytes_format(s->memory_per_rank_bytes, m, sizeof(m));
+        join(&b, ">= %s per rank", m);
+    }
+    if (s->device && *s->device)
+        join(&b, "device %s", s->device);
+    if (b.len)
+        kv(out, "Placement:", tide_buf_cstr(&b));
+    tide_buf_reset(&b);
+    /* The job's own checkpoint gate settings (the scheduler's apply to what it leaves unset). */
+    if (s->checkpoint_mfu_threshold > 0) {
+        char r[32];
+        join(&b, "hold durable copies while MFU >= %s",
+             tide_cli_ratio_format(s->checkpoint_mfu_threshold, r, sizeof(r)));
+    }
+    if (s->checkpoint_deadline_seconds > 0) {
+        char d[32];
+        tide_cli_duration_format(s->checkpoint_deadline_seconds, d, sizeof(d));
+        join(&b, "at most %s between durable copies", d);
+    }
+    if (b.len)
+        kv(out, "Durable gate:", tide_buf_cstr(&b));
+    tide_buf_free(&b);
+}
+
+/* The MFU target band against the measured MFU (docs/policies.md, "Headroom"):
+ *   MFU target:   55-65% (adaptive); now 41.3%, below it */
+static void render_target(const Tide__V1__Job *j, tide_buf_t *out)
+{
+    char now[96] = "";
+
+    if (j->mfu_target_high <= 0)
+        return;
+    if (j->state == TIDE__V1__JOB_STATE__JOB_STATE_RUNNING && j->mfu > 0) {
+        char m[32];
+        snprintf(now, sizeof(now), "; now %s, %s", tide_cli_ratio_format(j->mfu, m, sizeof(m)),
+                 j->mfu < j->mfu_target_low ? "below it" : j->mfu > j->mfu_target_high ? "above it" : "within it");
+    }
+    kvf(out, "MFU target:", "%.0f-%.0f%%%s%s", 100 * j->mfu_target_low, 100 * j->mfu_target_high,
+        j->spec && j->spec->adaptive_target ? " (adaptive)" : "", now);
+}
+
+/* Preemptions:  2; yielding to job 12 now (checkpointing before it stops) */
+static void render_preemptions(const Tide__V1__Job *j, tide_buf_t *out)
+{
+    bool yielding = j->preempted_by && *j->preempted_by;
+
+    if (j->preemptions <= 0 && !yielding)
+        return;
+    if (yielding)
+        kvf(out, "Preemptions:", "%d; yielding to job %s now (checkpointing before it stops)", j->preemptions,
+            j->preempted_by);
+    else
+        kvf(out, "Preemptions:", "%d", j->preemptions);
+}
+
+/* The durable copy (docs/policies.md, "Checkpoint gate"), under one key:
+ *   Durable:      step 1200 (generation 2), 1.5 GiB, /durable/17/step-1200/ckpt.pt, 3m ago; 2 copies, 3.0 GiB
+ *                 step 1300 held since 12:03 (MFU 71% >= 30%)                                  */
+static void render_durable(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_buf_t *out)
+{
+    const Tide__V1__Checkpoint *c = j->durable_checkpoint;
+    tide_buf_t b = TIDE_BUF_INIT;
+    char since[32], bytes[32];
+
+    if (!c && j->flush_state == TIDE__V1__FLUSH_STATE__FLUSH_STATE_NONE && j->flushes == 0)
+        return;
+    if (c) {
+        tide_cli_bytes_format(c->bytes, bytes, sizeof(bytes));
+        tide_buf_printf(&b, "step %" PRId64 " (generation %d), %s", c->step, c->generation, bytes);
+        if (c->path && *c->path)
+            tide_buf_printf(&b, ", %s", c->path);
+        if (c->time_ms > 0) {
+            char a[16];
+            tide_cli_age_format((now_ms - c->time_ms) / 1000, a, sizeof(a));
+            tide_buf_printf(&b, ", %s ago", a);
+        }
+    } else {
+        tide_buf_append_str(&b, "none yet");
+    }
+    if (j->flushes > 0) {
+        tide_cli_bytes_format(j->flushed_bytes, bytes, sizeof(bytes));
+        tide_buf_printf(&b, "; %u cop%s, %s written", j->flushes, j->flushes == 1 ? "y" : "ies", bytes);
+    }
+    kv(out, "Durable:", tide_buf_cstr(&b));
+    tide_buf_reset(&b);
+    clock_format(j->flush_since_ms, utc, since, sizeof(since));
+    if (j->flush_state == TIDE__V1__FLUSH_STATE__FLUSH_STATE_HELD) {
+        double thr = j->spec ? j->spec->checkpoint_mfu_threshold : 0;
+        char m[32], t[32];
+        tide_buf_printf(&b, "step %" PRId64 " held since %s", j->flush_step, since);
+        if (j->mfu > 0 && thr > 0)
+            tide_buf_printf(&b, " (MFU %s %s %s)", tide_cli_ratio_format(j->mfu, m, sizeof(m)),
+                            j->mfu >= thr ? ">=" : "<", tide_cli_ratio_format(thr, t, sizeof(t)));
+        else if (j->mfu > 0)
+            tide_buf_printf(&b, " (MFU %s, at or above the scheduler's threshold)",
+                            tide_cli_ratio_format(j->mfu, m, sizeof(m)));
+        else
+            tide_buf_append_str(&b, " (until MFU drops or the deadline)");
+    } else if (j->flush_state == TIDE__V1__FLUSH_STATE__FLUSH_STATE_COPYING) {
+        tide_buf_printf(&b, "step %" PRId64 " copying since %s", j->flush_step, since);
+    }
+    if (b.len)
+        kv(out, "", tide_buf_cstr(&b));
+    tide_buf_free(&b);
+}
+
 void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_buf_t *out)
 {
     const Tide__V1__JobSpec *s = j->spec;
@@ -422,8 +630,13 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     kv(out, "ID:", j->id);
     kv(out, "Name:", s ? s->name : NULL);
     kv(out, "State:", job_state(j->state, buf, sizeof(buf)));
-    kv(out, "Priority:",
-       tide_cli_enum_name(&tide__v1__priority__descriptor, s ? (int)s->priority : 0, "PRIORITY_", buf, sizeof(buf)));
+    tide_cli_enum_name(&tide__v1__priority__descriptor, s ? (int)s->priority : 0, "PRIORITY_", buf, sizeof(buf));
+    if (aged_class(j) && j->state == TIDE__V1__JOB_STATE__JOB_STATE_PENDING)
+        kvf(out, "Priority:", "%s (aged to %s while waiting)", buf, prio_name(aged_class(j), buf2, sizeof(buf2)));
+    else if (aged_class(j) && j->state == TIDE__V1__JOB_STATE__JOB_STATE_RUNNING)
+        kvf(out, "Priority:", "%s (runs as %s after aging)", buf, prio_name(aged_class(j), buf2, sizeof(buf2)));
+    else
+        kv(out, "Priority:", buf);
     /* UNSPECIFIED starts ranks as ENV does (types.proto). */
     kv(out, "Launcher:",
        !s ? NULL
@@ -436,11 +649,15 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     } else {
         kvf(out, "Workers:", "%zu", j->n_worker_ids);
     }
+    if (s)
+        render_placement(s, out);
     kvf(out, "Generation:", "%d", j->generation);
     render_ranks(j, out);
     if (j->master_addr && *j->master_addr)
         kvf(out, "Master:", "%s:%d", j->master_addr, j->master_port);
     render_checkpoint(j, now_ms, out);
+    render_durable(j, now_ms, utc, out);
+    render_preemptions(j, out);
     if (s) {
         char *cmd = tide_cli_shell_join(s->command, s->n_command);
         kv(out, "Command:", cmd);
@@ -504,6 +721,7 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
         char line[128];
         kv(out, "Utilization:", tide_cli_utilization_format(v, u->known, line, sizeof(line)));
     }
+    render_target(j, out);
     if (j->failed_rank >= 0 && (j->state == TIDE__V1__JOB_STATE__JOB_STATE_FAILED || j->exit_code != 0)) {
         tide_cli_exit_code_format(j->exit_code, buf, sizeof(buf));
         kvf(out, "Exit code:", "%s (rank %d)", buf, j->failed_rank);
@@ -586,6 +804,32 @@ void tide_cli_render_event(const Tide__V1__Event *ev, bool utc, tide_buf_t *out)
     free(msg);
 }
 
+/* The headroom reserve (docs/policies.md, "Headroom"), when the scheduler reports one:
+ *   Reserve:    3 GPUs kept free for failures and bursts (2 spares + 1 burst); only LOW work may use them
+ *               failure rate 3 per 1,000 GPUs a month (configured); 12 GPUs free now */
+static void render_reserve(const Tide__V1__ClusterStatus *st, tide_buf_t *out)
+{
+    if (!st->reserve_fixed && st->reserve_gpus <= 0 && st->failure_rate_per_gpu_hour <= 0)
+        return; /* a scheduler without the reserve policy */
+    if (st->reserve_fixed)
+        tide_buf_printf(out, "%-12s%d GPU%s kept free (set with --reserve); only LOW work may use them\n", "Reserve:",
+                        st->reserve_gpus, st->reserve_gpus == 1 ? "" : "s");
+    else if (st->reserve_gpus <= 0 && st->workers_ready + st->workers_busy < 16)
+        tide_buf_printf(out, "%-12snone (fewer than 16 usable GPUs; --reserve N sets one)\n", "Reserve:");
+    else if (st->reserve_gpus <= 0)
+        tide_buf_printf(out, "%-12snone (0 spares + 0 burst at this failure rate)\n", "Reserve:");
+    else
+        tide_buf_printf(out,
+                        "%-12s%d GPU%s kept free for failures and bursts (%d spare%s + %d burst); only LOW "
+                        "work may use them\n",
+                        "Reserve:", st->reserve_gpus, st->reserve_gpus == 1 ? "" : "s", st->reserve_spares,
+                        st->reserve_spares == 1 ? "" : "s", st->reserve_burst);
+    tide_buf_printf(out, "%-12sfailure rate %.3g per 1,000 GPUs a month (%s); %d GPU%s free now\n", "",
+                    st->failure_rate_per_gpu_hour * 1000.0 * 730.0,
+                    st->failure_rate_observed ? "observed" : "configured", st->gpus_free,
+                    st->gpus_free == 1 ? "" : "s");
+}
+
 void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *scheduler, tide_buf_t *out)
 {
     char up[64];
@@ -597,9 +841,12 @@ void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *sched
     tide_buf_printf(out, "%-12s%d total: %d ready, %d busy, %d suspect, %d dead; %d cordoned\n", "Workers:",
                     st->workers_total, st->workers_ready, st->workers_busy, st->workers_suspect,
                     st->workers_dead, st->workers_cordoned);
-    tide_buf_printf(out, "%-12s%d pending, %d running, %d succeeded, %d failed, %d cancelled\n", "Jobs:",
-                    st->jobs_pending, st->jobs_running, st->jobs_succeeded, st->jobs_failed,
+    tide_buf_printf(out, "%-12s%d pending, %d running", "Jobs:", st->jobs_pending, st->jobs_running);
+    if (st->jobs_preempting > 0)
+        tide_buf_printf(out, " (%d yielding to a higher class)", st->jobs_preempting);
+    tide_buf_printf(out, ", %d succeeded, %d failed, %d cancelled\n", st->jobs_succeeded, st->jobs_failed,
                     st->jobs_cancelled);
+    render_reserve(st, out);
     if (st->peak_flops > 0) {
         char m[32], a[32], p[32];
         tide_cli_si_format(st->flops_per_s, a, sizeof(a));
@@ -612,7 +859,7 @@ void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *sched
                              st->utilization_network, st->utilization_storage};
         char line[128];
         char *status = tide_cli_sanitize(or_dash(st->health_status));
-        tide_buf_printf(out, "%-12s%s\n", "Utilization:",
+        tide_buf_printf(out, "%s %s\n", "Utilization:",
                         tide_cli_utilization_format(v, st->utilization_known, line, sizeof(line)));
         tide_buf_printf(out, "%-12s%.0f/100: %s\n", "Health:", st->health_score, status);
         free(status);

@@ -49,9 +49,17 @@ const Tide__V1__TrainerProgress *tide_cli_job_progress(const Tide__V1__Job *j);
  * rank 0's last reported training step ("-" when it reported none). */
 void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
 
+/* Table POS JOB NAME CLASS GPUS WAITING REASON of pending jobs in the order given (tidectl queue sorts
+ * them by queue_position). POS is "-" for a job outside the queue (0); CLASS "LOW->NORMAL" for a job
+ * raised by aging; GPUS "4" or "2..8"; WAITING the time since submission; REASON the job's message. */
+void tide_cli_render_queue(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
+
 /* The describe view of one job: "Key:  value" lines, ranks in rank order with what their trainers
  * report (STEP, TRAINER phase, STEP-TIME, FLOP/S; "-" for ranks without the SDK), the last checkpoint
- * and a CheckpointJob request in flight. */
+ * and a CheckpointJob request in flight; and the policy state when there is any (docs/policies.md):
+ * the class aging raised it to, placement constraints, the MFU target band against the MFU,
+ * preemptions, the durable checkpoint and the flush of the newest one ("held since 12:03 (MFU 71% >=
+ * 30%)", "copying"). */
 void tide_cli_render_job(const Tide__V1__Job *job, int64_t now_ms, bool utc, tide_buf_t *out);
 
 /* Table ID NODE GPU DEVICE STATE JOB RANK CORDONED UTIL TEMP HEARTBEAT (age of the last one). */
@@ -60,7 +68,9 @@ void tide_cli_render_workers(Tide__V1__Worker *const *workers, size_t n, int64_t
 /* One line per event: time, type, job, worker, message ("-" for empty fields). */
 void tide_cli_render_event(const Tide__V1__Event *ev, bool utc, tide_buf_t *out);
 
-/* The cluster summary of `tidectl status`: scheduler, workers and jobs lines. */
+/* The cluster summary of `tidectl status`: scheduler, workers and jobs lines, MFU, utilization and
+ * health when known, and the headroom reserve (spares + burst, the failure rate and whether it was
+ * observed) with the free GPUs when the scheduler reports a reserve policy. */
 void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *scheduler, tide_buf_t *out);
 
 /* One line for `submit --wait`: "job 17: RUNNING on node1/gpu0,node1/gpu1 (generation 1)",

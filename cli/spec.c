@@ -111,14 +111,88 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
         free(s->file);
         s->file = tide_xstrdup(arg);
         return 0;
+    case TIDE_CLI_OPT_POOL:
+        if (!*arg) {
+            tide_errprintf(err, "bad --pool: empty");
+            return -EINVAL;
+        }
+        free(s->pool);
+        s->pool = tide_xstrdup(arg);
+        return 0;
+    case TIDE_CLI_OPT_MEMORY_PER_RANK:
+        rc = tide_cli_parse_size(arg, &s->memory_per_rank);
+        if (rc < 0 || s->memory_per_rank == 0) {
+            tide_errprintf(err, "bad --memory-per-rank '%.40s': %s", arg,
+                           rc == -ERANGE ? "larger than any GPU"
+                                         : "expected a size such as 80GiB, 80G, 40GB, 512MiB or bytes");
+            return -EINVAL;
+        }
+        s->has_memory = true;
+        return 0;
+    case TIDE_CLI_OPT_TOPOLOGY:
+        if (tide_cli_topology_parse(arg, &s->topology) < 0) {
+            tide_errprintf(err, "bad --topology '%.40s' (one of node, rack, switch, any)", arg);
+            return -EINVAL;
+        }
+        s->has_topology = true;
+        return 0;
+    case TIDE_CLI_OPT_DEVICE:
+        if (!*arg) {
+            tide_errprintf(err, "bad --device: empty");
+            return -EINVAL;
+        }
+        free(s->device);
+        s->device = tide_xstrdup(arg);
+        return 0;
+    case TIDE_CLI_OPT_CKPT_MFU_THRESHOLD:
+        rc = tide_cli_parse_fraction(arg, &s->ckpt_mfu_threshold);
+        if (rc < 0 || s->ckpt_mfu_threshold <= 0) {
+            tide_errprintf(err, "bad --ckpt-mfu-threshold '%.40s': expected more than 0 and at most 1, or a "
+                                "percentage such as 30%%",
+                           arg);
+            return -EINVAL;
+        }
+        return 0;
+    case TIDE_CLI_OPT_CKPT_DEADLINE:
+        rc = tide_cli_duration_parse(arg, &s->ckpt_deadline);
+        if (rc < 0 || s->ckpt_deadline <= 0) {
+            tide_errprintf(err, "bad --ckpt-deadline '%.40s': %s", arg,
+                           rc == -ERANGE ? "longer than 100 years" : "expected a duration such as 10m, 1h or 90s");
+            return -EINVAL;
+        }
+        return 0;
+    case TIDE_CLI_OPT_ADAPTIVE_TARGET:
+        s->adaptive_target = true;
+        return 0;
     }
     tide_errprintf(err, "internal: unknown submit option %d", id);
+    return -EINVAL;
+}
+
+int tide_cli_topology_parse(const char *s, int *out)
+{
+    static const struct {
+        const char *name;
+        int value;
+    } topos[] = {{"any", TIDE__V1__TOPOLOGY__TOPOLOGY_ANY},
+                 {"node", TIDE__V1__TOPOLOGY__TOPOLOGY_NODE},
+                 {"rack", TIDE__V1__TOPOLOGY__TOPOLOGY_RACK},
+                 {"switch", TIDE__V1__TOPOLOGY__TOPOLOGY_SWITCH}};
+
+    for (size_t i = 0; i < sizeof(topos) / sizeof(topos[0]); i++) {
+        if (strcasecmp(s, topos[i].name) == 0) {
+            *out = topos[i].value;
+            return 0;
+        }
+    }
     return -EINVAL;
 }
 
 void tide_cli_submit_clear(tide_cli_submit_t *s)
 {
     free(s->name);
+    free(s->pool);
+    free(s->device);
     for (size_t i = 0; i < s->n_env; i++)
         free(s->env[i]);
     free(s->env);
@@ -243,6 +317,20 @@ int tide_cli_submit_build(const tide_cli_submit_t *o, const Tide__V1__JobSpec *b
     }
     if (o->has_time)
         s->time_limit_seconds = o->time_limit;
+    if (o->pool)
+        set_string(&s->pool, o->pool);
+    if (o->has_memory)
+        s->memory_per_rank_bytes = o->memory_per_rank;
+    if (o->has_topology)
+        s->topology = (Tide__V1__Topology)o->topology;
+    if (o->device)
+        set_string(&s->device, o->device);
+    if (o->ckpt_mfu_threshold > 0)
+        s->checkpoint_mfu_threshold = o->ckpt_mfu_threshold;
+    if (o->ckpt_deadline > 0)
+        s->checkpoint_deadline_seconds = o->ckpt_deadline;
+    if (o->adaptive_target)
+        s->adaptive_target = true;
     if (o->name) {
         set_string(&s->name, o->name);
     } else if (!*s->name) {

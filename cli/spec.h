@@ -23,12 +23,23 @@ typedef struct tide_cli_submit {
     bool has_time;
     bool wait;
     char *file;    /* --file: a JobSpec in JSON; owned */
+    /* Policy (docs/policies.md); unset ones keep the spec file's value, else the scheduler's default. */
+    char *pool;    /* owned; NULL: unset */
+    uint64_t memory_per_rank;
+    bool has_memory;
+    int topology;  /* Tide__V1__Topology */
+    bool has_topology;
+    char *device;  /* owned; NULL: unset */
+    double ckpt_mfu_threshold; /* (0, 1] */
+    int64_t ckpt_deadline;     /* seconds, > 0 */
+    bool adaptive_target;
     char **command; /* borrowed from argv */
     size_t n_command;
 } tide_cli_submit_t;
 
 /* Applies one submit option (ids from cli.h) with its argument. Returns 0, or -EINVAL with err naming
- * the option and the bad value ("bad --time '5x': ...", "bad --launcher 'ssh' (one of env, mpi)"). */
+ * the option and the bad value ("bad --time '5x': ...", "bad --launcher 'ssh' (one of env, mpi)",
+ * "bad --topology 'row' (one of node, rack, switch, any)"). */
 int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_error_t *err);
 
 /* Builds the spec: base (from --file, may be NULL; borrowed) overridden by the options, workdir
@@ -37,6 +48,10 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
  * protobuf_c_message_free_unpacked(&(*out)->base, NULL)), or -EINVAL with err. */
 int tide_cli_submit_build(const tide_cli_submit_t *s, const Tide__V1__JobSpec *base, const char *cwd,
                           Tide__V1__JobSpec **out, tide_error_t *err);
+
+/* Topology names for --topology: "any", "node", "rack", "switch" (case-insensitive) -> *out
+ * (Tide__V1__Topology). Returns 0 or -EINVAL. */
+int tide_cli_topology_parse(const char *s, int *out);
 
 /* Frees what tide_cli_submit_apply stored; s itself is the caller's. */
 void tide_cli_submit_clear(tide_cli_submit_t *s);

@@ -46,6 +46,13 @@ static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_
     out->workdir = s(spec->workdir);
     out->time_limit_seconds = spec->time_limit_s;
     out->launcher = (Tide__V1__Launcher)spec->launcher;
+    out->pool = s(spec->pool);
+    out->memory_per_rank_bytes = spec->memory_per_rank;
+    out->topology = (Tide__V1__Topology)spec->topology;
+    out->device = s(spec->device);
+    out->checkpoint_mfu_threshold = spec->ckpt_mfu_threshold;
+    out->checkpoint_deadline_seconds = spec->ckpt_deadline_s;
+    out->adaptive_target = spec->adaptive_target;
 }
 
 static Tide__V1__Checkpoint *conv_ckpt(const tide_checkpoint_t *c, tide_arena_t *a)
@@ -213,6 +220,19 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         out->last_checkpoint = conv_ckpt(&job->last_ckpt, a);
     out->checkpoint_request = job->ckpt_request;
     out->checkpoint_deadline_ms = job->ckpt_deadline_ms;
+    /* Policy state (docs/policies.md). The durable checkpoint and the counters survive a restart
+     * (tide_conv_record_from_pb); the flush state is the core's to rebuild. */
+    out->effective_priority =
+        (Tide__V1__Priority)((job->state == TIDE_JOB_PENDING ? job->eff_priority : job->run_priority) + 1);
+    if (job->durable_ckpt.step >= 0)
+        out->durable_checkpoint = conv_ckpt(&job->durable_ckpt, a);
+    out->flush_state = (Tide__V1__FlushState)job->flush_state;
+    out->flush_step = job->flush_step;
+    out->flush_since_ms = job->flush_since_ms;
+    out->flushed_bytes = job->flushed_bytes;
+    out->flushes = job->flushes;
+    out->preemptions = job->preemptions;
+    out->preempted_by = s(job->preempted_by);
     if (core) { /* live figures: never in a record */
         double achieved, peak;
         tide_core_job_flops(job, &achieved, &peak);
@@ -220,6 +240,9 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         out->mfu = tide_mfu(achieved, peak);
         if (job->state == TIDE_JOB_RUNNING)
             out->utilization = tide_conv_utilization(job, a);
+        /* O(queued jobs): replies only, never the record written on every change. */
+        out->queue_position = tide_core_job_queue_position(core, job);
+        tide_core_job_target(core, job, &out->mfu_target_low, &out->mfu_target_high);
     }
 }
 
@@ -318,7 +341,31 @@ int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, t
     spec->workdir = pb->workdir;
     spec->time_limit_s = pb->time_limit_seconds;
     spec->launcher = (int32_t)pb->launcher;
+    /* Enum values protobuf-c let through unchecked (proto3 enums are open) and numbers out of range
+     * are the core's to refuse (tide_job_spec_validate names the field). */
+    spec->pool = pb->pool;
+    spec->memory_per_rank = pb->memory_per_rank_bytes;
+    spec->topology = (tide_topology_t)pb->topology;
+    spec->device = pb->device;
+    spec->ckpt_mfu_threshold = pb->checkpoint_mfu_threshold;
+    spec->ckpt_deadline_s = pb->checkpoint_deadline_seconds;
+    spec->adaptive_target = pb->adaptive_target;
     return 0;
+}
+
+static tide_checkpoint_t *ckpt_from_pb(const Tide__V1__Checkpoint *pb, tide_arena_t *a)
+{
+    tide_checkpoint_t *c = tide_arena_calloc(a, 1, sizeof(*c));
+
+    c->step = pb->step;
+    c->generation = pb->generation;
+    c->path = pb->path;
+    c->bytes = pb->bytes;
+    c->sha256 = pb->sha256;
+    c->time_ms = pb->time_ms;
+    c->ranks = pb->ranks;
+    c->request_id = pb->request_id;
+    return c;
 }
 
 int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, tide_job_spec_t *spec,
@@ -368,19 +415,15 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->gpu_seconds = pb->gpu_seconds;
     rec->exit_code = pb->exit_code;
     rec->failed_rank = pb->failed_rank;
-    if (pb->last_checkpoint) {
-        tide_checkpoint_t *c = tide_arena_calloc(a, 1, sizeof(*c));
-        c->step = pb->last_checkpoint->step;
-        c->generation = pb->last_checkpoint->generation;
-        c->path = pb->last_checkpoint->path;
-        c->bytes = pb->last_checkpoint->bytes;
-        c->sha256 = pb->last_checkpoint->sha256;
-        c->time_ms = pb->last_checkpoint->time_ms;
-        c->ranks = pb->last_checkpoint->ranks;
-        c->request_id = pb->last_checkpoint->request_id;
-        rec->last_ckpt = c;
-    }
+    if (pb->last_checkpoint)
+        rec->last_ckpt = ckpt_from_pb(pb->last_checkpoint, a);
     rec->ckpt_request = pb->checkpoint_request;
     rec->ckpt_deadline_ms = pb->checkpoint_deadline_ms;
+    if (pb->durable_checkpoint)
+        rec->durable_ckpt = ckpt_from_pb(pb->durable_checkpoint, a);
+    rec->flushed_bytes = pb->flushed_bytes;
+    rec->flushes = pb->flushes;
+    rec->preemptions = pb->preemptions;
+    rec->run_class = (int32_t)pb->effective_priority; /* the class a RUNNING job runs with */
     return 0;
 }

@@ -10,8 +10,10 @@
 
 #include "tide/v1/types.pb-c.h"
 
-/* Job -> tide.v1.Job. With core, message is the job's current reason (tide_core_job_reason), for
- * clients; with NULL, the stored message (the record kept in the store). */
+/* Job -> tide.v1.Job. With core, for clients: message is the job's current reason
+ * (tide_core_job_reason), and the live figures are filled (MFU, utilization, queue position, MFU target
+ * band; the queue position costs O(queued jobs)); with NULL, the record kept in the store: the stored
+ * message, no live figures. */
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a);
 /* Worker -> tide.v1.Worker. */
 void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a);
@@ -19,7 +21,8 @@ void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_
  * err naming the field for a bad enum value. */
 int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, tide_arena_t *a,
                            tide_error_t *err);
-/* A stored tide.v1.Job -> a restore record (borrowing from pb and the arena). */
+/* A stored tide.v1.Job -> a restore record (borrowing from pb and the arena): spec, ranks, the last
+ * and the durable checkpoint, flushed bytes, flushes and preemptions. */
 int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, tide_job_spec_t *spec,
                              tide_arena_t *a, tide_error_t *err);
 /* tide.v1.Priority <-> core class. */

@@ -331,6 +331,26 @@ static void send_checkpoint_now(tide_daemon_t *d, const tide_action_t *a)
     tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
 }
 
+/* The checkpoint gate released a durable copy (docs/policies.md, "Checkpoint gate"): the rank's worker
+ * copies the file its rank reported for the step into the durable directory and answers FlushDone. */
+static void send_flush(tide_daemon_t *d, const tide_action_t *a)
+{
+    Tide__V1__SchedulerMessage msg = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__FlushCheckpoint fc = TIDE__V1__FLUSH_CHECKPOINT__INIT;
+
+    if (!a->conn)
+        return;
+    fc.job_id = (char *)a->job_id;
+    fc.generation = a->generation;
+    fc.rank = a->rank;
+    fc.step = a->step;
+    fc.durable_dir = d->durable_dir ? d->durable_dir : "";
+    msg.epoch = d->epoch;
+    msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_FLUSH;
+    msg.flush = &fc;
+    tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
+}
+
 static void send_welcome(tide_daemon_t *d, const tide_action_t *a)
 {
     Tide__V1__SchedulerMessage msg = TIDE__V1__SCHEDULER_MESSAGE__INIT;
@@ -384,7 +404,8 @@ void tide_daemon_absorb(tide_daemon_t *d)
             send_checkpoint_now(d, a);
             break;
         case TIDE_ACT_FLUSH:
-            break; /* only emitted with cfg.ckpt_flush, which the daemon does not set yet */
+            send_flush(d, a);
+            break;
         case TIDE_ACT_CLOSE_STREAM: {
             out_t *o = out_new(d, OUT_WORKER_CLOSE);
             o->stream_id = tide_conn_id(a->conn);
@@ -596,6 +617,24 @@ done:
     return rc;
 }
 
+/* --ckpt-durable as an absolute path: workers resolve it in their own working directory. */
+static char *durable_dir(const char *dir)
+{
+    char *cwd;
+    char *abs;
+
+    if (!dir || !dir[0])
+        return NULL;
+    if (dir[0] == '/')
+        return tide_xstrdup(dir);
+    cwd = getcwd(NULL, 0);
+    if (!cwd)
+        return tide_xstrdup(dir);
+    abs = tide_xasprintf("%s/%s", cwd, dir);
+    free(cwd);
+    return abs;
+}
+
 int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_daemon_t **out,
                       tide_error_t *err)
 {
@@ -611,6 +650,7 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     /* Busy-time measurement (check_cb) needs the loop's idle-time metric, enabled before it runs. */
     d->idle_metrics = uv_loop_configure(loop, UV_METRICS_IDLE_TIME) == 0;
     d->data_dir = tide_xstrdup(cfg->data_dir);
+    d->durable_dir = durable_dir(cfg->ckpt_durable_dir);
     d->start_wall = tide_clock_wall_ms();
     d->start_mono = (int64_t)uv_now(loop);
     d->open_no = 1;
@@ -697,6 +737,10 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
 
     tide_info("tide-scheduler %s listening on %s (port %d), store %s, leader epoch %" PRIu64,
               TIDE_VERSION, cfg->listen, tide_rpc_server_port(d->server), d->store_url, d->epoch);
+    if (cfg->core.ckpt_flush)
+        tide_info("checkpoint gate on: durable copies go to %s, held while a job's MFU >= %.0f%% for at most "
+                  "%lld s", d->durable_dir ? d->durable_dir : "(the workers' own --ckpt-durable)",
+                  cfg->core.ckpt_mfu_threshold * 100, (long long)(cfg->core.ckpt_deadline_ms / 1000));
     return 0;
 }
 
@@ -752,5 +796,6 @@ void tide_daemon_free(tide_daemon_t *d)
     free(d->store_url);
     free(d->data_dir);
     free(d->launch_key);
+    free(d->durable_dir);
     free(d);
 }

@@ -29,6 +29,9 @@ typedef struct tide_daemon_config {
     const char *store_url;   /* NULL: sqlite:DATA_DIR/state.db */
     const char *token_file;  /* NULL: DATA_DIR/token */
     bool insecure_no_auth;   /* tests of the auth-less path only */
+    const char *ckpt_durable_dir; /* --ckpt-durable: sent in every FlushCheckpoint (made absolute);
+                                     NULL: "" is sent and the workers' own --ckpt-durable applies.
+                                     Copies happen only with core.ckpt_flush. */
     tide_core_config_t core;
 } tide_daemon_config_t;
 
@@ -53,6 +56,7 @@ typedef struct tide_daemon {
     char *store_url;
     char *token;
     char *launch_key; /* secret for MPI credentials (DATA_DIR/launch.key) */
+    char *durable_dir; /* absolute --ckpt-durable, or NULL */
     tide_core_t *core;
     tide_store_t *store;
     tide_rpc_server_t *server;

@@ -61,11 +61,28 @@ done:
 
 void tide_daemon_health(tide_daemon_t *d, tide_health_input_t *in, tide_health_t *h)
 {
+    tide_reserve_t r;
+
     memset(in, 0, sizeof(*in));
     tide_core_cluster_utilization(d->core, &in->util);
     tide_core_cluster_risk(d->core, &in->failure_risk);
-    /* Reserve targets come with the reserve policy (issue 5): until then that term counts as met. */
+    /* The reserve term: free GPUs against the headroom reserve the policy wants (docs/policies.md);
+     * with no reserve (small clusters) it counts as met. */
+    tide_core_reserve(d->core, &r);
+    in->reserve_target_gpus = r.gpus;
+    in->reserve_gpus = r.free;
     tide_health_score(in, h);
+}
+
+/* Running jobs checkpointing before they yield to a higher class. O(jobs): for status queries. */
+static int32_t jobs_preempting(const tide_core_t *core)
+{
+    const tide_job_t *job = NULL;
+    int32_t n = 0;
+
+    while ((job = tide_core_job_next(core, job)))
+        n += job->state == TIDE_JOB_RUNNING && job->preempted_by != NULL;
+    return n;
 }
 
 static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t len)
@@ -113,6 +130,18 @@ static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t le
         st.health_score = h.score;
         st.health_status = tide_arena_strdup(&d->arena, h.status);
     }
+    {
+        tide_reserve_t r;
+        tide_core_reserve(d->core, &r);
+        st.reserve_gpus = r.gpus;
+        st.reserve_spares = r.spares;
+        st.reserve_burst = r.burst;
+        st.reserve_fixed = r.fixed;
+        st.failure_rate_per_gpu_hour = r.failure_rate;
+        st.failure_rate_observed = r.observed;
+        st.gpus_free = r.free;
+    }
+    st.jobs_preempting = jobs_preempting(d->core);
     tide_daemon_reply(d, call, &st.base);
     tide_arena_reset(&d->arena);
 }

@@ -1,8 +1,9 @@
 /* tide.v1.WorkerService/Connect: one bidirectional stream per worker (protocol in docs/architecture.md).
  * The first message must be a hello of a protocol this scheduler speaks; then heartbeats, rank starts and
- * exits, and log data. A heartbeat is O(1) and allocates nothing once warm: worker messages are unpacked
- * into an arena that is reset after each one. The core knows a stream only by its id (conn handle), so a
- * message queued for a stream that has since ended is simply dropped. */
+ * exits, checkpoint reports, durable-copy reports (flush_done) and log data. A heartbeat is O(1) and
+ * allocates nothing once warm: worker messages are unpacked into an arena that is reset after each one.
+ * The core knows a stream only by its id (conn handle), so a message queued for a stream that has since
+ * ended is simply dropped. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,57 @@ static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
     tide_daemon_absorb(d);
 }
 
+/* Bounds on a FlushDone (docs/policies.md, "Checkpoint gate"). A report that names no rank is dropped
+ * (the core would ignore it anyway); one that names a rank but breaks a bound is taken as a failed copy,
+ * never trusted and never dropped: the core then holds the copy and retries it, where a dropped answer
+ * would leave the copy "copying" for good. */
+#define FLUSH_ID_MAX 64
+#define FLUSH_PATH_MAX 4096
+#define FLUSH_ERROR_MAX 512
+
+static bool is_sha256_hex(const char *h)
+{
+    size_t n = 0;
+
+    for (; h[n]; n++)
+        if (!((h[n] >= '0' && h[n] <= '9') || (h[n] >= 'a' && h[n] <= 'f') || (h[n] >= 'A' && h[n] <= 'F')))
+            return false;
+    return n == 64;
+}
+
+static void on_flush_done(wstream_t *ws, const Tide__V1__FlushDone *f)
+{
+    tide_daemon_t *d = ws->d;
+    const char *bad = NULL;
+    char error[FLUSH_ERROR_MAX + 64];
+    bool ok = f->ok;
+
+    if (!f->job_id[0] || strlen(f->job_id) > FLUSH_ID_MAX || f->generation < 1 || f->rank < 0 || f->step < 0) {
+        tide_warn("worker %s: ignoring a flush_done that names no rank (job \"%.64s\", generation %d, rank %d, "
+                  "step %lld)",
+                  ws->worker->id, f->job_id, f->generation, f->rank, (long long)f->step);
+        return;
+    }
+    if (strlen(f->durable_path) > FLUSH_PATH_MAX)
+        bad = "durable_path is longer than 4096 bytes";
+    else if (f->sha256[0] && !is_sha256_hex(f->sha256))
+        bad = "sha256 is not 64 hex digits";
+    else if (ok && !f->durable_path[0])
+        bad = "ok without a durable_path";
+    if (bad) {
+        snprintf(error, sizeof(error), "the worker's report is malformed: %s", bad);
+        tide_warn("worker %s: flush_done for job %s step %lld: %s", ws->worker->id, f->job_id, (long long)f->step,
+                  error);
+        ok = false;
+    } else {
+        snprintf(error, sizeof(error), "%.*s", FLUSH_ERROR_MAX, f->error);
+    }
+    tide_daemon_now(d);
+    tide_core_ckpt_flushed(d->core, ws->worker, f->job_id, f->generation, f->rank, f->step, ok,
+                           ok ? f->durable_path : NULL, f->bytes, ok ? f->sha256 : NULL, error);
+    tide_daemon_absorb(d);
+}
+
 static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
     tide_daemon_t *d = tide_rpc_call_server_data(call);
@@ -212,6 +264,9 @@ static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_daemon_absorb(d);
         break;
     }
+    case TIDE__V1__WORKER_MESSAGE__MSG_FLUSH_DONE:
+        on_flush_done(ws, m->flush_done);
+        break;
     case TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA:
         tide_logs_on_data(d, ws->id, m->log_data);
         break;

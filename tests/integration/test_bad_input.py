@@ -1,10 +1,12 @@
 """Bad input gets the right gRPC status with a message naming the problem, changes nothing, and the
-scheduler keeps serving: bad specs, unknown ids, cancelling a finished job, malformed protobuf, an
-oversize message, a compressed message, garbage bytes, a half-open connection, a wrong or missing token,
-and a worker speaking another protocol version."""
+scheduler keeps serving: bad specs (policy fields too: unknown or dedicated pools, topology, memory,
+checkpoint settings), unknown ids, cancelling a finished job, malformed protobuf, an oversize message, a
+compressed message, garbage bytes, a half-open connection, a wrong or missing token, a worker speaking
+another protocol version, and scheduler flags with bad values (one line naming the flag, exit 2)."""
 
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 
@@ -30,9 +32,39 @@ def expect(fn, code, *needles):
     raise AssertionError(f"expected {code}, got a response: {r}")
 
 
+def bad_flags():
+    """Each bad value: exit status 2, one line on stderr that names the flag, and nothing started."""
+    sched = os.path.join(tidetest.BIN, "tide-scheduler")
+    tmp = tempfile.mkdtemp(prefix="tide-flags-")
+    cases = [
+        (["--pool", "gpu=urgent"], "--pool: pool gpu: \"urgent\" is not a class"),
+        (["--pool", "bad name"], "--pool: pool name \"bad name\""),
+        (["--aging", "5x"], "--aging: \"5x\" is not a duration"),
+        (["--preempt-grace", "-1s"], "--preempt-grace:"),
+        (["--ckpt-durable", ""], "--ckpt-durable: the directory must not be empty"),
+        (["--ckpt-mfu-threshold", "1.5"], "--ckpt-mfu-threshold: \"1.5\" is not a fraction from 0 to 1"),
+        (["--ckpt-deadline", "0"], "--ckpt-deadline: \"0\" is too short"),
+        (["--reserve", "lots"], "--reserve: \"lots\" is not auto or a number of GPUs"),
+        (["--failure-rate", "nan"], "--failure-rate: \"nan\" is not a number of failures"),
+        (["--replacement-lead-time", "forever"], "--replacement-lead-time: \"forever\" is not a duration"),
+        (["--lost-restarts", "-2"], "--lost-restarts: \"-2\" is not a number from 0 to 1000"),
+    ]
+    for args, needle in cases:
+        data = os.path.join(tmp, "data")
+        r = subprocess.run([sched, "--listen", "127.0.0.1:0", "--data-dir", data, *args], capture_output=True,
+                           text=True, timeout=20)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert len(lines) == 1 and needle in lines[0], (args, r.stderr)
+        assert not os.path.exists(data), f"{args}: the scheduler created its data dir before refusing"
+    os.rmdir(tmp)
+    print("ok   scheduler flags with bad values")
+
+
 def main():
+    bad_flags()
     with tidetest.Cluster("badinput") as c:
-        c.start_scheduler()
+        c.start_scheduler("--pool", "crit=critical", "--pool", "shared")
         ch = grpc.insecure_channel(c.addr, options=[("grpc.max_send_message_length", 16 << 20)])
         md = [("authorization", f"Bearer {c.token}")]
         jobs = jsg.JobServiceStub(ch)
@@ -51,6 +83,28 @@ def main():
         expect(lambda: jobs.SubmitJob(js.SubmitJobRequest(), metadata=md, timeout=10),
                grpc.StatusCode.INVALID_ARGUMENT, "spec is required")
         print("ok   bad specs")
+
+        # Policy fields (docs/policies.md): the field is named, nothing is queued.
+        expect(submit(command=["x"], min_workers=1, pool="nope"), grpc.StatusCode.INVALID_ARGUMENT,
+               'spec.pool "nope" is unknown', "known: crit, shared")
+        expect(submit(command=["x"], min_workers=1, pool="crit", priority=t.PRIORITY_LOW),
+               grpc.StatusCode.INVALID_ARGUMENT, "spec.pool crit is dedicated to CRITICAL jobs; this job is LOW")
+        expect(submit(command=["x"], min_workers=1, pool="crit"), grpc.StatusCode.INVALID_ARGUMENT,
+               "dedicated to CRITICAL jobs; this job is NORMAL")  # UNSPECIFIED is NORMAL
+        expect(submit(command=["x"], min_workers=1, pool="p" * 64), grpc.StatusCode.INVALID_ARGUMENT,
+               "spec.pool name must be at most 63 characters")
+        expect(submit(command=["x"], min_workers=1, topology=7), grpc.StatusCode.INVALID_ARGUMENT,
+               "spec.topology 7 is not a Topology")
+        expect(submit(command=["x"], min_workers=1, memory_per_rank_bytes=1 << 51), grpc.StatusCode.INVALID_ARGUMENT,
+               "spec.memory_per_rank_bytes 2251799813685248 is larger than any GPU")
+        expect(submit(command=["x"], min_workers=1, device="d" * 256), grpc.StatusCode.INVALID_ARGUMENT,
+               "spec.device must be at most 255 characters")
+        for bad in (1.5, -0.1, float("nan"), float("inf")):
+            expect(submit(command=["x"], min_workers=1, checkpoint_mfu_threshold=bad),
+                   grpc.StatusCode.INVALID_ARGUMENT, "spec.checkpoint_mfu_threshold must be between 0 and 1")
+        expect(submit(command=["x"], min_workers=1, checkpoint_deadline_seconds=-1), grpc.StatusCode.INVALID_ARGUMENT,
+               "spec.checkpoint_deadline_seconds must be between 0 and")
+        print("ok   bad policy fields")
 
         expect(lambda: jobs.GetJob(js.GetJobRequest(id="999"), metadata=md, timeout=10), grpc.StatusCode.NOT_FOUND,
                "job 999 not found")

@@ -1280,6 +1280,152 @@ static void test_cluster(void **state)
     result_free(&r);
 }
 
+static void pool_refused_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    (void)req, (void)len, (void)ud;
+    fake_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
+                     "spec.pool \"nope\" is unknown: no worker carries it and the scheduler names no such pool "
+                     "(known: default)");
+}
+
+/* ---- queue ---- */
+
+typedef struct queue_pages {
+    int calls;
+    size_t n_states;
+    int state0;
+    bool empty;
+} queue_pages_t;
+
+/* Two pages of pending jobs in job-number order, as the scheduler lists them; the queue order differs. */
+static void queue_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    queue_pages_t *q = ud;
+    Tide__V1__ListJobsRequest *r = tide__v1__list_jobs_request__unpack(NULL, len, req);
+    Tide__V1__ListJobsResponse resp = TIDE__V1__LIST_JOBS_RESPONSE__INIT;
+    Tide__V1__JobSpec s1 = spec_fixture(), s2 = spec_fixture(), s3 = spec_fixture();
+    Tide__V1__Job a = TIDE__V1__JOB__INIT, b = TIDE__V1__JOB__INIT, c = TIDE__V1__JOB__INIT;
+    Tide__V1__Job *first[] = {&a, &b}, *second[] = {&c};
+    bool page2 = r->page_token[0] != '\0';
+
+    q->calls++;
+    q->n_states = r->n_states;
+    q->state0 = r->n_states ? (int)r->states[0] : 0;
+    tide__v1__list_jobs_request__free_unpacked(r, NULL);
+    s1.priority = TIDE__V1__PRIORITY__PRIORITY_LOW, s1.name = "sweep", s1.max_workers = 4;
+    a.id = "3", a.spec = &s1, a.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, a.queue_position = 2;
+    a.effective_priority = TIDE__V1__PRIORITY__PRIORITY_NORMAL, a.submit_time_ms = NOW_MS - 3600000;
+    a.message = "queued behind job 9 (CRITICAL), which waits for the same GPUs";
+    s2.name = "restarting";
+    b.id = "5", b.spec = &s2, b.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, b.queue_position = 0;
+    b.submit_time_ms = NOW_MS - 600000, b.message = "waiting for 1 rank of generation 2 to stop";
+    s3.priority = TIDE__V1__PRIORITY__PRIORITY_CRITICAL, s3.name = "llama", s3.min_workers = 8, s3.max_workers = 8;
+    c.id = "9", c.spec = &s3, c.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, c.queue_position = 1;
+    c.effective_priority = TIDE__V1__PRIORITY__PRIORITY_CRITICAL, c.submit_time_ms = NOW_MS - 30000;
+    c.message = "waiting: needs 8 GPUs in one rack; the largest usable fit is 6";
+    if (!q->empty) {
+        resp.n_jobs = page2 ? 1 : 2;
+        resp.jobs = page2 ? second : first;
+        resp.next_page_token = page2 ? "" : "5";
+    }
+    fake_call_send(call, &resp.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_queue(void **state)
+{
+    queue_pages_t q = {0};
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/ListJobs", queue_handler, &q);
+    r = run("queue", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "POS   JOB   NAME         CLASS         GPUS   WAITING   REASON\n"
+                      "1     9     llama        CRITICAL      8      30s       waiting: needs 8 GPUs in one rack; the "
+                      "largest usable fit is 6\n"
+                      "2     3     sweep        LOW->NORMAL   2..4   1h        queued behind job 9 (CRITICAL), which "
+                      "waits for the same GPUs\n"
+                      "-     5     restarting   NORMAL        2      10m       waiting for 1 rank of generation 2 to "
+                      "stop\n");
+    expect_str(r.err, "");
+    assert_int_equal(q.calls, 2);
+    assert_int_equal(q.n_states, 1);
+    assert_int_equal(q.state0, TIDE__V1__JOB_STATE__JOB_STATE_PENDING);
+    result_free(&r);
+
+    /* -o json: one ListJobsResponse in queue order. */
+    r = run("queue", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    {
+        const char *p9 = strstr(r.out, "\"id\": \"9\""), *p3 = strstr(r.out, "\"id\": \"3\""),
+                   *p5 = strstr(r.out, "\"id\": \"5\"");
+        assert_non_null(p9);
+        assert_non_null(p3);
+        assert_non_null(p5);
+        assert_true(p9 < p3 && p3 < p5);
+        assert_non_null(strstr(r.out, "\"queuePosition\": 1"));
+    }
+    result_free(&r);
+
+    q.empty = true;
+    r = run("queue", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "");
+    expect_str(r.err, "The queue is empty: no job is waiting.\n");
+    result_free(&r);
+
+    r = run("queue", "extra", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: unexpected argument 'extra'\nRun 'tidectl queue --help' for usage.\n");
+    result_free(&r);
+}
+
+/* The policy options go on the wire; a bad one is a usage error that never reaches it. */
+static void test_submit_policy(void **state)
+{
+    Tide__V1__JobSpec *seen = NULL;
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+    r = run("submit", "--priority", "critical", "--pool", "prod", "--memory-per-rank", "80GB", "--topology", "node",
+            "--device", "h100", "--ckpt-mfu-threshold", "0.25", "--ckpt-deadline", "15m", "--adaptive-target", "-n",
+            "8", "--", "./train", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "17\n");
+    assert_non_null(seen);
+    assert_int_equal(seen->priority, TIDE__V1__PRIORITY__PRIORITY_CRITICAL);
+    assert_string_equal(seen->pool, "prod");
+    assert_int_equal(seen->memory_per_rank_bytes, 80000000000ULL);
+    assert_int_equal(seen->topology, TIDE__V1__TOPOLOGY__TOPOLOGY_NODE);
+    assert_string_equal(seen->device, "h100");
+    assert_float_equal(seen->checkpoint_mfu_threshold, 0.25, 0);
+    assert_int_equal(seen->checkpoint_deadline_seconds, 900);
+    assert_true(seen->adaptive_target);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+
+    r = run("submit", "--topology", "row", "--", "./train", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad --topology 'row' (one of node, rack, switch, any)\n"
+                      "Run 'tidectl submit --help' for usage.\n");
+    result_free(&r);
+    r = run("submit", "--memory-per-rank", "lots", "--", "./train", NULL);
+    assert_int_equal(r.rc, 2);
+    result_free(&r);
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/SubmitJob"), 1);
+
+    /* What the scheduler refuses comes back as its INVALID_ARGUMENT line. */
+    fake_rpc_reset();
+    fake_rpc_route("/tide.v1.JobService/SubmitJob", pool_refused_handler, NULL);
+    r = run("submit", "--pool", "nope", "--", "./train", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: INVALID_ARGUMENT: spec.pool \"nope\" is unknown: no worker carries it and the "
+                      "scheduler names no such pool (known: default)\n");
+    result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1304,6 +1450,8 @@ int main(void)
         cmocka_unit_test_setup(test_events, setup),
         cmocka_unit_test_setup(test_events_connection_lost, setup),
         cmocka_unit_test_setup(test_cluster, setup),
+        cmocka_unit_test_setup(test_queue, setup),
+        cmocka_unit_test_setup(test_submit_policy, setup),
     };
     int rc;
 

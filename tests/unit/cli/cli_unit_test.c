@@ -866,6 +866,278 @@ static void test_submit_spec(void **state)
     tide_cli_submit_clear(&o);
 }
 
+/* Sizes (--memory-per-rank), fractions (--ckpt-mfu-threshold) and topologies. */
+static void test_policy_values(void **state)
+{
+    uint64_t b = 7;
+    double f = -1;
+    int t = -1;
+    (void)state;
+
+    assert_int_equal(tide_cli_parse_size("4096", &b), 0);
+    assert_int_equal(b, 4096);
+    assert_int_equal(tide_cli_parse_size("80GiB", &b), 0);
+    assert_int_equal(b, 80ULL << 30);
+    assert_int_equal(tide_cli_parse_size("80G", &b), 0);
+    assert_int_equal(b, 80ULL << 30);
+    assert_int_equal(tide_cli_parse_size("80gi", &b), 0);
+    assert_int_equal(b, 80ULL << 30);
+    assert_int_equal(tide_cli_parse_size("80GB", &b), 0); /* what an "80 GB" H100 has (79.6 GiB) */
+    assert_int_equal(b, 80000000000ULL);
+    assert_int_equal(tide_cli_parse_size("512MiB", &b), 0);
+    assert_int_equal(b, 512ULL << 20);
+    assert_int_equal(tide_cli_parse_size("1.5T", &b), 0);
+    assert_int_equal(b, 3ULL << 39);
+    assert_int_equal(tide_cli_parse_size("100b", &b), 0);
+    assert_int_equal(b, 100);
+    assert_int_equal(tide_cli_parse_size("1P", &b), 0);
+    assert_int_equal(b, 1ULL << 50);
+    b = 7;
+    assert_int_equal(tide_cli_parse_size("", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("G", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("-1G", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("80 GiB", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("80GiBs", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("1e9", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("0x10", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("80X", &b), -EINVAL);
+    assert_int_equal(tide_cli_parse_size("2048P", &b), -ERANGE);
+    assert_int_equal(b, 7);
+
+    assert_int_equal(tide_cli_parse_fraction("0.3", &f), 0);
+    assert_float_equal(f, 0.3, 1e-12);
+    assert_int_equal(tide_cli_parse_fraction("30%", &f), 0);
+    assert_float_equal(f, 0.3, 1e-12);
+    assert_int_equal(tide_cli_parse_fraction("100%", &f), 0);
+    assert_float_equal(f, 1, 0);
+    assert_int_equal(tide_cli_parse_fraction("1.5", &f), -ERANGE);
+    assert_int_equal(tide_cli_parse_fraction("150%", &f), -ERANGE);
+    assert_int_equal(tide_cli_parse_fraction("nan", &f), -EINVAL);
+    assert_int_equal(tide_cli_parse_fraction("-0.1", &f), -EINVAL);
+    assert_int_equal(tide_cli_parse_fraction("30 %", &f), -EINVAL);
+    assert_int_equal(tide_cli_parse_fraction("", &f), -EINVAL);
+
+    assert_int_equal(tide_cli_topology_parse("rack", &t), 0);
+    assert_int_equal(t, TIDE__V1__TOPOLOGY__TOPOLOGY_RACK);
+    assert_int_equal(tide_cli_topology_parse("NODE", &t), 0);
+    assert_int_equal(t, TIDE__V1__TOPOLOGY__TOPOLOGY_NODE);
+    assert_int_equal(tide_cli_topology_parse("Switch", &t), 0);
+    assert_int_equal(t, TIDE__V1__TOPOLOGY__TOPOLOGY_SWITCH);
+    assert_int_equal(tide_cli_topology_parse("any", &t), 0);
+    assert_int_equal(t, TIDE__V1__TOPOLOGY__TOPOLOGY_ANY);
+    assert_int_equal(tide_cli_topology_parse("row", &t), -EINVAL);
+    assert_int_equal(tide_cli_topology_parse("topology_rack", &t), -EINVAL);
+}
+
+/* The policy options reach the spec; unset ones keep the spec file's; bad ones name the option. */
+static void test_submit_spec_policy(void **state)
+{
+    tide_cli_submit_t o;
+    tide_error_t err = {{0}};
+    Tide__V1__JobSpec *spec, base = make_spec();
+    char *cmd[] = {"train"};
+    (void)state;
+
+    memset(&o, 0, sizeof(o));
+    o.command = cmd, o.n_command = 1;
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_POOL, "prod", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MEMORY_PER_RANK, "80GiB", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_TOPOLOGY, "rack", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_DEVICE, "h100", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_MFU_THRESHOLD, "20%", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_DEADLINE, "10m", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_ADAPTIVE_TARGET, NULL, &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_PRIORITY, "low", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), 0);
+    assert_string_equal(spec->pool, "prod");
+    assert_int_equal(spec->memory_per_rank_bytes, 80ULL << 30);
+    assert_int_equal(spec->topology, TIDE__V1__TOPOLOGY__TOPOLOGY_RACK);
+    assert_string_equal(spec->device, "h100");
+    assert_float_equal(spec->checkpoint_mfu_threshold, 0.2, 1e-12);
+    assert_int_equal(spec->checkpoint_deadline_seconds, 600);
+    assert_true(spec->adaptive_target);
+    assert_int_equal(spec->priority, TIDE__V1__PRIORITY__PRIORITY_LOW);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    tide_cli_submit_clear(&o);
+
+    /* A spec file's policy stays unless an option replaces it; --topology any clears its topology. */
+    base.pool = "file-pool", base.topology = TIDE__V1__TOPOLOGY__TOPOLOGY_NODE, base.memory_per_rank_bytes = 1024;
+    base.checkpoint_mfu_threshold = 0.5;
+    o.command = cmd, o.n_command = 1;
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_TOPOLOGY, "any", &err), 0);
+    assert_int_equal(tide_cli_submit_build(&o, &base, "/", &spec, &err), 0);
+    assert_string_equal(spec->pool, "file-pool");
+    assert_int_equal(spec->topology, TIDE__V1__TOPOLOGY__TOPOLOGY_ANY);
+    assert_int_equal(spec->memory_per_rank_bytes, 1024);
+    assert_float_equal(spec->checkpoint_mfu_threshold, 0.5, 0);
+    assert_false(spec->adaptive_target);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    tide_cli_submit_clear(&o);
+
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_POOL, "", &err), -EINVAL);
+    expect_str(err.text, "bad --pool: empty");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MEMORY_PER_RANK, "80 GB", &err), -EINVAL);
+    expect_str(err.text, "bad --memory-per-rank '80 GB': expected a size such as 80GiB, 80G, 40GB, 512MiB or bytes");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MEMORY_PER_RANK, "0", &err), -EINVAL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_MEMORY_PER_RANK, "9000P", &err), -EINVAL);
+    expect_str(err.text, "bad --memory-per-rank '9000P': larger than any GPU");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_TOPOLOGY, "row", &err), -EINVAL);
+    expect_str(err.text, "bad --topology 'row' (one of node, rack, switch, any)");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_DEVICE, "", &err), -EINVAL);
+    expect_str(err.text, "bad --device: empty");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_MFU_THRESHOLD, "0", &err), -EINVAL);
+    expect_str(err.text, "bad --ckpt-mfu-threshold '0': expected more than 0 and at most 1, or a percentage such as 30%");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_MFU_THRESHOLD, "130%", &err), -EINVAL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_DEADLINE, "soon", &err), -EINVAL);
+    expect_str(err.text, "bad --ckpt-deadline 'soon': expected a duration such as 10m, 1h or 90s");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_DEADLINE, "unlimited", &err), -EINVAL);
+    assert_false(o.has_memory);
+    assert_false(o.has_topology);
+    tide_cli_submit_clear(&o);
+}
+
+static void test_render_queue(void **state)
+{
+    Tide__V1__JobSpec s1 = make_spec(), s2 = make_spec(), s3 = make_spec();
+    Tide__V1__Job j1 = TIDE__V1__JOB__INIT, j2 = TIDE__V1__JOB__INIT, j3 = TIDE__V1__JOB__INIT;
+    Tide__V1__Job *jobs[] = {&j1, &j2, &j3};
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    s1.name = "llama", s1.priority = TIDE__V1__PRIORITY__PRIORITY_CRITICAL, s1.min_workers = 8, s1.max_workers = 8;
+    j1.id = "12", j1.spec = &s1, j1.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j1.queue_position = 1;
+    j1.effective_priority = TIDE__V1__PRIORITY__PRIORITY_CRITICAL, j1.submit_time_ms = NOW_MS - 125000;
+    j1.message = "waiting: needs 8 GPUs with >= 80 GiB in one rack; the largest usable fit is 6";
+    s2.name = "sweep", s2.priority = TIDE__V1__PRIORITY__PRIORITY_LOW, s2.min_workers = 1, s2.max_workers = 4;
+    j2.id = "15", j2.spec = &s2, j2.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j2.queue_position = 2;
+    j2.effective_priority = TIDE__V1__PRIORITY__PRIORITY_NORMAL, j2.submit_time_ms = NOW_MS - 45 * 60000;
+    j2.message = "queued behind job 12 (CRITICAL), which waits for the same GPUs";
+    s3.name = "", s3.priority = 0, s3.min_workers = 2, s3.max_workers = 0;
+    j3.id = "16", j3.spec = &s3, j3.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING;
+    j3.message = "waiting for 2 ranks of generation 3\nto stop";
+    tide_cli_render_queue(jobs, 3, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b),
+               "POS   JOB   NAME    CLASS         GPUS   WAITING   REASON\n"
+               "1     12    llama   CRITICAL      8      2m        waiting: needs 8 GPUs with >= 80 GiB in one rack; "
+               "the largest usable fit is 6\n"
+               "2     15    sweep   LOW->NORMAL   1..4   45m       queued behind job 12 (CRITICAL), which waits for "
+               "the same GPUs\n"
+               "-     16    -       NORMAL        2      -         waiting for 2 ranks of generation 3 to stop\n");
+    tide_buf_free(&b);
+}
+
+/* The policy lines of `tidectl job`: none for a job without policy state (see test_render_job), and
+ * each when there is something to say. */
+static void test_render_job_policy(void **state)
+{
+    Tide__V1__JobSpec s = make_spec();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__Checkpoint d = TIDE__V1__CHECKPOINT__INIT;
+    tide_buf_t b = TIDE_BUF_INIT;
+    const char *out;
+    (void)state;
+
+    s.priority = TIDE__V1__PRIORITY__PRIORITY_LOW;
+    s.pool = "prod", s.topology = TIDE__V1__TOPOLOGY__TOPOLOGY_RACK, s.memory_per_rank_bytes = 80ULL << 30;
+    s.device = "h100", s.checkpoint_mfu_threshold = 0.3, s.checkpoint_deadline_seconds = 600;
+    s.adaptive_target = true;
+    j.id = "17", j.spec = &s, j.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j.failed_rank = -1;
+    j.effective_priority = TIDE__V1__PRIORITY__PRIORITY_NORMAL;
+    j.mfu_target_low = 0.45, j.mfu_target_high = 0.55;
+    tide_cli_render_job(&j, NOW_MS, true, &b);
+    out = tide_buf_cstr(&b);
+    assert_non_null(strstr(out, "\nPriority:     LOW (aged to NORMAL while waiting)\n"));
+    assert_non_null(strstr(out, "\nWorkers:      0 (min 2, max 4)\n"
+                                "Placement:    pool prod, one rack, >= 80.0 GiB per rank, device h100\n"
+                                "Durable gate: hold durable copies while MFU >= 30.0%, at most 10m between durable "
+                                "copies\n"
+                                "Generation:   0\n"));
+    assert_non_null(strstr(out, "\nMFU target:   45-55% (adaptive)\n"));
+    assert_null(strstr(out, "Durable:"));
+    assert_null(strstr(out, "Preemptions:"));
+    tide_buf_reset(&b);
+
+    /* Running after aging, a copy held at high MFU, preempted once and yielding now. */
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING;
+    j.mfu = 0.71, j.flops_per_s = 7e14;
+    j.flush_state = TIDE__V1__FLUSH_STATE__FLUSH_STATE_HELD, j.flush_step = 1300;
+    j.flush_since_ms = NOW_MS - 180000;
+    j.preemptions = 1, j.preempted_by = "12";
+    tide_cli_render_job(&j, NOW_MS, true, &b);
+    out = tide_buf_cstr(&b);
+    assert_non_null(strstr(out, "\nPriority:     LOW (runs as NORMAL after aging)\n"));
+    assert_non_null(strstr(out, "\nCheckpoint:   -\n"
+                                "Durable:      none yet\n"
+                                "              step 1300 held since 11:57 UTC (MFU 71.0% >= 30.0%)\n"
+                                "Preemptions:  1; yielding to job 12 now (checkpointing before it stops)\n"));
+    assert_non_null(strstr(out, "\nMFU target:   45-55% (adaptive); now 71.0%, above it\n"));
+    tide_buf_reset(&b);
+
+    /* Copying the next one after two durable copies; the job's threshold unset (the scheduler's). */
+    s.checkpoint_mfu_threshold = 0, s.checkpoint_deadline_seconds = 0;
+    d.step = 1200, d.generation = 2, d.bytes = 3ULL << 29, d.path = "/durable/17/step-1200/ckpt.bin";
+    d.time_ms = NOW_MS - 240000;
+    j.durable_checkpoint = &d, j.flushes = 2, j.flushed_bytes = 3ULL << 30;
+    j.flush_state = TIDE__V1__FLUSH_STATE__FLUSH_STATE_COPYING, j.flush_since_ms = NOW_MS - 10000;
+    j.preempted_by = "", j.mfu = 0.5;
+    tide_cli_render_job(&j, NOW_MS, true, &b);
+    out = tide_buf_cstr(&b);
+    assert_non_null(strstr(out, "\nDurable:      step 1200 (generation 2), 1.5 GiB, /durable/17/step-1200/ckpt.bin, 4m "
+                                "ago; 2 copies, 3.0 GiB written\n"
+                                "              step 1300 copying since 11:59 UTC\n"
+                                "Preemptions:  1\n"));
+    assert_null(strstr(out, "Durable gate:"));
+    assert_non_null(strstr(out, "\nMFU target:   45-55% (adaptive); now 50.0%, within it\n"));
+    tide_buf_reset(&b);
+
+    /* Held with the scheduler's threshold: the MFU is shown, the threshold is not guessed. */
+    j.flush_state = TIDE__V1__FLUSH_STATE__FLUSH_STATE_HELD;
+    tide_cli_render_job(&j, NOW_MS, true, &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "              step 1300 held since 11:59 UTC (MFU 50.0%, at or above "
+                                              "the scheduler's threshold)\n"));
+    tide_buf_free(&b);
+}
+
+static void test_render_status_reserve(void **state)
+{
+    Tide__V1__ClusterStatus cs = TIDE__V1__CLUSTER_STATUS__INIT;
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    cs.version = "0.1.0", cs.uptime_ms = 61000, cs.leader_epoch = 1, cs.store = "sqlite";
+    cs.workers_total = 1024, cs.workers_busy = 1010, cs.workers_ready = 14;
+    cs.jobs_pending = 3, cs.jobs_running = 9, cs.jobs_preempting = 1;
+    cs.reserve_gpus = 3, cs.reserve_spares = 1, cs.reserve_burst = 2;
+    cs.failure_rate_per_gpu_hour = 3.0 / (1000.0 * 730.0), cs.gpus_free = 14;
+    tide_cli_render_status(&cs, "127.0.0.1:7070", &b);
+    expect_str(tide_buf_cstr(&b),
+               "Scheduler:  127.0.0.1:7070 (tide 0.1.0, up 1m1s, leader epoch 1, store sqlite)\n"
+               "Workers:    1024 total: 14 ready, 1010 busy, 0 suspect, 0 dead; 0 cordoned\n"
+               "Jobs:       3 pending, 9 running (1 yielding to a higher class), 0 succeeded, 0 failed, 0 cancelled\n"
+               "Reserve:    3 GPUs kept free for failures and bursts (1 spare + 2 burst); only LOW work may use them\n"
+               "            failure rate 3 per 1,000 GPUs a month (configured); 14 GPUs free now\n");
+    tide_buf_reset(&b);
+
+    cs.jobs_preempting = 0;
+    cs.reserve_fixed = true, cs.reserve_gpus = 1, cs.failure_rate_observed = true;
+    cs.failure_rate_per_gpu_hour = 14.4 / (1000.0 * 730.0), cs.gpus_free = 1;
+    tide_cli_render_status(&cs, "127.0.0.1:7070", &b);
+    assert_non_null(strstr(tide_buf_cstr(&b),
+                           "Jobs:       3 pending, 9 running, 0 succeeded, 0 failed, 0 cancelled\n"
+                           "Reserve:    1 GPU kept free (set with --reserve); only LOW work may use them\n"
+                           "            failure rate 14.4 per 1,000 GPUs a month (observed); 1 GPU free now\n"));
+    tide_buf_reset(&b);
+
+    /* A small cluster gets no computed reserve. */
+    cs.reserve_fixed = false, cs.reserve_gpus = 0, cs.reserve_burst = 0, cs.reserve_spares = 0;
+    cs.failure_rate_observed = false, cs.workers_total = 4, cs.workers_ready = 1, cs.workers_busy = 3;
+    tide_cli_render_status(&cs, "127.0.0.1:7070", &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "Reserve:    none (fewer than 16 usable GPUs; --reserve N sets one)\n"
+                                               "            failure rate 14.4 per 1,000 GPUs a month (configured); "
+                                               "1 GPU free now\n"));
+    tide_buf_free(&b);
+}
+
 static void test_json_pretty(void **state)
 {
     cJSON *j = cJSON_Parse("{\"a\":1,\"b\":[1,\"x\",{}],\"c\":{\"d\":[],\"e\":\"q\\\"\"},\"f\":null}");
@@ -911,6 +1183,11 @@ int main(void)
         cmocka_unit_test(test_logmux),
         cmocka_unit_test(test_submit_spec),
         cmocka_unit_test(test_json_pretty),
+        cmocka_unit_test(test_policy_values),
+        cmocka_unit_test(test_submit_spec_policy),
+        cmocka_unit_test(test_render_queue),
+        cmocka_unit_test(test_render_job_policy),
+        cmocka_unit_test(test_render_status_reserve),
     };
     setenv("TZ", "UTC", 1);
     tzset();

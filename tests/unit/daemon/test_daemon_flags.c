@@ -1,0 +1,231 @@
+/* tide-scheduler's flags (scheduler/daemon/flags.c): durations, pools and the policy flags land in the
+ * daemon's configuration; every bad value is refused with one line naming the flag and changes nothing
+ * that a later good flag would not set anyway. No daemon is started. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "flags.h"
+
+static void test_duration(void **state)
+{
+    int64_t ms = -1;
+    (void)state;
+
+    assert_int_equal(tide_sched_parse_duration("0", &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(tide_sched_parse_duration("90", &ms), 0); /* bare: seconds */
+    assert_int_equal(ms, 90000);
+    assert_int_equal(tide_sched_parse_duration("500ms", &ms), 0);
+    assert_int_equal(ms, 500);
+    assert_int_equal(tide_sched_parse_duration("15m", &ms), 0);
+    assert_int_equal(ms, 900000);
+    assert_int_equal(tide_sched_parse_duration("1h30m", &ms), 0);
+    assert_int_equal(ms, 5400000);
+    assert_int_equal(tide_sched_parse_duration("2d4h", &ms), 0);
+    assert_int_equal(ms, (2 * 24 + 4) * 3600000LL);
+    assert_int_equal(tide_sched_parse_duration("1m30s250ms", &ms), 0);
+    assert_int_equal(ms, 90250);
+    assert_int_equal(tide_sched_parse_duration("0s", &ms), 0);
+    assert_int_equal(ms, 0);
+
+    ms = 7;
+    assert_int_equal(tide_sched_parse_duration("", &ms), -EINVAL);
+    assert_int_equal(tide_sched_parse_duration("5x", &ms), -EINVAL);
+    assert_int_equal(tide_sched_parse_duration("m", &ms), -EINVAL);
+    assert_int_equal(tide_sched_parse_duration("-5s", &ms), -EINVAL);
+    assert_int_equal(tide_sched_parse_duration("30m1h", &ms), -EINVAL); /* out of order */
+    assert_int_equal(tide_sched_parse_duration("1m1m", &ms), -EINVAL);  /* repeated */
+    assert_int_equal(tide_sched_parse_duration("1.5h", &ms), -EINVAL);
+    assert_int_equal(tide_sched_parse_duration("10 s", &ms), -EINVAL);
+    assert_int_equal(tide_sched_parse_duration("3651d", &ms), -ERANGE);
+    assert_int_equal(tide_sched_parse_duration("99999999999999999999s", &ms), -ERANGE);
+    assert_int_equal(tide_sched_parse_duration("999999999999", &ms), -ERANGE);
+    assert_int_equal(ms, 7); /* untouched on failure */
+}
+
+static void test_pool_value(void **state)
+{
+    char name[64];
+    int32_t ded = 99;
+    tide_error_t err;
+    (void)state;
+
+    assert_int_equal(tide_sched_parse_pool("train", name, sizeof(name), &ded, &err), 0);
+    assert_string_equal(name, "train");
+    assert_int_equal(ded, -1);
+    assert_int_equal(tide_sched_parse_pool("prod=Critical", name, sizeof(name), &ded, &err), 0);
+    assert_string_equal(name, "prod");
+    assert_int_equal(ded, TIDE_PRIO_CRITICAL);
+    assert_int_equal(tide_sched_parse_pool("scratch=low", name, sizeof(name), &ded, &err), 0);
+    assert_int_equal(ded, TIDE_PRIO_LOW);
+    assert_int_equal(tide_sched_parse_pool("=high", name, sizeof(name), &ded, &err), -EINVAL);
+    assert_string_equal(err.text, "\"=high\" has no pool name (NAME or NAME=CLASS)");
+    assert_int_equal(tide_sched_parse_pool("a=urgent", name, sizeof(name), &ded, &err), -EINVAL);
+    assert_string_equal(err.text, "pool a: \"urgent\" is not a class (low, normal, high or critical)");
+    assert_int_equal(tide_sched_parse_pool("a=", name, sizeof(name), &ded, &err), -EINVAL);
+    assert_int_equal(tide_sched_parse_pool("abcdefgh", name, 4, &ded, &err), -EINVAL);
+}
+
+/* Parses "tide-scheduler ARGS..." (NULL-terminated) into a config with the defaults. */
+static int parse(tide_daemon_config_t *cfg, tide_error_t *err, const char *first, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    tide_log_level_t level = TIDE_LOG_INFO;
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    int rc;
+
+    argv[argc++] = "tide-scheduler";
+    va_start(ap, first);
+    for (const char *a = first; a; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->listen = "127.0.0.1:7070";
+    tide_core_config_default(&cfg->core);
+    memset(err, 0, sizeof(*err));
+    rc = tide_sched_parse_args(argc, argv, cfg, &level, f, err);
+    fclose(f);
+    if (rc == 1)
+        assert_non_null(strstr(out, "tide-scheduler"));
+    free(out);
+    return rc;
+}
+
+static void test_policy_flags(void **state)
+{
+    tide_daemon_config_t cfg;
+    tide_error_t err;
+    (void)state;
+
+    /* Defaults: no pools, aging 30 min, preemption on, no durable copies, computed reserve. */
+    assert_int_equal(parse(&cfg, &err, NULL), 0);
+    assert_int_equal(cfg.core.n_pools, 0);
+    assert_int_equal(cfg.core.aging_ms, 30 * 60000);
+    assert_true(cfg.core.preemption);
+    assert_false(cfg.core.ckpt_flush);
+    assert_null(cfg.ckpt_durable_dir);
+    assert_int_equal(cfg.core.reserve_gpus, -1);
+
+    assert_int_equal(parse(&cfg, &err, "--pool", "prod=critical", "--pool", "shared", "--pool", "prod=high",
+                           "--aging", "0", "--no-preemption", "--preempt-grace", "45s", "--ckpt-durable", "/dur",
+                           "--ckpt-mfu-threshold", "25%", "--ckpt-deadline", "10m", "--reserve", "4",
+                           "--failure-rate", "14.4", "--replacement-lead-time", "2h", "--lost-restarts", "3",
+                           "--listen", "127.0.0.1:0", NULL),
+                     0);
+    /* A pool named twice keeps its place and takes the last class. */
+    assert_int_equal(cfg.core.n_pools, 2);
+    assert_string_equal(cfg.core.pools[0].name, "prod");
+    assert_int_equal(cfg.core.pools[0].dedicated, TIDE_PRIO_HIGH);
+    assert_string_equal(cfg.core.pools[1].name, "shared");
+    assert_int_equal(cfg.core.pools[1].dedicated, -1);
+    assert_int_equal(cfg.core.aging_ms, 0);
+    assert_false(cfg.core.preemption);
+    assert_int_equal(cfg.core.preempt_grace_ms, 45000);
+    assert_true(cfg.core.ckpt_flush);
+    assert_string_equal(cfg.ckpt_durable_dir, "/dur");
+    assert_float_equal(cfg.core.ckpt_mfu_threshold, 0.25, 1e-12);
+    assert_int_equal(cfg.core.ckpt_deadline_ms, 600000);
+    assert_int_equal(cfg.core.reserve_gpus, 4);
+    assert_float_equal(cfg.core.failure_rate, 14.4 / (1000.0 * 730.0), 1e-15);
+    assert_float_equal(cfg.core.replacement_lead_h, 2.0, 1e-12);
+    assert_int_equal(cfg.core.lost_restarts, 3);
+    assert_string_equal(cfg.listen, "127.0.0.1:0");
+
+    assert_int_equal(parse(&cfg, &err, "--reserve", "4", "--reserve", "auto", "--ckpt-mfu-threshold", "0.4", NULL), 0);
+    assert_int_equal(cfg.core.reserve_gpus, -1);
+    assert_float_equal(cfg.core.ckpt_mfu_threshold, 0.4, 1e-12);
+
+    assert_int_equal(parse(&cfg, &err, "--help", NULL), 1);
+    assert_int_equal(parse(&cfg, &err, "--version", NULL), 1);
+}
+
+/* Every bad value: -EINVAL and one line (no newline) that starts with the flag. */
+static void expect_bad(const char *flag, const char *value, const char *text)
+{
+    tide_daemon_config_t cfg;
+    tide_error_t err;
+
+    assert_int_equal(parse(&cfg, &err, flag, value, NULL), -EINVAL);
+    if (strcmp(err.text, text) != 0)
+        print_error("%s %s: want \"%s\", got \"%s\"\n", flag, value ? value : "", text, err.text);
+    assert_string_equal(err.text, text);
+    assert_null(strchr(err.text, '\n'));
+}
+
+static void test_bad_flags(void **state)
+{
+    tide_daemon_config_t cfg;
+    tide_error_t err;
+    char many[17][32];
+    char *argv[40];
+    (void)state;
+
+    expect_bad("--aging", "5x", "--aging: \"5x\" is not a duration (e.g. 90s, 15m, 1h30m, 2d)");
+    expect_bad("--preempt-grace", "2d", "--preempt-grace: \"2d\" is too long (at most 86400 s)");
+    expect_bad("--ckpt-deadline", "0", "--ckpt-deadline: \"0\" is too short (at least 1000 ms)");
+    expect_bad("--ckpt-mfu-threshold", "1.5",
+               "--ckpt-mfu-threshold: \"1.5\" is not a fraction from 0 to 1 (or a percentage such as 30%)");
+    expect_bad("--ckpt-mfu-threshold", "nan",
+               "--ckpt-mfu-threshold: \"nan\" is not a fraction from 0 to 1 (or a percentage such as 30%)");
+    expect_bad("--ckpt-durable", "", "--ckpt-durable: the directory must not be empty");
+    expect_bad("--reserve", "some", "--reserve: \"some\" is not auto or a number of GPUs from 0 to 1000000");
+    expect_bad("--reserve", "-1", "--reserve: \"-1\" is not auto or a number of GPUs from 0 to 1000000");
+    expect_bad("--failure-rate", "-3",
+               "--failure-rate: \"-3\" is not a number of failures per 1,000 GPUs per month (0 to 1000000; the "
+               "article's is 3)");
+    expect_bad("--failure-rate", "inf",
+               "--failure-rate: \"inf\" is not a number of failures per 1,000 GPUs per month (0 to 1000000; the "
+               "article's is 3)");
+    expect_bad("--replacement-lead-time", "0", "--replacement-lead-time: \"0\" is too short (at least 1000 ms)");
+    expect_bad("--lost-restarts", "1001", "--lost-restarts: \"1001\" is not a number from 0 to 1000");
+    expect_bad("--pool", "a b", "--pool: pool name \"a b\": only letters, digits, '-', '_' and '.'");
+    expect_bad("--pool", "gpu=urgent", "--pool: pool gpu: \"urgent\" is not a class (low, normal, high or critical)");
+    expect_bad("--heartbeat-ms", "5", "--heartbeat-ms: \"5\" is not a number from 10 to 60000");
+    expect_bad("--bogus", NULL, "unknown option '--bogus' (try --help)");
+
+    assert_int_equal(parse(&cfg, &err, "--aging", NULL), -EINVAL);
+    assert_string_equal(err.text, "--aging needs a value");
+    assert_int_equal(parse(&cfg, &err, "stray", NULL), -EINVAL);
+    assert_string_equal(err.text, "unexpected argument \"stray\" (try --help)");
+
+    /* The core's table holds 16 named pools. */
+    argv[0] = "tide-scheduler";
+    for (int i = 0; i < 17; i++) {
+        snprintf(many[i], sizeof(many[i]), "p%d", i);
+        argv[1 + 2 * i] = "--pool";
+        argv[2 + 2 * i] = many[i];
+    }
+    argv[35] = NULL;
+    {
+        tide_log_level_t level;
+        memset(&cfg, 0, sizeof(cfg));
+        tide_core_config_default(&cfg.core);
+        assert_int_equal(tide_sched_parse_args(35, argv, &cfg, &level, stdout, &err), -EINVAL);
+        assert_string_equal(err.text, "--pool: at most 16 pools may be named");
+        assert_int_equal(cfg.core.n_pools, 16);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_pool_value),
+        cmocka_unit_test(test_policy_flags),
+        cmocka_unit_test(test_bad_flags),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
