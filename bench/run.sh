@@ -7,6 +7,8 @@ echo "tide benchmarks at $(git rev-parse --short HEAD 2>/dev/null || echo '?') o
 echo
 "$BUILD/bin/tide-bench-core"
 echo
+"$BUILD/bin/tide-bench-placement"
+echo
 "$BUILD/bin/tide-bench-trainer"
 echo
 "$BUILD/bin/tide-bench-telemetry"
