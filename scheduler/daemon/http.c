@@ -66,6 +66,29 @@ static void write_utilization(tide_prom_t *p, const tide_utilization_t *u, const
     }
 }
 
+/* The headroom reserve (docs/policies.md) and the queue that waits on it. */
+static void write_reserve(tide_daemon_t *d, tide_prom_t *p)
+{
+    tide_reserve_t r;
+    tide_prom_label_t part;
+
+    tide_core_reserve(d->core, &r);
+    tide_prom_family(p, "tide_reserve_gpus", TIDE_PROM_GAUGE,
+                     "GPUs the headroom reserve keeps for failures (spares) and bursts; only LOW work may use them.");
+    part.name = "part";
+    part.value = "spares";
+    tide_prom_sample(p, &part, 1, r.spares);
+    part.value = "burst";
+    tide_prom_sample(p, &part, 1, r.burst);
+    part.value = "total";
+    tide_prom_sample(p, &part, 1, r.gpus);
+    tide_prom_family(p, "tide_gpus_free", TIDE_PROM_GAUGE, "Schedulable GPUs now.");
+    tide_prom_sample(p, NULL, 0, r.free);
+    tide_prom_family(p, "tide_failure_rate_per_gpu_hour", TIDE_PROM_GAUGE,
+                     "The failure rate the reserve is sized with (observed once 3 failures were seen).");
+    tide_prom_sample(p, NULL, 0, r.failure_rate);
+}
+
 static void write_health(tide_daemon_t *d, tide_prom_t *p)
 {
     tide_health_input_t in;
@@ -88,6 +111,7 @@ static void write_health(tide_daemon_t *d, tide_prom_t *p)
     tide_prom_family(p, "tide_cluster_failure_risk_ratio", TIDE_PROM_GAUGE,
                      "The highest failure risk of a healthy GPU.");
     tide_prom_sample(p, NULL, 0, in.failure_risk);
+    write_reserve(d, p);
     tide_prom_family(p, "tide_job_utilization_ratio", TIDE_PROM_GAUGE,
                      "A running job's mean utilization of each known dimension over its ranks' GPUs.");
     for (job = tide_core_job_next(d->core, NULL); job; job = tide_core_job_next(d->core, job)) {
