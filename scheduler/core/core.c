@@ -100,11 +100,13 @@ void tide_core_tick(tide_core_t *core)
     tide_heap_node_t *n;
 
     tide__liveness_tick(core);
+    core->ticking = true;
     while ((n = tide_heap_peek(&core->timers)) && n->key <= core->now_mono) {
         tide_job_t *job = tide_container_of(n, tide_job_t, timer);
         tide_heap_remove(&core->timers, n);
         tide__job_on_timer(core, job);
     }
+    core->ticking = false;
     tide__schedule(core);
 }
 

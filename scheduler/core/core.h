@@ -247,6 +247,7 @@ struct tide_job {
     int32_t new_arch_ranks;  /* ranks of this generation on new-arch workers */
     double burst_share;      /* its part of core->burst_gpus while RUNNING */
     int32_t lost_requeues;   /* generations queued again after a lost rank */
+    bool recovering;         /* queued again after a lost rank: may take the reserve's hot spares */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;

@@ -127,6 +127,7 @@ struct tide_core {
 
     bool need_schedule;
     bool scheduling;
+    bool ticking; /* firing timers: a timer re-armed at or before now waits for the next tick */
 
     /* headroom (reserve.c) */
     tide_reserve_t reserve;
@@ -220,6 +221,9 @@ void tide__index_free_all(tide_core_t *core);
  * above LOW, the headroom reserve. Returns the count (0: does not fit) and fills ws (room for max
  * entries) in rank order, grouped by node. *why says what stopped it when 0. */
 int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide_wait_t *why);
+/* The reserve a job must leave free: 0 for LOW work, the reserve less its hot spares for a job queued
+ * again after a lost rank, else the whole reserve. */
+int32_t tide__reserve_for(const tide_core_t *core, const tide_job_t *job);
 /* The level a job's topology binds (TIDE_LVL_SHAPE for ANY). */
 tide_level_t tide__job_level(const tide_job_t *job);
 /* Whether the job could run on the cluster's usable workers were they all free (ignoring blocks). */

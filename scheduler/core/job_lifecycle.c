@@ -196,6 +196,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
     } else if (is_final(job->state) && job->prune_at) {
         at = job->prune_at;
     }
+    if (at != INT64_MAX && core->ticking && at <= core->now_mono)
+        at = core->now_mono + 1; /* never fire twice in one tick: a timer always makes progress */
     if (at == INT64_MAX)
         tide_heap_remove(&core->timers, &job->timer);
     else
@@ -321,6 +323,7 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
     }
     if (job->lost_requeues < core->cfg.lost_restarts) {
         job->lost_requeues++;
+        job->recovering = true;
         if (job->last_ckpt.step >= 0)
             tide__job_requeue(core, job, "job.requeued",
                               "rank %d lost (%s); queued again (%d of %d), resumes from checkpoint step %lld", rank,
@@ -391,6 +394,7 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
     for (int32_t k = first_of_group; k < n; k++)
         job->ranks[k].local_world_size = local;
     job->run_priority = job->eff_priority;
+    job->recovering = false;
     job->new_arch_ranks = 0;
     for (int32_t r = 0; r < n; r++)
         job->new_arch_ranks += ws[r]->new_arch;

@@ -268,7 +268,7 @@ const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job,
         n = snprintf(buf, len, "waiting for %d rank%s of generation %d to stop", k, k == 1 ? "" : "s",
                      job->generation);
     } else if (!tide__could_fit(c, job)) {
-        int32_t reserve = job->eff_priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
+        int32_t reserve = tide__reserve_for(core, job);
         int32_t most = 0;
         const tide_list_t *pos;
         bool any = false;

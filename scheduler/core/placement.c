@@ -107,13 +107,23 @@ static int32_t fill_shape(tide_core_t *core, tide_shape_t *s, int32_t want, tide
 }
 
 /* The most workers above LOW may take now: free ones, as long as free + LOW-held stays >= reserve. */
+int32_t tide__reserve_for(const tide_core_t *core, const tide_job_t *job)
+{
+    if (job->eff_priority == TIDE_PRIO_LOW)
+        return 0;
+    /* A job queued again after a lost rank may take the hot spares: that is what they are for. */
+    if (job->recovering)
+        return core->reserve.gpus - core->reserve.spares;
+    return core->reserve.gpus;
+}
+
 static int32_t reserve_limit(const tide_core_t *core, const tide_job_t *job)
 {
-    int32_t slack;
+    int32_t slack, reserve = tide__reserve_for(core, job);
 
-    if (job->eff_priority == TIDE_PRIO_LOW || core->reserve.gpus <= 0)
+    if (reserve <= 0)
         return core->n_free;
-    slack = core->n_free + core->low_busy - core->reserve.gpus;
+    slack = core->n_free + core->low_busy - reserve;
     return slack < core->n_free ? (slack > 0 ? slack : 0) : core->n_free;
 }
 
@@ -186,7 +196,7 @@ int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide
 bool tide__could_fit(tide_core_t *core, const tide_job_t *job)
 {
     tide_level_t level = tide__job_level(job);
-    int32_t reserve = job->eff_priority == TIDE_PRIO_LOW ? 0 : core->reserve.gpus;
+    int32_t reserve = tide__reserve_for(core, job);
     tide_list_t *pos;
 
     if (job->spec.min_workers > core->n_usable - reserve)

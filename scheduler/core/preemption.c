@@ -87,6 +87,8 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job)
     tide_shape_t *win_s = NULL;
     tide_domain_t *win_d = NULL;
     size_t win_n = 0;
+    bool *take;
+    int32_t reserve, slack;
 
     if (!core->cfg.preemption || job->preempt_victims > 0 || job->spec.priority == TIDE_PRIO_LOW ||
         job->placed_stamp == core->alloc_stamp + 1)
@@ -140,25 +142,35 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job)
     }
     if (!win_s)
         goto nothing;
-    /* The reserve: victims above LOW free capacity that counts against it; LOW ones do not. */
-    if (job->spec.priority != TIDE_PRIO_LOW && core->reserve.gpus > 0) {
-        int32_t slack = core->n_free + core->low_busy - core->reserve.gpus - need;
-        for (size_t i = 0; i < win_n; i++)
-            if (vs[i].job->run_priority != TIDE_PRIO_LOW)
-                slack += vs[i].job->n_ranks;
-        if (slack < 0)
-            goto nothing;
-    }
+    /* Take the victims holding workers in the winning domain. The reserve: victims above LOW free
+     * capacity that counts toward it (LOW-held GPUs count as reserve already); when the job would eat
+     * into it, add further victims above LOW, wherever they run, until it would not. */
+    take = tide_xcalloc(nv, sizeof(*take));
+    reserve = tide__reserve_for(core, job);
+    slack = core->n_free + core->low_busy - reserve - need;
     for (size_t i = 0; i < win_n; i++) {
         tide_job_t *v = vs[i].job;
-        bool inside = false;
-        for (int32_t r = 0; r < v->n_ranks && !inside; r++) {
+        for (int32_t r = 0; r < v->n_ranks && !take[i]; r++) {
             tide_worker_t *w = v->ranks[r].worker;
-            inside = w && w->dom && w->dom->shape == win_s && (!win_d || tide__domain_at(w, level) == win_d);
+            take[i] = w && w->dom && w->dom->shape == win_s && (!win_d || tide__domain_at(w, level) == win_d);
         }
-        if (inside)
-            start_yield(core, v, job);
+        if (take[i] && v->run_priority != TIDE_PRIO_LOW)
+            slack += v->n_ranks;
     }
+    for (size_t i = 0; i < nv && reserve > 0 && slack < 0; i++) {
+        if (!take[i] && vs[i].job->run_priority != TIDE_PRIO_LOW) {
+            take[i] = true;
+            slack += vs[i].job->n_ranks;
+        }
+    }
+    if (reserve > 0 && slack < 0) {
+        free(take);
+        goto nothing;
+    }
+    for (size_t i = 0; i < nv; i++)
+        if (take[i])
+            start_yield(core, vs[i].job, job);
+    free(take);
     free(vs);
     return;
 nothing:

@@ -918,7 +918,7 @@ static void test_ckpt_gate_holds_while_mfu_is_high(void **state)
         assert_int_equal(a->generation, job->generation);
         assert_ptr_equal(a->conn, job->ranks[r].worker->conn);
     }
-    assert_contains(h_event_text(&h, "job.checkpoint_flushing", 0), "MFU 20% < 30%");
+    assert_contains(h_event_text(&h, "job.checkpoint_flushing", 0), "MFU 20.0% < 30.0%");
     assert_int_equal(job->flush_state, TIDE_FLUSH_COPYING);
     h_clear(&h);
 
@@ -1439,6 +1439,101 @@ static void test_lost_rank_requeues_and_resumes(void **state)
     h_fini(&h);
 }
 
+/* A job queued again after a lost rank may take the reserve's hot spares (design.md: a spare in its
+ * place); a fresh job of the same size may not. */
+static void test_recovering_job_takes_the_spares(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job, *fresh;
+    (void)state;
+    cfg.reserve_gpus = 4;
+    cfg.lost_restarts = 1;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    h_node(&h, "n2", 8, NULL, 0, NULL);
+    h_node(&h, "n3", 8, NULL, 0, NULL);
+    job = run(&h, 20, TIDE_PRIO_CRITICAL);
+    h_clear(&h);
+    tide_core_worker_failed(h.core, job->ranks[19].worker, "xid 79");
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    assert_true(job->recovering);
+    h_stop_all(&h);
+    /* 23 usable, 23 free, reserve 4 (all spares): 19 would be left for fresh work, 23 for it. */
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->n_ranks, 20);
+    assert_false(job->recovering);
+    h_start_all(&h);
+    h_check_invariants(&h);
+    h_exit_all(&h, job);
+    h_clear(&h);
+    /* Without a loss behind it, the same job must leave the reserve alone. */
+    fresh = h_submit(&h, 20, 20, TIDE_PRIO_CRITICAL);
+    assert_int_equal(fresh->state, TIDE_JOB_PENDING);
+    assert_contains(reason(&h, fresh), "headroom reserve");
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* When LOW victims alone would leave the job inside the reserve, victims above LOW are added until it
+ * would not. */
+static void test_preemption_reaches_past_the_reserve(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *normal, *low, *crit;
+    (void)state;
+    cfg.reserve_gpus = 4;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    h_node(&h, "n2", 8, NULL, 0, NULL);
+    normal = run(&h, 8, TIDE_PRIO_NORMAL);
+    low = run(&h, 4, TIDE_PRIO_LOW);
+    h_clear(&h);
+    /* free 4 + LOW-held 4 - reserve 4 = 4 < 8: taking LOW's 4 alone changes nothing for the reserve. */
+    crit = h_submit(&h, 8, 8, TIDE_PRIO_CRITICAL);
+    assert_int_equal(h_count_event(&h, "job.preempting"), 2);
+    assert_int_equal(low->state, TIDE_JOB_PENDING);
+    assert_int_equal(normal->state, TIDE_JOB_PENDING);
+    h_stop_all(&h);
+    assert_int_equal(crit->state, TIDE_JOB_RUNNING);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A durable copy whose answers never come is held again and retried, not left copying forever. */
+static void test_ckpt_copy_times_out(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    (void)state;
+    cfg.ckpt_flush = true;
+    cfg.ckpt_copy_timeout_ms = 60000;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    job = run(&h, 2, TIDE_PRIO_NORMAL);
+    h_sdk(&h, job, 0.1);
+    h_clear(&h);
+    h_ckpt(&h, job, 7);
+    assert_int_equal(job->flush_state, TIDE_FLUSH_COPYING);
+    assert_int_equal(h_count(&h, TIDE_ACT_FLUSH), 2);
+    h_clear(&h);
+    h_jump(&h, 59000);
+    assert_int_equal(job->flush_state, TIDE_FLUSH_COPYING);
+    h_jump(&h, 2000);
+    assert_non_null(h_find_event(&h, "job.checkpoint_flush_failed"));
+    assert_contains(h_event_text(&h, "job.checkpoint_flush_failed", 0), "got no answer from 2 workers");
+    h_clear(&h);
+    /* Held, then released again at the next look (its MFU is still low). */
+    h_sdk(&h, job, 0.1);
+    h_jump(&h, cfg.ckpt_gate_check_ms);
+    assert_int_equal(job->flush_state, TIDE_FLUSH_COPYING);
+    assert_int_equal(h_count(&h, TIDE_ACT_FLUSH), 2);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1471,6 +1566,9 @@ int main(void)
         cmocka_unit_test(test_observed_failure_rate_replaces_the_configured_one),
         cmocka_unit_test(test_target_bands),
         cmocka_unit_test(test_lost_rank_requeues_and_resumes),
+        cmocka_unit_test(test_recovering_job_takes_the_spares),
+        cmocka_unit_test(test_preemption_reaches_past_the_reserve),
+        cmocka_unit_test(test_ckpt_copy_times_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
