@@ -60,7 +60,7 @@ static const char usage_text[] =
     "  --storage-capacity B/S storage bytes/s that is 100% (default: the disks' busy time)\n"
     "  --perturb FILE         scripted faults for tests: 'SECONDS ACTION [ARG]' lines (heat,\n"
     "                         ecc, ecc-uncorrected, xid, die, slow; docs/worker.md)\n"
-    "  --ckpt-durable DIR     copy checkpoints to DIR/JOB/step-STEP/ when the scheduler asks\n"
+    "  --ckpt-durable DIR     copy checkpoints to DIR/JOB/step-STEP/rank-R/ when asked\n"
     "                         (default: the scheduler's --ckpt-durable directory)\n"
     "  --probe                read the device and the node once, print it and exit\n"
     "  --help                 this text\n";

@@ -471,7 +471,8 @@ void tide_flusher_request(tide_flusher_t *f, const Tide__V1__FlushCheckpoint *re
         answer(f, &d);
         return;
     }
-    dest_dir = tide_xasprintf("%s/%s/step-%" PRId64, dir, req->job_id, req->step);
+    /* One directory per rank: ranks on different nodes may name their files alike. */
+    dest_dir = tide_xasprintf("%s/%s/step-%" PRId64 "/rank-%d", dir, req->job_id, req->step, req->rank);
     /* The same copy asked for again while it runs or waits: its one answer serves both. */
     if (same_task(s->running, req, dest_dir))
         goto duplicate;

@@ -53,6 +53,16 @@ static void release(tide_core_t *core, tide_job_t *job, const char *why)
 {
     int32_t n = 0;
 
+    /* Every rank holds a part of the checkpoint: copy only when every one can answer, or a step would
+     * be called durable with a part missing. */
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        tide_job_rank_t *slot = &job->ranks[r];
+        if (!slot->worker || slot->state != TIDE_RANK_RUNNING || !slot->worker->connected) {
+            job->flush_check_at = core->now_mono + core->cfg.ckpt_gate_check_ms;
+            return;
+        }
+    }
+
     for (int32_t r = 0; r < job->n_ranks; r++) {
         tide_job_rank_t *slot = &job->ranks[r];
         tide_action_t *a;

@@ -215,6 +215,7 @@ struct tide_job {
     /* private to the core */
     tide_prio_t eff_priority;  /* its class in the queue: spec.priority raised by aging */
     int64_t queued_mono;       /* when it entered its current queue (aging counts from here) */
+    bool queued_front;         /* put at the front of its queue (requeued), not in FIFO order */
     int64_t flush_check_at;    /* mono: next gate check of a held durable copy, 0: none */
     int64_t preempt_at;        /* mono: a preempted victim is stopped by then (checkpoint grace), 0: none */
     int32_t preempt_victims;   /* victims still yielding (or stopping their ranks) for this job */

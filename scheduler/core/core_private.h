@@ -234,7 +234,7 @@ int32_t tide__largest_fit(tide_core_t *core, const tide_job_t *job);
 /* preemption.c */
 /* The job could not be placed: when lower classes hold enough capacity, pick the victims that lose the
  * least work and make them checkpoint and yield. */
-void tide__preempt_for(tide_core_t *core, tide_job_t *job);
+void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why);
 /* A victim checkpointed (or its grace ended): stop its ranks and queue it again. It keeps
  * preempted_by until its last rank stopped; so does a victim that stopped running otherwise. */
 void tide__preempt_yield(tide_core_t *core, tide_job_t *job, const char *how);

@@ -233,8 +233,10 @@ static void emit_stop(tide_core_t *core, tide_job_t *job, int32_t rank, const ch
     a->text = tide__keep(core, why);
 }
 
-/* Stops every live rank of the current generation. Workers whose rank never launched, or who are not
- * connected, are released now; the others when their rank's exit is reported. */
+/* Stops every live rank of the current generation. Workers whose rank never launched, or that are dead,
+ * are released now; the others when their rank's exit is reported. A worker that lost its stream but
+ * may still run the rank stays bound too: its re-registration stops the rank (it is stale by then) or
+ * reports its exit, and its death releases it — so the job never runs two generations at once. */
 static void stop_ranks(tide_core_t *core, tide_job_t *job, const char *why)
 {
     for (int32_t r = 0; r < job->n_ranks; r++) {
@@ -242,9 +244,13 @@ static void stop_ranks(tide_core_t *core, tide_job_t *job, const char *why)
         tide_worker_t *w = slot->worker;
         if (!w)
             continue;
-        if ((slot->state == TIDE_RANK_LAUNCHED || slot->state == TIDE_RANK_RUNNING) && w->connected) {
-            emit_stop(core, job, r, why);
-            continue; /* stays bound until the exit arrives */
+        if (slot->state == TIDE_RANK_LAUNCHED || slot->state == TIDE_RANK_RUNNING) {
+            if (w->connected) {
+                emit_stop(core, job, r, why);
+                continue; /* stays bound until the exit arrives */
+            }
+            if (w->state != TIDE_WORKER_DEAD && w->job == job && w->rank == r)
+                continue;
         }
         slot->worker = NULL;
         if (w->job == job && w->rank == r)

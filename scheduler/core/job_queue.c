@@ -24,6 +24,7 @@ void tide__queue_push(tide_core_t *core, tide_job_t *job, bool front)
     else
         tide_list_push_back(q, &job->queue_node);
     job->queued_mono = core->now_mono;
+    job->queued_front = front;
     job->never_stamp = 0;
     core->queue_version++;
     core->need_schedule = true;
@@ -46,11 +47,19 @@ static void age(tide_core_t *core)
         return;
     for (int p = TIDE_PRIO_HIGH - 1; p >= TIDE_PRIO_LOW; p--) {
         tide_list_t *q = &core->queues[p];
-        while (!tide_list_empty(q)) {
-            tide_job_t *job = tide_list_entry(q->next, tide_job_t, queue_node);
-            if (core->now_mono - job->queued_mono < a)
+        tide_list_t *pos = q->next;
+        while (pos != q) {
+            tide_job_t *job = tide_list_entry(pos, tide_job_t, queue_node);
+            pos = pos->next;
+            if (core->now_mono - job->queued_mono < a) {
+                /* Jobs put back at the front (requeued, rolled back) entered later than the FIFO
+                 * behind them: look past them; the first young FIFO job ends the walk. */
+                if (job->queued_front)
+                    continue;
                 break;
+            }
             tide_list_remove(&job->queue_node);
+            job->queued_front = false;
             job->eff_priority = (tide_prio_t)(p + 1);
             tide_list_push_back(&core->queues[p + 1], &job->queue_node);
             job->queued_mono = core->now_mono;
@@ -72,10 +81,14 @@ int64_t tide__queue_next_deadline(const tide_core_t *core)
         return next;
     for (int p = TIDE_PRIO_LOW; p < TIDE_PRIO_HIGH; p++) {
         const tide_list_t *q = &core->queues[p];
-        if (!tide_list_empty(q)) {
-            int64_t t = tide_list_entry(q->next, tide_job_t, queue_node)->queued_mono + core->cfg.aging_ms;
+        const tide_list_t *pos;
+        tide_list_for_each(pos, q) {
+            const tide_job_t *job = tide_list_entry(pos, tide_job_t, queue_node);
+            int64_t t = job->queued_mono + core->cfg.aging_ms;
             if (t < next)
                 next = t;
+            if (!job->queued_front)
+                break; /* the oldest FIFO job; front-pushed ones before it are checked too */
         }
     }
     return next;
@@ -131,8 +144,11 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
         job->wait_pass = core->pass;
         if (!tide_list_empty(&job->bound)) {
             /* Never two generations at once: the next starts when the last rank of the previous one
-             * exited (its release queues a pass). Holds nothing for it meanwhile. */
+             * exited (its release queues a pass). Meanwhile it holds the shapes it could use, so lower
+             * classes do not take the GPUs its old ranks free. */
             job->wait = TIDE_WAIT_STOPPING;
+            if (tide__could_fit(core, job))
+                block_shapes(core, job, TIDE_WAIT_CAPACITY);
             continue;
         }
         if (job->never_stamp == core->usable_stamp + 1) {
@@ -154,7 +170,7 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
             if (why == TIDE_WAIT_NO_MATCH)
                 continue;
             if (why != TIDE_WAIT_BEHIND)
-                tide__preempt_for(core, job);
+                tide__preempt_for(core, job, why);
             block_shapes(core, job, why);
             if (all_blocked)
                 return false;
@@ -268,7 +284,7 @@ const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job,
         n = snprintf(buf, len, "waiting for %d rank%s of generation %d to stop", k, k == 1 ? "" : "s",
                      job->generation);
     } else if (!tide__could_fit(c, job)) {
-        int32_t reserve = tide__reserve_for(core, job);
+        int32_t reserve = job->eff_priority == TIDE_PRIO_LOW || job->recovering ? 0 : core->reserve.spares;
         int32_t most = 0;
         const tide_list_t *pos;
         bool any = false;
@@ -284,7 +300,7 @@ const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job,
         if (!any)
             n = snprintf(buf, len, "waiting: needs %s; no usable worker matches", need);
         else if (most >= job->spec.min_workers && reserve > 0)
-            n = snprintf(buf, len, "waiting: needs %s; %d usable, %d of them the headroom reserve", need,
+            n = snprintf(buf, len, "waiting: needs %s; %d usable, %d of them the reserve's hot spares", need,
                          core->n_usable, reserve);
         else
             n = snprintf(buf, len, "waiting: needs %s; the largest usable fit is %d", need, most);

@@ -196,7 +196,8 @@ int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide
 bool tide__could_fit(tide_core_t *core, const tide_job_t *job)
 {
     tide_level_t level = tide__job_level(job);
-    int32_t reserve = tide__reserve_for(core, job);
+    /* On the idle cluster no job runs, so no burst share is held: only the hot spares. */
+    int32_t reserve = job->eff_priority == TIDE_PRIO_LOW || job->recovering ? 0 : core->reserve.spares;
     tide_list_t *pos;
 
     if (job->spec.min_workers > core->n_usable - reserve)

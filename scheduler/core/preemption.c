@@ -76,7 +76,7 @@ static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job)
     tide__job_rearm(core, v);
 }
 
-void tide__preempt_for(tide_core_t *core, tide_job_t *job)
+void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
 {
     tide_level_t level = tide__job_level(job);
     int32_t need = job->spec.min_workers;
@@ -97,7 +97,17 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job)
     for (int p = TIDE_PRIO_LOW; p < (int)job->spec.priority; p++) {
         tide_list_for_each(pos, &core->running[p]) {
             tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
+            tide_worker_t *w0 = v->n_ranks > 0 ? v->ranks[0].worker : NULL;
             if (v->run_priority >= job->spec.priority || v->preempted_by || v->n_ranks == 0)
+                continue;
+            /* Waiting only for the reserve: LOW-held GPUs count as reserve already, evicting LOW
+             * work frees nothing it may use. */
+            if (why == TIDE_WAIT_RESERVE && v->run_priority == TIDE_PRIO_LOW)
+                continue;
+            /* A gang never mixes shapes: one look at its first rank's worker. A victim in no shape
+             * the job may use is only useful for the reserve. */
+            if (w0 && w0->dom && !tide__shape_matches(core, w0->dom->shape, job) &&
+                (v->run_priority == TIDE_PRIO_LOW || tide__reserve_for(core, job) <= 0))
                 continue;
             if (nv == cap) {
                 cap = cap ? cap * 2 : 16;
@@ -203,6 +213,19 @@ void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
 
     if (!by)
         return;
+    if (v->state == TIDE_JOB_RUNNING && (!for_job || for_job->state != TIDE_JOB_PENDING)) {
+        /* The job it was making room for was cancelled or found room elsewhere: keep running. */
+        v->preempted_by = NULL;
+        v->preempt_at = 0;
+        core->n_preempting--;
+        if (for_job && for_job->preempt_victims > 0)
+            for_job->preempt_victims--;
+        tide__event(core, "job.preempt_cancelled", v, NULL, "job %s keeps running: job %s %s", v->id, by,
+                    for_job ? "no longer waits" : "is gone");
+        free(by);
+        tide__job_rearm(core, v);
+        return;
+    }
     v->preempted_by = NULL; /* not yielding any more: requeueing it below must not come back here */
     v->preempt_at = 0;
     core->n_preempting--;

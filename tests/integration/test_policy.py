@@ -133,7 +133,7 @@ def main():
             assert job.get("flushState") == "FLUSH_STATE_HELD", job
             assert int(job.get("flushStep", -1)) == step, job
             assert durable_step(job) < 0, job
-            want = os.path.join(durable, jid, f"step-{step}", os.path.basename(ck["path"]))
+            want = os.path.join(durable, jid, f"step-{step}", "rank-0", os.path.basename(ck["path"]))
             assert not os.path.exists(want)
             assert "job.checkpoint_held" in events(c, jid)
             # Still held while the trainer runs on at high MFU (20 more steps), then released at the deadline.

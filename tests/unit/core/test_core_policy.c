@@ -1470,7 +1470,7 @@ static void test_recovering_job_takes_the_spares(void **state)
     /* Without a loss behind it, the same job must leave the reserve alone. */
     fresh = h_submit(&h, 20, 20, TIDE_PRIO_CRITICAL);
     assert_int_equal(fresh->state, TIDE_JOB_PENDING);
-    assert_contains(reason(&h, fresh), "headroom reserve");
+    assert_contains(reason(&h, fresh), "hot spares");
     h_check_invariants(&h);
     h_fini(&h);
 }
@@ -1534,6 +1534,160 @@ static void test_ckpt_copy_times_out(void **state)
     h_fini(&h);
 }
 
+/* Review regressions. A big job is judged against the idle cluster: the running jobs' burst share is
+ * not part of it, so a 16-GPU HIGH job on 16 GPUs waits (and blocks) instead of being "never". */
+static void test_burst_share_does_not_make_a_job_never_fit(void **state)
+{
+    h_t h;
+    tide_job_t *big, *normal;
+    (void)state;
+    h_init(&h, NULL);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    h_node(&h, "n2", 8, NULL, 0, NULL);
+    run(&h, 1, TIDE_PRIO_HIGH);
+    big = h_submit(&h, 16, 16, TIDE_PRIO_HIGH);
+    normal = h_submit(&h, 8, 8, TIDE_PRIO_NORMAL);
+    assert_int_equal(big->state, TIDE_JOB_PENDING);
+    assert_int_equal(normal->state, TIDE_JOB_PENDING); /* held for big, not run past it */
+    assert_int_not_equal(big->wait, TIDE_WAIT_NEVER);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A requeued job whose old ranks still stop holds the shapes it could use. */
+static void test_stopping_job_holds_its_capacity(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *hi, *nn;
+    (void)state;
+    cfg.lost_restarts = 1;
+    cfg.preemption = false;
+    cfg.reserve_gpus = 0; /* no burst share: this is about the stopping ranks */
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    h_node(&h, "n2", 8, NULL, 0, NULL);
+    hi = h_submit(&h, 4, 8, TIDE_PRIO_HIGH);
+    h_start_all(&h);
+    run(&h, 8, TIDE_PRIO_NORMAL);
+    nn = h_submit(&h, 6, 6, TIDE_PRIO_NORMAL);
+    tide_core_worker_failed(h.core, hi->ranks[0].worker, "xid 79");
+    h_stop_all(&h);
+    assert_int_equal(hi->state, TIDE_JOB_RUNNING);
+    assert_int_equal(nn->state, TIDE_JOB_PENDING);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A durable copy is released only when every rank can copy its part. */
+static void test_ckpt_copy_waits_for_every_rank(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *j;
+    tide_worker_t *w1;
+    (void)state;
+    cfg.ckpt_flush = true;
+    cfg.ckpt_gate_check_ms = 500; /* looks again before the silent worker is declared dead */
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    j = run(&h, 2, TIDE_PRIO_NORMAL);
+    tide_core_job_telemetry(h.core, j, 0.5, 0);
+    h_ckpt(&h, j, 10);
+    assert_int_equal(j->flush_state, TIDE_FLUSH_HELD);
+    w1 = j->ranks[1].worker;
+    tide_core_worker_disconnected(h.core, w1, w1->conn, false);
+    h_clear(&h);
+    tide_core_job_telemetry(h.core, j, 0.1, 0);
+    h.mono += cfg.ckpt_gate_check_ms;
+    tide_core_set_time(h.core, h.mono, H_WALL0 + h.mono);
+    tide_core_worker_heartbeat(h.core, j->ranks[0].worker, NULL);
+    tide_core_tick(h.core);
+    assert_int_equal(h_count(&h, TIDE_ACT_FLUSH), 0);
+    assert_int_equal(j->flush_state, TIDE_FLUSH_HELD);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A rank on a worker that lost its stream (not dead) may still run: the next generation waits. */
+static void test_no_second_generation_while_a_suspect_rank_runs(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *j;
+    tide_worker_t *a, *b;
+    int32_t g;
+    (void)state;
+    cfg.lost_restarts = 1;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    h_node(&h, "n2", 3, NULL, 0, NULL);
+    j = run(&h, 3, TIDE_PRIO_NORMAL);
+    g = j->generation;
+    a = j->ranks[1].worker;
+    b = j->ranks[0].worker;
+    tide_core_worker_disconnected(h.core, a, a->conn, false);
+    tide_core_worker_failed(h.core, b, "xid 79");
+    h_stop_all(&h);
+    assert_int_equal(j->state, TIDE_JOB_PENDING);
+    assert_int_equal(j->generation, g);
+    assert_ptr_equal(a->job, j);
+    assert_contains(reason(&h, j), "to stop");
+    h_check_invariants(&h);
+    /* Its death releases it; then the job starts again. */
+    tide_core_worker_failed(h.core, a, "gone");
+    assert_null(a->job);
+    assert_int_equal(j->state, TIDE_JOB_RUNNING);
+    assert_int_equal(j->generation, g + 1);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* Waiting only for the reserve, a job evicts no LOW work (it frees nothing the job may use). */
+static void test_reserve_wait_evicts_no_low_work(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *x, *l;
+    (void)state;
+    cfg.reserve_gpus = 4;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    h_node(&h, "n2", 8, NULL, 0, NULL);
+    x = run(&h, 6, TIDE_PRIO_NORMAL);
+    l = run(&h, 2, TIDE_PRIO_LOW);
+    h_clear(&h);
+    h_submit(&h, 7, 7, TIDE_PRIO_HIGH);
+    assert_int_equal(h_count_event(&h, "job.preempting"), 1);
+    assert_int_equal(l->state, TIDE_JOB_RUNNING);
+    assert_int_equal(x->state, TIDE_JOB_PENDING);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A job requeued at the front of its class does not stop older jobs behind it from aging. */
+static void test_aging_looks_past_a_requeued_head(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *a, *b;
+    (void)state;
+    cfg.aging_ms = 60000;
+    cfg.lost_restarts = 1;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    b = run(&h, 8, TIDE_PRIO_LOW);
+    a = h_submit(&h, 8, 8, TIDE_PRIO_LOW);
+    h_jump(&h, 50000);
+    tide_core_worker_failed(h.core, b->ranks[3].worker, "xid 79");
+    h_stop_all(&h);
+    assert_int_equal(b->state, TIDE_JOB_PENDING);
+    h_jump(&h, 15000);
+    assert_int_equal(a->eff_priority, TIDE_PRIO_NORMAL);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1569,6 +1723,12 @@ int main(void)
         cmocka_unit_test(test_recovering_job_takes_the_spares),
         cmocka_unit_test(test_preemption_reaches_past_the_reserve),
         cmocka_unit_test(test_ckpt_copy_times_out),
+        cmocka_unit_test(test_burst_share_does_not_make_a_job_never_fit),
+        cmocka_unit_test(test_stopping_job_holds_its_capacity),
+        cmocka_unit_test(test_ckpt_copy_waits_for_every_rank),
+        cmocka_unit_test(test_no_second_generation_while_a_suspect_rank_runs),
+        cmocka_unit_test(test_reserve_wait_evicts_no_low_work),
+        cmocka_unit_test(test_aging_looks_past_a_requeued_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

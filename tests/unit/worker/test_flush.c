@@ -537,10 +537,10 @@ static void test_flusher_answers(void **state)
     assert_int_equal(d->generation, 1);
     assert_int_equal(d->step, 6);
     assert_true(d->ok);
-    assert_string_equal(d->durable_path, at("durable/job-1/step-6/model.ckpt"));
+    assert_string_equal(d->durable_path, at("durable/job-1/step-6/rank-0/model.ckpt"));
     assert_int_equal(d->bytes, 200000);
     assert_string_equal(d->sha256, hex);
-    assert_true(exists(at("durable/job-1/step-6/model.ckpt")));
+    assert_true(exists(at("durable/job-1/step-6/rank-0/model.ckpt")));
     sink_clear(&r.sink);
 
     /* Refusals, each answered once with a reason. */
@@ -586,7 +586,7 @@ static void test_flusher_failures(void **state)
     assert_false(r.sink.done[0]->ok);
     assert_int_equal(r.sink.done[0]->step, 10);
     assert_non_null(strstr(r.sink.done[0]->error, "differs from the trainer's"));
-    assert_false(exists(at("dur/j/step-10/a.ckpt")));
+    assert_false(exists(at("dur/j/step-10/rank-0/a.ckpt")));
     assert_false(r.sink.done[1]->ok);
     assert_non_null(strstr(r.sink.done[1]->error, at("gone.ckpt")));
     assert_non_null(strstr(r.sink.done[1]->error, "No such file or directory"));
@@ -600,7 +600,7 @@ static void test_flusher_failures(void **state)
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 1);
     assert_false(r.sink.done[0]->ok);
-    assert_non_null(strstr(r.sink.done[0]->error, at("mine/j/step-1/a.ckpt")));
+    assert_non_null(strstr(r.sink.done[0]->error, at("mine/j/step-1/rank-0/a.ckpt")));
     assert_false(exists(at("theirs")));
     assert_int_equal(hidden_entries(at("mine/j/step-1")), 0);
     rig_stop(&r);

@@ -545,7 +545,7 @@ static void send_flush(uint64_t epoch, const char *job, int gen, int64_t step, c
 }
 
 /* A trainer's checkpoint report (a path relative to its workdir) is relayed and remembered; the
- * current leader's FlushCheckpoint copies that file to DIR/JOB/step-STEP/ and is answered with
+ * current leader's FlushCheckpoint copies that file to DIR/JOB/step-STEP/rank-R/ and is answered with
  * FlushDone carrying the verified sha256; a deposed leader's is ignored. */
 static void test_flush_checkpoint(void **state)
 {
@@ -560,7 +560,7 @@ static void test_flush_checkpoint(void **state)
     assert_true(asprintf(&cmd, "/usr/bin/python3 %s", script) > 0);
     assert_true(asprintf(&stale, "%s/stale", fx->tmp) > 0);
     assert_true(asprintf(&durable, "%s/durable", fx->tmp) > 0);
-    assert_true(asprintf(&want, "%s/durable/jf/step-7/ck.bin", fx->tmp) > 0);
+    assert_true(asprintf(&want, "%s/durable/jf/step-7/rank-0/ck.bin", fx->tmp) > 0);
     wt_write_file(script, "import hashlib, sys, time\n"
                           "sys.path.insert(0, '" TIDE_SDK_PY_DIR "')\n"
                           "import tide_trainer\n"
