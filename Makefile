@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE      ?= cmake
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build test test-unit demo demo-quick bench soak format clean help
+.PHONY: all deps build test test-unit dst demo demo-quick bench soak format clean help
 
 all: build
 
@@ -13,6 +13,9 @@ help:
 	@echo "make            build release binaries into $(BUILD)/bin (tide-scheduler, tide-worker, tidectl)"
 	@echo "make test       install what is missing, build with ASan+UBSan into $(TEST_BUILD), run every test"
 	@echo "make test-unit  the same, unit tests only"
+	@echo "make dst        deterministic simulation of the scheduler core: SEEDS=N seeds (default 1000) from a"
+	@echo "                fresh start seed, or from SEED=K (SEED=K alone: that one seed); DST_FLAGS=... passes"
+	@echo "                switches (tide-dst --help); a failure prints the command that replays it"
 	@echo "make demo       a local scheduler, 4 simulated GPUs on 2 nodes and a 4-rank job, end to end"
 	@echo "make bench      run the benchmarks in bench/"
 	@echo "make soak       chaos soak of the real binaries (SOAK_S seconds, default 300; not part of make test)"
@@ -36,6 +39,15 @@ test: deps $(TEST_BUILD)/CMakeCache.txt
 test-unit: deps $(TEST_BUILD)/CMakeCache.txt
 	@$(CMAKE) --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
+
+# Deterministic simulation testing (tests/dst). `make test` runs a fixed budget of seeds; this runs more.
+SEED      ?=
+SEEDS     ?=
+DST_FLAGS ?=
+dst: deps $(TEST_BUILD)/CMakeCache.txt
+	@$(CMAKE) --build $(TEST_BUILD) -j $(JOBS) --target tide-dst
+	@$(TEST_BUILD)/tests/dst/tide-dst --seed $(if $(SEED),$(SEED),$$(date +%s)) \
+		$(if $(SEEDS),--seeds $(SEEDS),$(if $(SEED),,--seeds 1000)) $(DST_FLAGS)
 
 demo: build
 	@./scripts/demo.sh $(BUILD)/bin

@@ -1,0 +1,637 @@
+/* tide-dst: deterministic simulation testing of the scheduler core (the way FoundationDB and
+ * TigerBeetle test theirs). Each seed draws a cluster, a configuration and a hostile world, runs the
+ * real core behind the shell model against it, checks the invariants after every step, then leaves the
+ * world alone until every job must have ended. The same seed replays the same run bit for bit.
+ *
+ *   tide-dst [--seed K] [--seeds N] [--chaos-ms MS] [--trace] [--no-restarts] [--no-net-faults]
+ *            [--no-preemption] [--no-flush] [--no-starvation] [--strict | --strict-kb N ...] [-q]
+ *
+ * Without --seed, TIDE_DST_SEED (default 1) is the first seed; without --seeds, TIDE_DST_SEEDS
+ * (default 1 with --seed, else 400). */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "core_private.h"
+#include "dst.h"
+#include "invariants.h"
+#include "net.h"
+#include "shell.h"
+#include "store.h"
+#include "world.h"
+#include "xmalloc.h"
+
+#define GIB (1ULL << 30)
+#define MAX_ACTIVE_JOBS 40
+#define CALM_MAX_MS (60LL * 60 * 1000)
+
+/* --- the run context --- */
+
+uint64_t dst_rand(dst_t *d)
+{
+    uint64_t z = (d->rng += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+int64_t dst_below(dst_t *d, int64_t n)
+{
+    return n <= 1 ? 0 : (int64_t)(dst_rand(d) % (uint64_t)n);
+}
+
+int64_t dst_range(dst_t *d, int64_t lo, int64_t hi)
+{
+    return hi <= lo ? lo : lo + dst_below(d, hi - lo + 1);
+}
+
+bool dst_chance(dst_t *d, double p)
+{
+    return p > 0 && (double)(dst_rand(d) >> 11) * 0x1.0p-53 < p;
+}
+
+int dst_pick(dst_t *d, const int *w, int n)
+{
+    int total = 0, r;
+
+    for (int i = 0; i < n; i++)
+        total += w[i] > 0 ? w[i] : 0;
+    if (total == 0)
+        return -1;
+    r = (int)dst_below(d, total);
+    for (int i = 0; i < n; i++) {
+        if (w[i] <= 0)
+            continue;
+        if (r < w[i])
+            return i;
+        r -= w[i];
+    }
+    return -1;
+}
+
+int64_t dst_wall(const dst_t *d)
+{
+    return DST_WALL0 + d->now;
+}
+
+void dst_trace(dst_t *d, const char *fmt, ...)
+{
+    char *line = d->trace[d->n_trace++ % DST_TRACE_LINES];
+    int n = snprintf(line, sizeof(d->trace[0]), "t=%lld ", (long long)d->now);
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof(d->trace[0]))
+        vsnprintf(line + n, sizeof(d->trace[0]) - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (d->trace_all)
+        fprintf(stderr, "%s\n", line);
+}
+
+static dst_t *g_cur; /* the seed being run, for the failure report */
+
+void dst_fail(dst_t *d, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    uint64_t first = d->n_trace > DST_TRACE_LINES ? d->n_trace - DST_TRACE_LINES : 0;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "\nDST: invariant broken (seed %" PRIu64 ", step %" PRIu64 ", t=%lld ms):\n  %s\n", d->seed,
+            d->step, (long long)d->now, msg);
+    if (!d->trace_all) {
+        fprintf(stderr, "DST: the last %" PRIu64 " trace lines:\n", d->n_trace - first);
+        for (uint64_t i = first; i < d->n_trace; i++)
+            fprintf(stderr, "  %s\n", d->trace[i % DST_TRACE_LINES]);
+    }
+    fail_msg("DST seed %" PRIu64 " step %" PRIu64 ": %s", d->seed, d->step, msg);
+    abort(); /* not reached: fail_msg jumps out of the test */
+}
+
+/* --- options --- */
+
+static struct {
+    uint64_t first;
+    uint64_t n;
+    int64_t chaos_ms; /* 0: drawn per seed */
+    bool trace, quiet;
+    dst_switches_t sw;
+    const char *argv0;
+    char switches[256];
+} opt;
+
+static dst_stats_t g_stats;
+
+/* --- one seed's world --- */
+
+static void draw_knobs(dst_t *d)
+{
+    dst_knobs_t *k = &d->k;
+    int faults = (int)dst_range(d, 0, 3); /* 0: a quiet seed ... 3: a hostile one */
+
+    k->chaos_ms = opt.chaos_ms ? opt.chaos_ms : dst_range(d, 20000, 60000);
+    k->inject_mean_ms = dst_range(d, 60, 300);
+    k->p_drop = faults ? dst_range(d, 0, 40) / 10000.0 : 0;
+    k->p_slow = faults ? dst_range(d, 0, 20) / 1000.0 : 0;
+    k->p_dup = dst_range(d, 0, 100) / 1000.0;
+    k->delay_max_ms = dst_range(d, 1, 60);
+    k->w_crash = faults * (int)dst_range(d, 0, 2);
+    k->w_leave = faults * (int)dst_range(d, 0, 1);
+    k->w_join = 4;
+    k->w_hang = faults * (int)dst_range(d, 0, 2);
+    k->w_blip = faults * (int)dst_range(d, 0, 3);
+    k->w_fail = faults * (int)dst_range(d, 0, 1);
+    k->w_restart = d->sw.no_restarts ? 0 : (int)dst_range(d, 0, 2);
+    k->w_submit = (int)dst_range(d, 15, 40);
+    k->w_cancel = (int)dst_range(d, 0, 5);
+    k->w_cordon = (int)dst_range(d, 0, 4);
+    k->w_ckpt = (int)dst_range(d, 0, 4);
+    k->w_mfu = (int)dst_range(d, 2, 8);
+    k->p_flush_fail = dst_range(d, 0, 30) / 100.0;
+    k->job_telemetry = dst_chance(d, 0.5);
+}
+
+static const char *const pool_names[] = {"crit", "shared", "scratch"};
+static int32_t pool_dedicated[3];
+static int n_pools;
+
+static void draw_config(dst_t *d, tide_core_config_t *cfg)
+{
+    tide_core_config_default(cfg);
+    cfg->reconnect_deadline_ms = dst_range(d, 2000, 30000);
+    cfg->launch_timeout_ms = dst_range(d, 3000, 30000);
+    cfg->stop_grace_ms = (uint32_t)dst_range(d, 300, 10000);
+    cfg->retention_ms = 1000 * dst_range(d, 1, 120);
+    cfg->aging_ms = dst_chance(d, 0.7) ? dst_range(d, 2000, 30000) : 0;
+    cfg->preemption = !d->sw.no_preemption && dst_chance(d, 0.8);
+    cfg->preempt_grace_ms = (uint32_t)dst_range(d, 300, 10000);
+    cfg->ckpt_flush = !d->sw.no_flush && dst_chance(d, 0.7);
+    cfg->ckpt_mfu_threshold = dst_range(d, 20, 50) / 100.0;
+    cfg->ckpt_deadline_ms = dst_range(d, 2000, 60000);
+    cfg->ckpt_gate_check_ms = dst_range(d, 200, 5000);
+    cfg->ckpt_copy_timeout_ms = dst_range(d, 2000, 20000); /* FLUSHes and answers get lost */
+    switch (dst_below(d, 3)) {
+    case 0: /* the operator's fixed reserve */
+        cfg->reserve_gpus = (int32_t)dst_range(d, 0, 3);
+        break;
+    case 1: /* computed, at a failure rate high enough to matter on a small cluster */
+        cfg->failure_rate = dst_range(d, 1, 50) / 100.0;
+        cfg->replacement_lead_h = dst_range(d, 1, 8) / 2.0;
+        cfg->reserve_min_cluster = (int32_t)dst_range(d, 2, 16);
+        break;
+    default: /* the defaults: 0 below 16 GPUs */
+        break;
+    }
+    cfg->lost_restarts = dst_chance(d, 0.5) ? (int32_t)dst_range(d, 1, 3) : 0;
+    /* pools: a critical pool (dedicated or not), a shared one, one for LOW work */
+    n_pools = 0;
+    if (dst_chance(d, 0.6))
+        pool_dedicated[n_pools++] = dst_chance(d, 0.7) ? TIDE_PRIO_CRITICAL : -1;
+    if (n_pools == 1 && dst_chance(d, 0.5))
+        pool_dedicated[n_pools++] = -1;
+    if (n_pools == 2 && dst_chance(d, 0.4))
+        pool_dedicated[n_pools++] = TIDE_PRIO_LOW;
+}
+
+static void draw_cluster(dst_t *d)
+{
+    int nodes = (int)dst_range(d, 2, 6), total = 0;
+    bool racked[4], switched[2];
+
+    for (int i = 0; i < 4; i++)
+        racked[i] = dst_chance(d, 0.7);
+    for (int i = 0; i < 2; i++)
+        switched[i] = dst_chance(d, 0.6);
+
+    for (int n = 0; n < nodes && total < W_MAX_AGENTS; n++) {
+        int gpus = (int)dst_range(d, 1, 8);
+        char node[16], rack[12] = "", sw[12] = "";
+        const char *device = dst_chance(d, 0.7) ? "sim:h100" : "sim:a100";
+        uint64_t mem = (dst_chance(d, 0.6) ? 80 : 40) * GIB;
+        const char *pool = "";
+        bool na = dst_chance(d, 0.2);
+        snprintf(node, sizeof(node), "n%d", n);
+        if (n_pools > 0 && dst_chance(d, 0.5))
+            pool = pool_names[dst_below(d, n_pools)];
+        /* racks of two nodes, switches of two racks; labels consistent within a rack (the core keys a
+         * rack's switch by the first worker it sees) */
+        if (racked[n / 2])
+            snprintf(rack, sizeof(rack), "r%d", n / 2);
+        if (racked[n / 2] && switched[n / 4])
+            snprintf(sw, sizeof(sw), "s%d", n / 4);
+        for (int g = 0; g < gpus && total < W_MAX_AGENTS; g++, total++) {
+            agent_t *a = world_add_agent(d->world, node, g, device, mem, pool, rack, sw, na);
+            if (dst_chance(d, 0.85))
+                world_join(d, a);
+        }
+    }
+}
+
+static int active_jobs(dst_t *d)
+{
+    int c[6];
+
+    tide_core_job_counts(d->shell->core, c);
+    return c[TIDE_JOB_PENDING] + c[TIDE_JOB_RUNNING];
+}
+
+static void inject_submit(dst_t *d)
+{
+    static const char *const devices[] = {"h100", "A100", "sim", "tpu"};
+    static const uint64_t mems[] = {20 * GIB, 40 * GIB, 60 * GIB, 80 * GIB, 100 * GIB};
+    char *argv[] = {"/bin/train", NULL};
+    tide_job_spec_t spec = {.name = "dst", .argv = argv, .argc = 1};
+    wjob_t b = {.resume = -1};
+    char id[DST_ID_MAX];
+    int rc;
+
+    if (!shell_up(d) || active_jobs(d) >= MAX_ACTIVE_JOBS)
+        return;
+    spec.min_workers = (int32_t)(dst_chance(d, 0.15) ? dst_range(d, 4, 10) : dst_range(d, 1, 4));
+    spec.max_workers = spec.min_workers + (int32_t)dst_range(d, 0, 2);
+    spec.priority = (tide_prio_t)dst_below(d, TIDE_PRIO_COUNT);
+    if (n_pools && dst_chance(d, 0.25))
+        spec.pool = (char *)pool_names[dst_below(d, n_pools)];
+    if (dst_chance(d, 0.3))
+        spec.memory_per_rank = mems[dst_below(d, 5)];
+    if (dst_chance(d, 0.3))
+        spec.topology = (tide_topology_t)dst_range(d, 1, 3);
+    if (dst_chance(d, 0.2))
+        spec.device = (char *)devices[dst_below(d, 4)];
+    if (dst_chance(d, 0.15))
+        spec.time_limit_s = dst_range(d, 1, 30);
+    if (dst_chance(d, 0.2))
+        spec.ckpt_mfu_threshold = dst_range(d, 10, 80) / 100.0;
+    if (dst_chance(d, 0.2))
+        spec.ckpt_deadline_s = dst_range(d, 1, 30);
+    spec.adaptive_target = dst_chance(d, 0.1);
+    b.sdk = dst_chance(d, 0.6);
+    b.answers = b.sdk && dst_chance(d, 0.7);
+    b.step_ms = dst_range(d, 20, 200);
+    b.total_steps = dst_chance(d, 0.2) ? dst_range(d, 100, 600) : dst_range(d, 5, 150);
+    b.ckpt_every = dst_range(d, 3, 40);
+    b.peer_timeout_ms = dst_range(d, 500, 8000);
+    b.fail_p = dst_range(d, 0, 15) / 100.0;
+    b.mfu = dst_range(d, 5, 80) / 100.0;
+    rc = shell_submit(d, &spec, &b, id, sizeof(id));
+    if (rc == 0)
+        dst_trace(d, "client: submit -> job %s (%s, %d..%d, pool %s, %llu GiB, %s, device %s)", id,
+                  tide_prio_name(spec.priority), spec.min_workers, spec.max_workers, spec.pool ? spec.pool : "-",
+                  (unsigned long long)(spec.memory_per_rank >> 30), tide_topology_name(spec.topology),
+                  spec.device ? spec.device : "-");
+    else if (rc != -EINVAL)
+        dst_fail(d, "submit failed with %d", rc);
+    else if (!spec.pool)
+        dst_fail(d, "a valid spec was refused");
+}
+
+/* A job number the clients have seen (acknowledged or not, maybe already pruned). */
+static void pick_job(dst_t *d, char *id, size_t len)
+{
+    uint64_t next = shell_up(d) ? tide_core_next_seq(d->shell->core) : 1;
+
+    snprintf(id, len, "%llu", (unsigned long long)(next > 1 ? (uint64_t)dst_range(d, 1, (int64_t)next - 1) : 1));
+}
+
+static void inject(dst_t *d)
+{
+    enum { I_SUBMIT, I_CANCEL, I_CORDON, I_CKPT, I_MFU, I_CRASH, I_LEAVE, I_JOIN, I_HANG, I_BLIP, I_FAIL,
+           I_RESTART, I_N };
+    dst_knobs_t *k = &d->k;
+    int w[I_N] = {k->w_submit, k->w_cancel, k->w_cordon, k->w_ckpt, k->w_mfu, k->w_crash, k->w_leave,
+                  k->w_join, k->w_hang, k->w_blip, k->w_fail, k->w_restart};
+    agent_t *a = &d->world->a[dst_below(d, d->world->n)];
+    char id[DST_ID_MAX];
+
+    switch (dst_pick(d, w, I_N)) {
+    case I_SUBMIT:
+        inject_submit(d);
+        break;
+    case I_CANCEL:
+        pick_job(d, id, sizeof(id));
+        if (shell_cancel(d, id) == 0)
+            dst_trace(d, "client: cancel job %s", id);
+        break;
+    case I_CORDON:
+        shell_cordon(d, a->id, dst_chance(d, 0.5));
+        break;
+    case I_CKPT:
+        pick_job(d, id, sizeof(id));
+        if (shell_checkpoint(d, id, dst_range(d, 0, 5000)) == 0)
+            dst_trace(d, "client: checkpoint job %s", id);
+        break;
+    case I_MFU: {
+        /* a job's load changes (a phase): its MFU jumps */
+        wjob_t *j, *jt;
+        int64_t pick = dst_below(d, 8);
+        HASH_ITER(hh, d->world->jobs, j, jt) {
+            if (pick-- == 0)
+                j->mfu = dst_range(d, 5, 85) / 100.0;
+        }
+        break;
+    }
+    case I_CRASH:
+        world_crash(d, a, dst_range(d, 200, 6000));
+        break;
+    case I_LEAVE:
+        world_leave(d, a);
+        break;
+    case I_JOIN:
+        world_join(d, a);
+        break;
+    case I_HANG:
+        world_hang(d, a, dst_range(d, 200, 4000));
+        break;
+    case I_BLIP:
+        world_blip(d, a);
+        break;
+    case I_FAIL:
+        if (a->up) {
+            world_crash(d, a, dst_range(d, 1000, 10000));
+            a->fail_report = true;
+        }
+        break;
+    case I_RESTART:
+        shell_crash_at_turn_end(d, dst_chance(d, 0.5));
+        break;
+    default:
+        break;
+    }
+}
+
+/* The world is left alone: everything comes back, the network is reliable, cordons are lifted. */
+static void calm_down(dst_t *d)
+{
+    d->calm = true;
+    dst_trace(d, "dst: the world is left alone");
+    for (int i = 0; i < d->world->n; i++) {
+        agent_t *a = &d->world->a[i];
+        a->frozen = false;
+        world_join(d, a);
+    }
+}
+
+static void uncordon_all(dst_t *d)
+{
+    tide_worker_t *w, *tmp;
+
+    if (!shell_up(d))
+        return;
+    HASH_ITER(hh, d->shell->core->workers, w, tmp) {
+        if (w->cordoned)
+            shell_cordon(d, w->id, false);
+    }
+}
+
+/* One step: the world's own events, an injected action when one is due, the scheduler's turn, then
+ * every invariant. Time jumps to the next instant anything is due. */
+static void step_once(dst_t *d, int64_t *next_inject, bool chaos)
+{
+    int64_t next = world_next_due(d), t;
+
+    if ((t = net_next_due(d->net, world_skip_stream, d)) < next)
+        next = t;
+    if ((t = shell_next_due(d)) < next)
+        next = t;
+    if (chaos && *next_inject < next)
+        next = *next_inject;
+    d->now = next > d->now ? next : d->now + 1;
+    world_run(d);
+    if (chaos && d->now >= *next_inject) {
+        shell_set_time(d);
+        inject(d);
+        *next_inject = d->now + dst_range(d, 1, 2 * d->k.inject_mean_ms);
+    }
+    shell_turn(d);
+    net_gc(d->net);
+    chk_step(d);
+    d->step++;
+}
+
+static void dst_free(dst_t *d)
+{
+    if (!d)
+        return;
+    shell_free(d->shell);
+    world_free(d->world);
+    net_free(d->net);
+    store_free(d->store);
+    chk_free(d->chk);
+    free(d);
+}
+
+static void run_seed(uint64_t seed)
+{
+    dst_t *d = tide_xcalloc(1, sizeof(*d));
+    tide_core_config_t cfg;
+    int64_t next_inject, calm_until;
+    bool uncordoned = false;
+
+    g_cur = d;
+    d->seed = seed;
+    d->rng = seed;
+    d->sw = opt.sw;
+    d->trace_all = opt.trace;
+    d->stats = &g_stats;
+    d->world = world_new();
+    d->net = net_new();
+    d->store = store_new();
+    d->chk = chk_new();
+    draw_knobs(d);
+    draw_config(d, &cfg);
+    d->world->stop_grace_ms = cfg.stop_grace_ms;
+    d->world->hb_ms = cfg.heartbeat_interval_ms;
+    draw_cluster(d);
+    shell_new(d, &cfg, pool_names, pool_dedicated, n_pools);
+    dst_trace(d, "dst: seed %" PRIu64 ": %d workers, preemption %d, flush %d, reserve %d, aging %lld ms, "
+                 "lost_restarts %d, %d pool(s)",
+              seed, d->world->n, cfg.preemption, cfg.ckpt_flush, cfg.reserve_gpus, (long long)cfg.aging_ms,
+              cfg.lost_restarts, n_pools);
+
+    next_inject = dst_range(d, 1, d->k.inject_mean_ms);
+    while (d->now < d->k.chaos_ms) {
+        step_once(d, &next_inject, true);
+        if (d->k.job_telemetry && d->now / 1000 != (d->now - 1) / 1000 && shell_up(d)) {
+            shell_set_time(d);
+            shell_job_telemetry(d);
+        }
+    }
+    calm_down(d);
+    calm_until = d->now + CALM_MAX_MS;
+    while (d->now < calm_until) {
+        if (!uncordoned && shell_up(d)) {
+            shell_set_time(d);
+            uncordon_all(d);
+            uncordoned = true;
+        }
+        step_once(d, &next_inject, false);
+        if (uncordoned && chk_settled(d))
+            break;
+    }
+    chk_final(d);
+    g_stats.seeds++;
+    g_stats.steps += d->step;
+    g_stats.sim_ms += d->now;
+    g_cur = NULL;
+    dst_free(d);
+}
+
+/* --- CMocka glue and the command line --- */
+
+static void test_dst(void **state)
+{
+    (void)state;
+    for (uint64_t i = 0; i < opt.n; i++) {
+        run_seed(opt.first + i);
+        if (!opt.quiet && opt.n >= 100 && (i + 1) % 100 == 0)
+            fprintf(stderr, "dst: %" PRIu64 " of %" PRIu64 " seeds\n", i + 1, opt.n);
+    }
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_cur) {
+        fprintf(stderr, "\nDST: seed %" PRIu64 " failed at step %" PRIu64 " (t=%lld ms). Replay it with:\n"
+                        "  %s --seed %" PRIu64 "%s\n  make dst SEED=%" PRIu64 "%s%s%s\n"
+                        "(add --trace to print every event)\n",
+                g_cur->seed, g_cur->step, (long long)g_cur->now, opt.argv0, g_cur->seed, opt.switches,
+                g_cur->seed, opt.switches[0] ? " DST_FLAGS=\"" : "", opt.switches[0] ? opt.switches + 1 : "",
+                opt.switches[0] ? "\"" : "");
+        dst_free(g_cur);
+        g_cur = NULL;
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tide-dst [--seed K] [--seeds N] [--chaos-ms MS] [--trace] [-q]\n"
+               "                [--no-restarts] [--no-net-faults] [--no-preemption] [--no-flush] "
+               "[--no-starvation] [--strict | --strict-kb N ...]\n"
+               "--strict: no tolerance for the known core bugs KB1..KB%d (tests/dst/README.md); --strict-kb N: for "
+               "KBN only\n"
+               "Runs N seeds from K (TIDE_DST_SEED, TIDE_DST_SEEDS; default: seed 1, 400 seeds).\n",
+            DST_KNOWN_BUGS);
+}
+
+static bool parse(int argc, char **argv)
+{
+    const char *env_seed = getenv("TIDE_DST_SEED"), *env_n = getenv("TIDE_DST_SEEDS");
+    bool seed_given = false, n_given = false;
+    size_t sl = 0;
+
+    opt.argv0 = argv[0];
+    /* KB1, KB3 and KB4 are fixed in the core: always checked, with no tolerance. */
+    opt.sw.strict[1] = opt.sw.strict[3] = opt.sw.strict[4] = true;
+    opt.first = env_seed ? strtoull(env_seed, NULL, 10) : 1;
+    if (env_n) {
+        opt.n = strtoull(env_n, NULL, 10);
+        n_given = true;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        struct {
+            const char *name;
+            bool *flag;
+        } sws[] = {{"--no-restarts", &opt.sw.no_restarts},     {"--no-net-faults", &opt.sw.no_net_faults},
+                   {"--no-preemption", &opt.sw.no_preemption}, {"--no-flush", &opt.sw.no_flush},
+                   {"--no-starvation", &opt.sw.no_starvation}};
+        bool matched = false;
+        for (size_t k = 0; k < sizeof(sws) / sizeof(sws[0]); k++) {
+            if (strcmp(a, sws[k].name) == 0) {
+                *sws[k].flag = true;
+                sl += (size_t)snprintf(opt.switches + sl, sizeof(opt.switches) - sl, " %s", a);
+                matched = true;
+            }
+        }
+        if (matched)
+            continue;
+        if (strcmp(a, "--strict") == 0) {
+            for (int k = 1; k <= DST_KNOWN_BUGS; k++)
+                opt.sw.strict[k] = true;
+            sl += (size_t)snprintf(opt.switches + sl, sizeof(opt.switches) - sl, " --strict");
+        } else if (strcmp(a, "--strict-kb") == 0 && i + 1 < argc) {
+            int k = atoi(argv[++i]);
+            if (k < 1 || k > DST_KNOWN_BUGS) {
+                usage(stderr);
+                return false;
+            }
+            opt.sw.strict[k] = true;
+            sl += (size_t)snprintf(opt.switches + sl, sizeof(opt.switches) - sl, " --strict-kb %d", k);
+        } else if (strcmp(a, "--seed") == 0 && i + 1 < argc) {
+            opt.first = strtoull(argv[++i], NULL, 10);
+            seed_given = true;
+        } else if (strcmp(a, "--seeds") == 0 && i + 1 < argc) {
+            opt.n = strtoull(argv[++i], NULL, 10);
+            n_given = true;
+        } else if (strcmp(a, "--chaos-ms") == 0 && i + 1 < argc) {
+            opt.chaos_ms = strtoll(argv[++i], NULL, 10);
+            sl += (size_t)snprintf(opt.switches + sl, sizeof(opt.switches) - sl, " --chaos-ms %lld",
+                                   (long long)opt.chaos_ms);
+        } else if (strcmp(a, "--trace") == 0) {
+            opt.trace = true;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            opt.quiet = true;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else {
+            usage(stderr);
+            return false;
+        }
+    }
+    if (!n_given)
+        opt.n = seed_given ? 1 : 400;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_dst, teardown),
+    };
+    struct timespec t0, t1;
+    double secs;
+    int rc;
+
+    if (!parse(argc, argv))
+        return 2;
+    fprintf(stderr, "dst: seeds %" PRIu64 "..%" PRIu64 "%s\n", opt.first, opt.first + opt.n - 1, opt.switches);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = cmocka_run_group_tests_name("dst", tests, NULL, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    {
+        dst_stats_t *s = &g_stats;
+        fprintf(stderr,
+                "dst: %" PRIu64 " seed(s) in %.1f s (%.1f seeds/s), %" PRIu64 " steps, %.0f simulated minutes, "
+                "%" PRIu64 " core calls\n"
+                "dst: restarts %" PRIu64 " (%" PRIu64 " lost their open batch), messages %" PRIu64 " (dropped %" PRIu64
+                ", slow %" PRIu64 ", duplicated %" PRIu64 "), spawns %" PRIu64 "\n"
+                "dst: acknowledged submits %" PRIu64 ", cancels %" PRIu64 "; events: started %" PRIu64
+                ", succeeded %" PRIu64 ", failed %" PRIu64 ", cancelled %" PRIu64 ", rolled back %" PRIu64
+                ", requeued %" PRIu64 ", preempting %" PRIu64 ", preempted %" PRIu64 ", aged %" PRIu64 "\n"
+                "dst: checkpoints %" PRIu64 ", held %" PRIu64 ", durable %" PRIu64 ", flush failed %" PRIu64
+                ", requests missed %" PRIu64 ", workers dead %" PRIu64 "\n"
+                "dst: checks: placement %" PRIu64 ", reserve %" PRIu64 ", starvation %" PRIu64 "\n",
+                s->seeds, secs, secs > 0 ? (double)s->seeds / secs : 0, s->steps, (double)s->sim_ms / 60000.0,
+                s->core_calls, s->restarts, s->lossy_restarts, s->msgs, s->drops, s->slow, s->dups, s->spawns,
+                s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
+                s->ev_rolled_back, s->ev_requeued, s->ev_preempting, s->ev_preempted, s->ev_aged, s->ev_ckpt,
+                s->ev_held, s->ev_durable, s->ev_flush_failed, s->ev_ckpt_missed, s->ev_worker_dead,
+                s->placement_checks, s->reserve_checks, s->starvation_checks);
+    }
+    return rc;
+}

@@ -1,0 +1,1057 @@
+/* The harness's invariants (see invariants.h). It reads the core's internals (core_private.h) only to
+ * find its queues and bindings; what a placement may use is recomputed here from the workers' labels as
+ * the world knows them, so a core that drifts from its own rules is caught. */
+#include "invariants.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core_private.h"
+#include "xmalloc.h"
+
+#define DST_CHECK_EVERY_MS 250
+
+/* What the checker knows of one job number. */
+typedef struct cjob {
+    char id[DST_ID_MAX];
+    bool acked, cancel_acked;
+    int committed_state; /* 0: no committed record */
+    bool committed_deleted;
+    int64_t committed_durable, committed_last;
+    /* the live core (reset at each restart) */
+    int live_final;
+    bool live_deleted;
+    int64_t live_durable, live_last;
+    int64_t fit_since; /* fits free capacity nobody blocks since then; -1: no */
+    bool fit_seen;
+    int64_t preempting_since; /* job.preempting seen (live core); -1: none */
+    int64_t copying_since;    /* its durable copy is COPYING since; -1: not */
+    int64_t copying_step;     /* ... of this step */
+    int64_t release_due_since; /* its held durable copy may be released since; -1: not */
+    bool recovering;          /* queued again after a lost rank (job.requeued): may take the hot spares */
+    bool started_recovering;  /* it was, when the core call being checked placed it */
+    UT_hash_handle hh;
+} cjob_t;
+
+/* Where (job, generation, rank) was started. */
+typedef struct claunch {
+    char key[48];
+    char worker[32];
+    UT_hash_handle hh;
+} claunch_t;
+
+struct checker {
+    cjob_t *jobs;
+    claunch_t *launches;
+    char (*dead)[32]; /* workers declared dead in the open turn */
+    size_t n_dead, cap_dead;
+};
+
+checker_t *chk_new(void)
+{
+    return tide_xcalloc(1, sizeof(checker_t));
+}
+
+void chk_free(checker_t *c)
+{
+    cjob_t *j, *jt;
+    claunch_t *l, *lt;
+
+    if (!c)
+        return;
+    HASH_ITER(hh, c->jobs, j, jt) {
+        HASH_DEL(c->jobs, j);
+        free(j);
+    }
+    HASH_ITER(hh, c->launches, l, lt) {
+        HASH_DEL(c->launches, l);
+        free(l);
+    }
+    free(c->dead);
+    free(c);
+}
+
+static cjob_t *cjob(checker_t *c, const char *id, bool create)
+{
+    cjob_t *j;
+
+    HASH_FIND_STR(c->jobs, id, j);
+    if (j || !create)
+        return j;
+    j = tide_xcalloc(1, sizeof(*j));
+    snprintf(j->id, sizeof(j->id), "%s", id);
+    j->committed_durable = j->committed_last = -1;
+    j->live_durable = j->live_last = -1;
+    j->fit_since = -1;
+    j->preempting_since = j->copying_since = j->release_due_since = -1;
+    HASH_ADD_STR(c->jobs, id, j);
+    return j;
+}
+
+static bool is_final(int st)
+{
+    return st == TIDE_JOB_SUCCEEDED || st == TIDE_JOB_FAILED || st == TIDE_JOB_CANCELLED;
+}
+
+/* --- the placement model: shapes and domains from the world's labels --- */
+
+typedef struct mshape {
+    const char *pool, *device;
+    uint64_t mem;
+    int32_t dedicated;
+    int usable, free;
+    bool blocked, blocked_reserve; /* held for a pending job (that waits only for the reserve) */
+} mshape_t;
+
+typedef struct mworker {
+    const agent_t *a;
+    int shape;
+    bool usable, free;
+} mworker_t;
+
+typedef struct model {
+    mworker_t w[W_MAX_AGENTS];
+    int n;
+    mshape_t s[W_MAX_AGENTS];
+    int n_shapes;
+    int n_usable, n_free;
+    int32_t reserve, spares, low_busy;
+} model_t;
+
+static const char *pool_of(const agent_t *a)
+{
+    return a->pool[0] ? a->pool : TIDE_POOL_DEFAULT;
+}
+
+static int32_t dedication(const tide_core_t *core, const char *pool)
+{
+    const tide_core_config_t *cfg = tide_core_config(core);
+
+    for (int32_t i = 0; i < cfg->n_pools; i++)
+        if (strcmp(cfg->pools[i].name, pool) == 0)
+            return cfg->pools[i].dedicated;
+    return -1;
+}
+
+static void model_build(dst_t *d, model_t *m)
+{
+    tide_core_t *core = d->shell->core;
+    tide_worker_t *w, *tmp;
+
+    tide_reserve_t r;
+
+    tide_core_reserve(core, &r);
+    memset(m, 0, sizeof(*m));
+    m->reserve = r.gpus;
+    m->spares = r.spares;
+    m->low_busy = core->low_busy;
+    HASH_ITER(hh, core->workers, w, tmp) {
+        const agent_t *a = world_agent_by_id(d->world, w->id);
+        mworker_t *x;
+        int s;
+        if (!a || !w->dom || m->n >= W_MAX_AGENTS)
+            continue; /* a placeholder that never registered */
+        x = &m->w[m->n++];
+        x->a = a;
+        x->usable = w->connected && !w->cordoned &&
+                    (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY);
+        x->free = w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job && w->n_stale == 0;
+        for (s = 0; s < m->n_shapes; s++)
+            if (strcmp(m->s[s].pool, pool_of(a)) == 0 && strcmp(m->s[s].device, a->device) == 0 &&
+                m->s[s].mem == a->mem)
+                break;
+        if (s == m->n_shapes) {
+            m->s[s] = (mshape_t){.pool = pool_of(a), .device = a->device, .mem = a->mem,
+                                 .dedicated = dedication(core, pool_of(a))};
+            m->n_shapes++;
+        }
+        x->shape = s;
+        m->s[s].usable += x->usable;
+        m->s[s].free += x->free;
+        m->n_usable += x->usable;
+        m->n_free += x->free;
+    }
+}
+
+static bool model_matches(const mshape_t *s, const tide_job_spec_t *sp)
+{
+    if (sp->pool && sp->pool[0] && strcmp(sp->pool, s->pool) != 0)
+        return false;
+    if (s->dedicated >= 0 && s->dedicated != (int32_t)sp->priority)
+        return false;
+    if (sp->memory_per_rank && s->mem < sp->memory_per_rank)
+        return false;
+    if (sp->device && sp->device[0] && !strcasestr(s->device, sp->device))
+        return false;
+    return true;
+}
+
+/* The largest count of usable (or free) workers of shape s in one domain of level. */
+static int model_max(const model_t *m, int s, tide_level_t level, bool free)
+{
+    int count[W_MAX_AGENTS] = {0}, best = 0;
+
+    if (level == TIDE_LVL_SHAPE)
+        return free ? m->s[s].free : m->s[s].usable;
+    for (int i = 0; i < m->n; i++) {
+        int dom = m->w[i].a->dom[level];
+        if (m->w[i].shape != s || !(free ? m->w[i].free : m->w[i].usable))
+            continue;
+        if (++count[dom] > best)
+            best = count[dom];
+    }
+    return best;
+}
+
+static tide_level_t level_of(const tide_job_spec_t *sp)
+{
+    switch (sp->topology) {
+    case TIDE_TOPO_NODE:
+        return TIDE_LVL_NODE;
+    case TIDE_TOPO_RACK:
+        return TIDE_LVL_RACK;
+    case TIDE_TOPO_SWITCH:
+        return TIDE_LVL_SWITCH;
+    default:
+        return TIDE_LVL_SHAPE;
+    }
+}
+
+/* The reserve a job must leave alone (docs/policies.md, "Headroom"): none for its queue class LOW, the
+ * burst part for a job queued again after a lost rank (the hot spares are there for it), all of it
+ * otherwise. */
+static int32_t model_reserve_for(dst_t *d, const model_t *m, const tide_job_t *job)
+{
+    const cjob_t *cj = cjob(d->chk, job->id, false);
+
+    if (job->eff_priority == TIDE_PRIO_LOW)
+        return 0;
+    return cj && cj->recovering ? m->reserve - m->spares : m->reserve;
+}
+
+/* Could the job run on the usable workers were they all free (the core's tide__could_fit)? On the idle
+ * cluster no job runs, so no burst share is held: only the hot spares are kept back, and not from LOW
+ * work or a job recovering from a lost rank. */
+static bool model_could_fit(dst_t *d, const model_t *m, const tide_job_t *job)
+{
+    const tide_job_spec_t *sp = &job->spec;
+    const cjob_t *cj = cjob(d->chk, job->id, false);
+    int32_t reserve = job->eff_priority == TIDE_PRIO_LOW || (cj && cj->recovering) ? 0 : m->spares;
+
+    if (sp->min_workers > m->n_usable - reserve)
+        return false;
+    for (int s = 0; s < m->n_shapes; s++)
+        if (m->s[s].usable >= sp->min_workers && model_matches(&m->s[s], sp) &&
+            model_max(m, s, level_of(sp), false) >= sp->min_workers)
+            return true;
+    return false;
+}
+
+/* The most free workers a job may take: free + LOW-held must stay at or above its reserve. */
+static int32_t model_limit(dst_t *d, const model_t *m, const tide_job_t *job)
+{
+    int32_t slack, reserve = model_reserve_for(d, m, job);
+
+    if (reserve <= 0)
+        return m->n_free;
+    slack = m->n_free + m->low_busy - reserve;
+    return slack < m->n_free ? (slack > 0 ? slack : 0) : m->n_free;
+}
+
+/* Does the job fit at most limit free workers of shape s now? */
+static bool model_fits(const model_t *m, int s, const tide_job_spec_t *sp, int32_t limit)
+{
+    int32_t k = model_max(m, s, level_of(sp), true);
+
+    if (k > sp->max_workers)
+        k = sp->max_workers;
+    if (k > limit)
+        k = limit;
+    return k >= sp->min_workers && k > 0;
+}
+
+/* --- hooks --- */
+
+void chk_on_spawn(dst_t *d, agent_t *a, const char *job, int32_t gen, int32_t rank, bool orphaned)
+{
+    checker_t *c = d->chk;
+    claunch_t *l;
+    char key[48];
+
+    for (int i = 0; i < W_ENTRIES; i++) {
+        const wentry_t *e = &a->e[i];
+        if (e->used && e->running)
+            dst_fail(d, "%s would run job %s g%d r%d while it runs job %s g%d r%d: a GPU runs two ranks",
+                     a->id, job, gen, rank, e->job, e->gen, e->rank);
+    }
+    snprintf(key, sizeof(key), "%s/%d/%d", job, gen, rank);
+    HASH_FIND_STR(c->launches, key, l);
+    if (l && strcmp(l->worker, a->id) != 0)
+        dst_fail(d, "job %s generation %d rank %d started on %s and again on %s", job, gen, rank, l->worker,
+                 a->id);
+    if (!l) {
+        l = tide_xcalloc(1, sizeof(*l));
+        snprintf(l->key, sizeof(l->key), "%s", key);
+        snprintf(l->worker, sizeof(l->worker), "%s", a->id);
+        HASH_ADD_STR(c->launches, key, l);
+    }
+    /* Never two generations at once, except where the scheduler wrote the old ranks off. */
+    for (int i = 0; i < d->world->n && !orphaned; i++) {
+        const agent_t *b = &d->world->a[i];
+        for (int k = 0; k < W_ENTRIES; k++) {
+            const wentry_t *e = &b->e[k];
+            if (e->used && e->running && e->gen != gen && strcmp(e->job, job) == 0 && !e->orphaned)
+                dst_fail(d, "job %s generation %d starts (rank %d on %s) while rank %d of generation %d still "
+                            "runs on %s, which the scheduler never declared dead: two generations at once",
+                         job, gen, rank, a->id, e->rank, e->gen, b->id);
+        }
+    }
+}
+
+/* The reserve a placement must leave alone: none for LOW-class work, the burst part for a job queued
+ * again after a lost rank (the hot spares are there for it), all of it otherwise. */
+static int32_t reserve_for(const tide_reserve_t *r, const tide_job_t *job, bool recovering)
+{
+    if (job->run_priority == TIDE_PRIO_LOW)
+        return 0;
+    return recovering ? r->gpus - r->spares : r->gpus;
+}
+
+/* Non-LOW work never eats into the headroom reserve at placement time: right after it is placed,
+ * free + LOW-held >= its reserve. Only the state after the call is visible; placements later in the
+ * same call only lower free + LOW-held (LOW ones leave it as is), so adding theirs back bounds the state
+ * right after each placement from above. Releases of workers that were not LOW-held only make that
+ * bound larger; LOW-held workers released while not schedulable lower it, so calls that preempt or
+ * requeue are skipped. The computed reserve must not move during the call. */
+static void check_reserve(dst_t *d, const shell_event_t *ev, size_t n, int32_t rb, int32_t ub)
+{
+    tide_core_t *core = d->shell->core;
+    bool fixed = tide_core_config(core)->reserve_gpus >= 0;
+    tide_reserve_t r;
+    struct {
+        const tide_job_t *job;
+        int32_t n;
+        bool counted; /* its workers do not count as LOW-held */
+        bool recovering;
+    } pl[64];
+    size_t np = 0;
+
+    tide_core_reserve(core, &r);
+    for (size_t i = 0; i < n && np < 64; i++) {
+        const tide_job_t *job;
+        cjob_t *cj;
+        int gen, cnt;
+        if (strcmp(ev[i].type, "job.preempting") == 0 || strcmp(ev[i].type, "job.preempted") == 0 ||
+            strcmp(ev[i].type, "job.requeued") == 0 || strcmp(ev[i].type, "job.rolled_back") == 0)
+            return;
+        if (strcmp(ev[i].type, "job.started") != 0)
+            continue;
+        job = tide_core_job_find(core, ev[i].job);
+        if (!job || sscanf(ev[i].text, "job %*s generation %d placed on %d", &gen, &cnt) != 2)
+            continue;
+        cj = cjob(d->chk, job->id, false);
+        pl[np].job = job;
+        pl[np].n = cnt;
+        pl[np].counted = !(job->state == TIDE_JOB_RUNNING && job->generation == gen &&
+                           job->run_priority == TIDE_PRIO_LOW);
+        pl[np].recovering = cj && cj->started_recovering;
+        if (!fixed && job->run_priority >= TIDE_PRIO_HIGH)
+            return; /* its burst share moved the computed reserve during the call */
+        np++;
+    }
+    if (np == 0 || (!fixed && (r.gpus != rb || core->n_usable != ub)))
+        return;
+    for (size_t i = 0; i < np; i++) {
+        int32_t bound = core->n_free + core->low_busy, reserve = reserve_for(&r, pl[i].job, pl[i].recovering);
+        if (reserve <= 0)
+            continue;
+        for (size_t k = i + 1; k < np; k++)
+            bound += pl[k].counted ? pl[k].n : 0;
+        d->stats->reserve_checks++;
+        if (bound < reserve) {
+            char evs[512] = "";
+            size_t o = 0;
+            for (size_t k = 0; k < n && o < sizeof(evs) - 40; k++)
+                o += (size_t)snprintf(evs + o, sizeof(evs) - o, " %s(%s)", ev[k].type, ev[k].job);
+            dst_fail(d, "job %s (%s) was placed into the headroom reserve: afterwards free + LOW-held <= %d < "
+                        "reserve %d%s (the call's events:%s)",
+                     pl[i].job->id, tide_prio_name(pl[i].job->run_priority), bound, reserve,
+                     pl[i].recovering ? " (spares excluded: it recovers from a lost rank)" : "", evs);
+        }
+    }
+}
+
+static bool has_event(const shell_event_t *ev, size_t n, const char *job, const char *type)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ev[i].type, type) == 0 && strcmp(ev[i].job, job) == 0)
+            return true;
+    return false;
+}
+
+/* No backfill past a higher class: when a job is placed, no job of a higher class that was already
+ * waiting, could run on the idle cluster and may use the same shape (one that could hold it) still
+ * waits: the core holds the shapes of a job it cannot place for the rest of the pass. */
+static void check_inversion(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve_before)
+{
+    tide_core_t *core = d->shell->core;
+    model_t m;
+    bool built = false;
+
+    for (size_t i = 0; i < n; i++) {
+        const tide_job_t *p;
+        const agent_t *a;
+        int ps = -1;
+        if (strcmp(ev[i].type, "job.started") != 0 || !(p = tide_core_job_find(core, ev[i].job)) ||
+            p->state != TIDE_JOB_RUNNING || p->n_ranks == 0 ||
+            !(a = world_agent_by_id(d->world, p->ranks[0].worker_id)))
+            continue;
+        if (!built) {
+            model_build(d, &m);
+            built = true;
+        }
+        for (int s = 0; s < m.n_shapes; s++)
+            if (strcmp(m.s[s].pool, pool_of(a)) == 0 && strcmp(m.s[s].device, a->device) == 0 &&
+                m.s[s].mem == a->mem)
+                ps = s;
+        if (ps < 0)
+            continue;
+        for (int c = TIDE_PRIO_COUNT - 1; c > (int)p->run_priority; c--) {
+            tide_list_t *pos;
+            tide_list_for_each(pos, &core->queues[c]) {
+                const tide_job_t *j = tide_list_entry(pos, tide_job_t, queue_node);
+                char why[200];
+                if (!model_matches(&m.s[ps], &j->spec) ||
+                    model_max(&m, ps, level_of(&j->spec), false) < j->spec.min_workers ||
+                    !model_could_fit(d, &m, j) || has_event(ev, n, j->id, "job.preempted") ||
+                    has_event(ev, n, j->id, "job.requeued") || has_event(ev, n, j->id, "job.rolled_back"))
+                    continue;
+                /* LOW work may take the reserve's LOW-free part of a shape held for a job that waits only
+                 * for the reserve (that job's share of the free GPUs is untouched). Which job held the shape
+                 * in the pass that placed it is not visible from here (a call may run several passes), so
+                 * a LOW placement is judged only when there is no reserve. */
+                if (p->run_priority == TIDE_PRIO_LOW && (m.reserve > 0 || reserve_before > 0))
+                    continue;
+                dst_fail(d, "job %s (%s) was placed on %s while job %s (%s), waiting for the same kind of GPU, "
+                            "still waits: a lower class went first (free %d, LOW-held %d, reserve %d; the core "
+                            "says: %s)",
+                         p->id, tide_prio_name(p->run_priority), a->id, j->id, tide_prio_name(j->eff_priority),
+                         m.n_free, m.low_busy, m.reserve, tide_core_job_reason(core, j, why, sizeof(why)));
+            }
+        }
+    }
+}
+
+/* The checkpoint gate holds: a durable copy is released only while the job's MFU is under its threshold
+ * or its newest durable copy is older than its deadline (docs/policies.md, "Checkpoint gate"). */
+static void check_gate(dst_t *d, const shell_event_t *ev, size_t n)
+{
+    tide_core_t *core = d->shell->core;
+    const tide_core_config_t *cfg = tide_core_config(core);
+
+    for (size_t i = 0; i < n; i++) {
+        const tide_job_t *job;
+        double mfu, thr;
+        int64_t dl, since;
+        if (strcmp(ev[i].type, "job.checkpoint_flushing") != 0 || !(job = tide_core_job_find(core, ev[i].job)))
+            continue;
+        mfu = tide_core_job_mfu(core, job);
+        thr = job->spec.ckpt_mfu_threshold > 0 ? job->spec.ckpt_mfu_threshold : cfg->ckpt_mfu_threshold;
+        dl = job->spec.ckpt_deadline_s > 0 ? job->spec.ckpt_deadline_s * 1000 : cfg->ckpt_deadline_ms;
+        since = job->durable_ckpt.step >= 0 ? job->durable_ckpt.time_ms : job->start_ms;
+        if (mfu >= thr && dst_wall(d) - since < dl)
+            dst_fail(d, "job %s: a durable copy was released at MFU %.2f >= %.2f with the newest durable copy only "
+                        "%lld ms old (deadline %lld ms)",
+                     job->id, mfu, thr, (long long)(dst_wall(d) - since), (long long)dl);
+    }
+}
+
+void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve_before,
+                    int32_t usable_before)
+{
+    checker_t *c = d->chk;
+    dst_stats_t *st = d->stats;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *t = ev[i].type;
+        st->ev_started += strcmp(t, "job.started") == 0;
+        st->ev_preempting += strcmp(t, "job.preempting") == 0;
+        st->ev_preempted += strcmp(t, "job.preempted") == 0;
+        st->ev_requeued += strcmp(t, "job.requeued") == 0;
+        st->ev_rolled_back += strcmp(t, "job.rolled_back") == 0;
+        st->ev_aged += strcmp(t, "job.aged") == 0;
+        st->ev_ckpt += strcmp(t, "job.checkpoint") == 0;
+        st->ev_durable += strcmp(t, "job.checkpoint_durable") == 0;
+        st->ev_flush_failed += strcmp(t, "job.checkpoint_flush_failed") == 0;
+        st->ev_held += strcmp(t, "job.checkpoint_held") == 0;
+        st->ev_succeeded += strcmp(t, "job.succeeded") == 0;
+        st->ev_failed += strcmp(t, "job.failed") == 0;
+        st->ev_cancelled += strcmp(t, "job.cancelled") == 0;
+        st->ev_ckpt_missed += strcmp(t, "job.checkpoint_missed") == 0;
+        if (strcmp(t, "job.requeued") == 0 && ev[i].job[0] && strstr(ev[i].text, " lost (")) {
+            cjob_t *j = cjob(c, ev[i].job, false);
+            if (j)
+                j->recovering = true;
+        }
+        if (strcmp(t, "job.started") == 0 && ev[i].job[0]) {
+            cjob_t *j = cjob(c, ev[i].job, false);
+            if (j) {
+                j->started_recovering = j->recovering;
+                j->recovering = false;
+            }
+        }
+        if (strcmp(t, "job.preempting") == 0 && ev[i].job[0]) {
+            cjob_t *j = cjob(c, ev[i].job, false);
+            if (j)
+                j->preempting_since = d->now;
+        }
+        if (strcmp(t, "worker.dead") == 0 && ev[i].worker[0]) {
+            st->ev_worker_dead++;
+            if (c->n_dead == c->cap_dead) {
+                c->cap_dead = c->cap_dead ? c->cap_dead * 2 : 16;
+                c->dead = tide_xrealloc(c->dead, c->cap_dead * sizeof(*c->dead));
+            }
+            snprintf(c->dead[c->n_dead++], 32, "%s", ev[i].worker);
+        }
+    }
+    check_reserve(d, ev, n, reserve_before, usable_before);
+    check_gate(d, ev, n);
+    /* KB3 (dst.h): a generation that rolls back never started */
+    for (size_t i = 0; i < n && d->sw.strict[3]; i++)
+        if (strcmp(ev[i].type, "job.running") == 0)
+            for (size_t k = i + 1; k < n; k++)
+                if (strcmp(ev[k].type, "job.rolled_back") == 0 && strcmp(ev[k].job, ev[i].job) == 0)
+                    dst_fail(d, "job %s: a generation reported as started (job.running) was rolled back in the "
+                                "same call: %s",
+                             ev[i].job, ev[k].text);
+    if (!d->sw.no_starvation && d->shell->up)
+        check_inversion(d, ev, n, reserve_before);
+}
+
+void chk_turn_committed(dst_t *d)
+{
+    checker_t *c = d->chk;
+
+    /* A death is known once the turn that saw it is durable: the old ranks there are written off. */
+    for (size_t i = 0; i < c->n_dead; i++)
+        world_orphan(d->world, c->dead[i]);
+    c->n_dead = 0;
+}
+
+void chk_turn_lost(dst_t *d)
+{
+    d->chk->n_dead = 0;
+}
+
+void chk_on_submit(dst_t *d, const char *id)
+{
+    cjob_t *j = cjob(d->chk, id, false);
+
+    if (j && (j->acked || j->committed_state))
+        dst_fail(d, "job number %s given to a new job though job %s was %s", id, id,
+                 j->acked ? "acknowledged" : "committed");
+    if (j) {
+        /* a submit that a crash lost: its number comes back */
+        HASH_DEL(d->chk->jobs, j);
+        free(j);
+    }
+    cjob(d->chk, id, true);
+}
+
+void chk_on_delete(dst_t *d, const char *id)
+{
+    cjob_t *j = cjob(d->chk, id, true);
+
+    if (!is_final(j->live_final))
+        dst_fail(d, "the core dropped job %s, which it never saw end", id);
+    j->live_deleted = true;
+}
+
+void chk_on_commit(dst_t *d, const store_batch_t *b)
+{
+    for (const store_op_t *op = b->head; op; op = op->next) {
+        cjob_t *j;
+        if (op->kind == SOP_PUT_JOB) {
+            const store_job_t *r = op->job;
+            int64_t dur = r->has_durable ? r->durable.step : -1, last = r->has_last ? r->last.step : -1;
+            j = cjob(d->chk, r->id, true);
+            if (j->committed_deleted)
+                dst_fail(d, "job %s written to the store after its record was deleted", r->id);
+            if (is_final(j->committed_state) && (int)r->state != j->committed_state)
+                dst_fail(d, "job %s committed as %s after it was committed %s", r->id,
+                         tide_job_state_name(r->state), tide_job_state_name(j->committed_state));
+            if (dur < j->committed_durable)
+                dst_fail(d, "job %s: committed durable checkpoint went from step %lld to %lld", r->id,
+                         (long long)j->committed_durable, (long long)dur);
+            if (last < j->committed_last)
+                dst_fail(d, "job %s: committed last checkpoint went from step %lld to %lld", r->id,
+                         (long long)j->committed_last, (long long)last);
+            if (dur > last)
+                dst_fail(d, "job %s: committed durable step %lld is beyond its last checkpoint %lld", r->id,
+                         (long long)dur, (long long)last);
+            j->committed_state = r->state;
+            j->committed_durable = dur;
+            j->committed_last = last;
+        } else if (op->kind == SOP_DEL_JOB) {
+            j = cjob(d->chk, op->id, true);
+            if (!is_final(j->committed_state))
+                dst_fail(d, "job %s deleted from the store while its committed state is %s", op->id,
+                         j->committed_state ? tide_job_state_name(j->committed_state) : "none");
+            j->committed_deleted = true;
+        }
+    }
+}
+
+void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc)
+{
+    cjob_t *j;
+    store_job_t *r;
+
+    if (op == OP_SUBMIT && rc == 0) {
+        j = cjob(d->chk, id, true);
+        if (!(r = store_job_find(d->store, id)))
+            dst_fail(d, "submit of job %s acknowledged before the store had it", id);
+        if (j->acked)
+            dst_fail(d, "job %s acknowledged twice", id);
+        j->acked = true;
+        d->stats->submits_acked++;
+    } else if (op == OP_CANCEL && (rc == 0 || rc == -EALREADY)) {
+        j = cjob(d->chk, id, true);
+        r = store_job_find(d->store, id);
+        if (rc == 0 && (!r || r->state != TIDE_JOB_CANCELLED))
+            dst_fail(d, "cancel of job %s acknowledged but the store says %s", id,
+                     r ? tide_job_state_name(r->state) : "nothing");
+        if (rc == -EALREADY && r && !is_final(r->state))
+            dst_fail(d, "cancel of job %s refused as already ended but the store says %s", id,
+                     tide_job_state_name(r->state));
+        if (rc == 0) {
+            j->cancel_acked = true;
+            d->stats->cancels_acked++;
+        }
+    }
+}
+
+void chk_on_restart(dst_t *d)
+{
+    tide_core_t *core = d->shell->core;
+    store_job_t *r, *rt;
+    store_worker_t *sw, *swt;
+    cjob_t *j, *jt;
+
+    HASH_ITER(hh, d->store->jobs, r, rt) {
+        tide_job_t *job = tide_core_job_find(core, r->id);
+        int want = r->state == TIDE_JOB_RUNNING && r->n_workers == 0 ? TIDE_JOB_PENDING : (int)r->state;
+        if (!job)
+            dst_fail(d, "job %s is in the store but not in the restarted scheduler", r->id);
+        /* restore_done may have moved it on already (placed, or a rank it cannot have) */
+        if (is_final(want) && (int)job->state != want)
+            dst_fail(d, "job %s restored as %s, its record says %s", r->id, tide_job_state_name(job->state),
+                     tide_job_state_name(r->state));
+        if (job->durable_ckpt.step != (r->has_durable ? r->durable.step : -1) ||
+            job->last_ckpt.step != (r->has_last ? r->last.step : -1))
+            dst_fail(d, "job %s restored with checkpoints %lld/%lld, its record has %lld/%lld", r->id,
+                     (long long)job->last_ckpt.step, (long long)job->durable_ckpt.step,
+                     (long long)(r->has_last ? r->last.step : -1),
+                     (long long)(r->has_durable ? r->durable.step : -1));
+    }
+    HASH_ITER(hh, d->store->workers, sw, swt) {
+        tide_worker_t *w = tide_core_worker_find(core, sw->id);
+        if (!w || w->cordoned != sw->cordoned)
+            dst_fail(d, "worker %s restored %s, its record says %s", sw->id,
+                     !w ? "missing" : (w->cordoned ? "cordoned" : "uncordoned"),
+                     sw->cordoned ? "cordoned" : "uncordoned");
+    }
+    HASH_ITER(hh, d->chk->jobs, j, jt) {
+        if (!j->committed_state && !j->acked) {
+            /* a submit the crash lost: never acknowledged, so never promised */
+            HASH_DEL(d->chk->jobs, j);
+            free(j);
+            continue;
+        }
+        j->live_final = is_final(j->committed_state) ? j->committed_state : 0;
+        j->live_deleted = false;
+        j->live_durable = j->committed_durable;
+        j->live_last = j->committed_last;
+        j->fit_since = -1;
+        j->preempting_since = j->copying_since = j->release_due_since = -1;
+        j->recovering = false;
+    }
+}
+
+/* --- after every step --- */
+
+/* Whether every rank of the job runs on a worker the scheduler can reach (each holds a part of the
+ * checkpoint, so a copy is released only then). */
+static bool all_reachable(const tide_job_t *job)
+{
+    for (int32_t r = 0; r < job->n_ranks; r++)
+        if (job->ranks[r].state != TIDE_RANK_RUNNING || !job->ranks[r].worker || !job->ranks[r].worker->connected)
+            return false;
+    return job->n_ranks > 0;
+}
+
+/* The core's timers fire: what it promises to do by a deadline happens by then (plus a slack for the
+ * heartbeat-paced world). */
+static void check_timers(dst_t *d, const tide_job_t *job, cjob_t *j)
+{
+    const tide_core_config_t *cfg = tide_core_config(d->shell->core);
+    int64_t wall = dst_wall(d), slack = 1000;
+    if (job->state == TIDE_JOB_PENDING && cfg->aging_ms > 0 && job->eff_priority < TIDE_PRIO_HIGH &&
+        d->now - job->queued_mono > cfg->aging_ms + slack) {
+        const tide_list_t *q = &d->shell->core->queues[job->eff_priority];
+        const tide_job_t *first = tide_list_entry(q->next, tide_job_t, queue_node);
+        dst_fail(d, "job %s has waited %lld ms as %s; aging moves it up every %lld ms (the head of its queue, "
+                    "job %s, has waited %lld ms; the core's next deadline is in %lld ms)",
+                 job->id, (long long)(d->now - job->queued_mono), tide_prio_name(job->eff_priority),
+                 (long long)cfg->aging_ms, first->id, (long long)(d->now - first->queued_mono),
+                 (long long)(tide_core_next_deadline(d->shell->core) - d->now));
+    }
+    /* KB4 (dst.h): unless strict, only a generation that has run a while must have ended an overdue
+     * request */
+    if (job->ckpt_request && job->ckpt_deadline_ms + slack < wall &&
+        (d->sw.strict[4] || (job->state == TIDE_JOB_RUNNING && wall - job->gen_start_ms > slack)))
+        dst_fail(d, "job %s (%s): checkpoint request %llu is %lld ms past its deadline and still open", job->id,
+                 tide_job_state_name(job->state), (unsigned long long)job->ckpt_request,
+                 (long long)(wall - job->ckpt_deadline_ms));
+    if (job->state != TIDE_JOB_RUNNING) {
+        j->preempting_since = j->copying_since = j->release_due_since = -1;
+        return;
+    }
+    if (job->spec.time_limit_s && job->gen_start_ms + job->spec.time_limit_s * 1000 + slack < wall)
+        dst_fail(d, "job %s runs past its time limit of %llds", job->id, (long long)job->spec.time_limit_s);
+    if (!job->preempted_by)
+        j->preempting_since = -1;
+    else if (j->preempting_since >= 0 && d->now - j->preempting_since > (int64_t)cfg->preempt_grace_ms + slack)
+        dst_fail(d, "job %s has yielded to job %s for %lld ms; its checkpoint grace is %u ms", job->id,
+                 job->preempted_by, (long long)(d->now - j->preempting_since), cfg->preempt_grace_ms);
+    /* The checkpoint gate releases a held copy once the MFU is under the threshold or the newest
+     * durable copy is older than the deadline, as soon as every rank can copy: at the next gate check,
+     * or 6 checks after a failed copy. */
+    if (job->flush_state != TIDE_FLUSH_HELD || !all_reachable(job)) {
+        j->release_due_since = -1;
+    } else {
+        double thr = job->spec.ckpt_mfu_threshold > 0 ? job->spec.ckpt_mfu_threshold : cfg->ckpt_mfu_threshold;
+        int64_t dl = job->spec.ckpt_deadline_s > 0 ? job->spec.ckpt_deadline_s * 1000 : cfg->ckpt_deadline_ms;
+        int64_t since = job->durable_ckpt.step >= 0 ? job->durable_ckpt.time_ms : job->start_ms;
+        int64_t late = 6 * cfg->ckpt_gate_check_ms + slack;
+        double mfu = tide_core_job_mfu(d->shell->core, job);
+        if (mfu >= thr && wall - since < dl)
+            j->release_due_since = -1;
+        else if (j->release_due_since < 0)
+            j->release_due_since = d->now;
+        else if (d->now - j->release_due_since > late && wall - job->flush_since_ms > late)
+            dst_fail(d, "job %s: its durable copy of step %lld is still held %lld ms after it was due (MFU %.2f, "
+                        "threshold %.2f; newest durable copy %lld ms old, deadline %lld ms)",
+                     job->id, (long long)job->flush_step, (long long)(d->now - j->release_due_since), mfu, thr,
+                     (long long)(wall - since), (long long)dl);
+    }
+    if (job->flush_state != TIDE_FLUSH_COPYING) {
+        j->copying_since = -1;
+    } else if (j->copying_since < 0 || j->copying_step != job->flush_step) {
+        j->copying_since = d->now;
+        j->copying_step = job->flush_step;
+    } else if (d->now - j->copying_since > cfg->ckpt_copy_timeout_ms + slack) {
+        /* a copy that lost its FLUSH or an answer (a stream died) times out and is retried */
+        dst_fail(d, "job %s: the durable copy of step %lld has been COPYING for %lld ms, past its %lld ms timeout "
+                    "(%d of its workers have not answered)",
+                 job->id, (long long)job->flush_step, (long long)(d->now - j->copying_since),
+                 (long long)cfg->ckpt_copy_timeout_ms, job->flush_pending);
+    }
+}
+
+static void check_jobs(dst_t *d)
+{
+    tide_core_t *core = d->shell->core;
+    cjob_t *j, *jt;
+    tide_job_t *job = NULL;
+
+    HASH_ITER(hh, d->chk->jobs, j, jt) {
+        tide_job_t *cj;
+        if (j->committed_deleted)
+            continue; /* gone for good: its number is remembered only so that it is never given again */
+        cj = tide_core_job_find(core, j->id);
+        if (!cj) {
+            if (j->acked && !j->committed_deleted && !j->live_deleted)
+                dst_fail(d, "acknowledged job %s is gone from the scheduler", j->id);
+            continue;
+        }
+        if (is_final(j->committed_state) && (int)cj->state != j->committed_state)
+            dst_fail(d, "job %s is %s but was committed %s", j->id, tide_job_state_name(cj->state),
+                     tide_job_state_name(j->committed_state));
+        if (j->live_final && (int)cj->state != j->live_final)
+            dst_fail(d, "job %s went from %s to %s", j->id, tide_job_state_name(j->live_final),
+                     tide_job_state_name(cj->state));
+        if (j->cancel_acked && cj->state != TIDE_JOB_CANCELLED)
+            dst_fail(d, "job %s was cancelled (acknowledged) but is %s", j->id, tide_job_state_name(cj->state));
+        if (is_final(cj->state))
+            j->live_final = cj->state;
+    }
+    while ((job = tide_core_job_next(core, job))) {
+        int64_t dur = job->durable_ckpt.step, last = job->last_ckpt.step;
+        tide_list_t *pos;
+        j = cjob(d->chk, job->id, false);
+        if (!j)
+            dst_fail(d, "job %s is in the scheduler but no client submitted it", job->id);
+        if (dur >= 0 && dur > last)
+            dst_fail(d, "job %s: durable checkpoint step %lld is beyond its last checkpoint step %lld", job->id,
+                     (long long)dur, (long long)last);
+        if (dur < j->live_durable)
+            dst_fail(d, "job %s: durable checkpoint step went from %lld to %lld", job->id,
+                     (long long)j->live_durable, (long long)dur);
+        if (last < j->live_last)
+            dst_fail(d, "job %s: last checkpoint step went from %lld to %lld", job->id, (long long)j->live_last,
+                     (long long)last);
+        j->live_durable = dur;
+        j->live_last = last;
+        check_timers(d, job, j);
+        if (job->state != TIDE_JOB_RUNNING)
+            continue;
+        /* never two generations in the core either */
+        tide_list_for_each(pos, &job->bound) {
+            const tide_worker_t *w = tide_list_entry(pos, tide_worker_t, bound_node);
+            if (w->generation != job->generation)
+                dst_fail(d, "job %s runs generation %d while %s still holds its generation %d", job->id,
+                         job->generation, w->id, w->generation);
+        }
+    }
+}
+
+static void check_placement(dst_t *d)
+{
+    tide_core_t *core = d->shell->core;
+    const tide_job_t *job = NULL;
+
+    while ((job = tide_core_job_next(core, job))) {
+        const tide_job_spec_t *sp = &job->spec;
+        const agent_t *first = NULL;
+        tide_level_t level = level_of(sp);
+        if (job->state != TIDE_JOB_RUNNING)
+            continue;
+        for (int32_t r = 0; r < job->n_ranks; r++) {
+            const tide_job_rank_t *slot = &job->ranks[r];
+            const agent_t *a;
+            int32_t ded;
+            if (!slot->worker)
+                continue;
+            if (!(a = world_agent_by_id(d->world, slot->worker_id)))
+                dst_fail(d, "job %s rank %d is on %s, which is no worker of this world", job->id, r,
+                         slot->worker_id);
+            d->stats->placement_checks++;
+            ded = dedication(core, pool_of(a));
+            if (sp->pool && sp->pool[0] && strcmp(sp->pool, pool_of(a)) != 0)
+                dst_fail(d, "job %s asks for pool %s; rank %d runs on %s in pool %s", job->id, sp->pool, r, a->id,
+                         pool_of(a));
+            if (ded >= 0 && ded != (int32_t)sp->priority)
+                dst_fail(d, "job %s (%s) runs rank %d on %s in pool %s, dedicated to %s", job->id,
+                         tide_prio_name(sp->priority), r, a->id, pool_of(a), tide_prio_name((tide_prio_t)ded));
+            if (sp->memory_per_rank && a->mem < sp->memory_per_rank)
+                dst_fail(d, "job %s needs %llu bytes per rank; rank %d runs on %s with %llu", job->id,
+                         (unsigned long long)sp->memory_per_rank, r, a->id, (unsigned long long)a->mem);
+            if (sp->device && sp->device[0] && !strcasestr(a->device, sp->device))
+                dst_fail(d, "job %s asks for device %s; rank %d runs on %s (%s)", job->id, sp->device, r, a->id,
+                         a->device);
+            if (!first) {
+                first = a;
+            } else if (strcmp(pool_of(first), pool_of(a)) != 0 || strcmp(first->device, a->device) != 0 ||
+                       first->mem != a->mem) {
+                dst_fail(d, "job %s mixes shapes: %s (%s, %s, %llu) and %s (%s, %s, %llu)", job->id, first->id,
+                         pool_of(first), first->device, (unsigned long long)first->mem, a->id, pool_of(a),
+                         a->device, (unsigned long long)a->mem);
+            }
+            if (level != TIDE_LVL_SHAPE && first->dom[level] != a->dom[level])
+                dst_fail(d, "job %s asks for one %s; its ranks run on %s (rack %s, switch %s) and %s (rack %s, "
+                            "switch %s)",
+                         job->id, tide_topology_name(sp->topology), first->id, first->rack, first->sw, a->id,
+                         a->rack, a->sw);
+        }
+    }
+}
+
+/* A job that is not placed holds the shapes that match it and could hold it were they idle. */
+static void model_hold(model_t *m, const tide_job_t *job, bool why_reserve, int *n_blocked,
+                       int *n_blocked_reserve)
+{
+    for (int s = 0; s < m->n_shapes; s++) {
+        if (m->s[s].blocked || m->s[s].usable == 0 || !model_matches(&m->s[s], &job->spec) ||
+            model_max(m, s, level_of(&job->spec), false) < job->spec.min_workers)
+            continue;
+        m->s[s].blocked = true;
+        m->s[s].blocked_reserve = why_reserve;
+        (*n_blocked)++;
+        *n_blocked_reserve += why_reserve;
+    }
+}
+
+/* The scheduling pass, replayed on the model (docs/policies.md, "Queues" and "Placement"): classes from
+ * the top, FIFO within; a job that is not placed holds the shapes that match it and could hold it were
+ * they idle; a job that waits only for the reserve lets LOW work into the reserve's LOW-free part of its
+ * shapes; once every shape is held the pass ends (for LOW work, at its first job that does not fit). A
+ * pending job the pass would place is waiting though capacity allows. */
+static void check_starvation(dst_t *d)
+{
+    tide_core_t *core = d->shell->core;
+    model_t m;
+    cjob_t *j, *jt;
+    int n_shapes = 0, n_blocked = 0, n_blocked_reserve = 0;
+    bool done = false;
+
+    model_build(d, &m);
+    for (int s = 0; s < m.n_shapes; s++)
+        n_shapes += m.s[s].usable > 0;
+    HASH_ITER(hh, d->chk->jobs, j, jt) j->fit_seen = false;
+    for (int p = TIDE_PRIO_COUNT - 1; p >= 0 && !done; p--) {
+        tide_list_t *pos;
+        tide_list_for_each(pos, &core->queues[p]) {
+            tide_job_t *job = tide_list_entry(pos, tide_job_t, queue_node);
+            const tide_job_spec_t *sp = &job->spec;
+            tide_level_t level = level_of(sp);
+            int32_t limit = model_limit(d, &m, job), room = m.reserve - m.low_busy;
+            bool all_blocked = n_blocked >= n_shapes, matched = false, free_enough = false, blocked = false;
+            bool low = job->eff_priority == TIDE_PRIO_LOW, why_reserve;
+            int fits_in = -1;
+            if (all_blocked && (!low || n_blocked_reserve == 0)) {
+                done = true;
+                break;
+            }
+            if (!model_could_fit(d, &m, job))
+                continue; /* it could never run now: it holds nothing */
+            if (!tide_list_empty(&job->bound)) {
+                /* its old ranks still stop: it waits, and holds the shapes it could use meanwhile */
+                model_hold(&m, job, false, &n_blocked, &n_blocked_reserve);
+                continue;
+            }
+            for (int s = 0; s < m.n_shapes; s++) {
+                int32_t lim = limit;
+                if (m.s[s].usable == 0 || !model_matches(&m.s[s], sp))
+                    continue;
+                matched = true;
+                if (m.s[s].blocked) {
+                    if (!m.s[s].blocked_reserve || !low || room < sp->min_workers) {
+                        blocked = true;
+                        continue;
+                    }
+                    lim = room < lim ? room : lim;
+                }
+                if (model_max(&m, s, level, true) >= sp->min_workers)
+                    free_enough = true;
+                if (fits_in < 0 && model_fits(&m, s, sp, lim))
+                    fits_in = s;
+            }
+            if (!matched)
+                continue;
+            d->stats->starvation_checks++;
+            if (fits_in >= 0 && (j = cjob(d->chk, job->id, false))) {
+                j->fit_seen = true;
+                if (j->fit_since < 0)
+                    j->fit_since = d->now;
+                else if (d->now - j->fit_since >= DST_STARVE_MS)
+                    dst_fail(d, "job %s (%s, %d..%d GPUs, %s) has waited %lld ms though %d free GPU(s) of shape "
+                                "(%s, %s, %llu GiB) fit it and no earlier job of its class or above holds them "
+                                "(free %d, LOW-held %d, reserve %d)",
+                             job->id, tide_prio_name(job->eff_priority), sp->min_workers, sp->max_workers,
+                             tide_topology_name(sp->topology), (long long)(d->now - j->fit_since),
+                             m.s[fits_in].free, m.s[fits_in].pool, m.s[fits_in].device,
+                             (unsigned long long)(m.s[fits_in].mem >> 30), m.n_free, m.low_busy, m.reserve);
+            }
+            (void)blocked;
+            why_reserve = free_enough && limit < sp->min_workers;
+            model_hold(&m, job, why_reserve, &n_blocked, &n_blocked_reserve);
+            if (all_blocked) {
+                done = true;
+                break;
+            }
+        }
+    }
+    HASH_ITER(hh, d->chk->jobs, j, jt) {
+        if (!j->fit_seen)
+            j->fit_since = -1;
+    }
+}
+
+void chk_step(dst_t *d)
+{
+    for (int i = 0; i < d->world->n; i++) {
+        const agent_t *a = &d->world->a[i];
+        if (world_running(a) > 1)
+            dst_fail(d, "%s runs %d ranks at once", a->id, world_running(a));
+    }
+    /* When the core emitted nothing, nothing it keeps moved, but its deadlines may have passed. */
+    if (!d->shell->up || (!d->changed && d->now - d->checked_at < DST_CHECK_EVERY_MS))
+        return;
+    d->changed = false;
+    d->checked_at = d->now;
+    h_check_invariants(&d->shell->h);
+    check_jobs(d);
+    check_placement(d);
+    if (!d->sw.no_starvation)
+        check_starvation(d);
+}
+
+/* --- the end --- */
+
+static bool job_done(dst_t *d, const model_t *m, const tide_job_t *job)
+{
+    return is_final(job->state) || (job->state == TIDE_JOB_PENDING && !model_could_fit(d, m, job));
+}
+
+bool chk_settled(dst_t *d)
+{
+    tide_core_t *core;
+    tide_job_t *job = NULL;
+    tide_worker_t *w, *tmp;
+    model_t m;
+
+    if (!d->shell->up)
+        return false;
+    core = d->shell->core;
+    for (int i = 0; i < d->world->n; i++) {
+        const agent_t *a = &d->world->a[i];
+        if (!a->up || !a->welcomed || world_running(a) > 0)
+            return false;
+    }
+    HASH_ITER(hh, core->workers, w, tmp) {
+        if (!w->connected || w->state != TIDE_WORKER_READY || w->job || w->n_stale)
+            return false;
+    }
+    model_build(d, &m);
+    while ((job = tide_core_job_next(core, job)))
+        if (!job_done(d, &m, job))
+            return false;
+    return true;
+}
+
+void chk_final(dst_t *d)
+{
+    tide_core_t *core;
+    tide_job_t *job = NULL;
+    tide_worker_t *w, *tmp;
+    model_t m;
+    char reason[256];
+
+    if (!d->shell->up)
+        dst_fail(d, "the scheduler is still down at the end");
+    core = d->shell->core;
+    h_check_invariants(&d->shell->h);
+    model_build(d, &m);
+    while ((job = tide_core_job_next(core, job))) {
+        if (!job_done(d, &m, job))
+            dst_fail(d, "job %s is still %s after the world was left alone: %s", job->id,
+                     tide_job_state_name(job->state), tide_core_job_reason(core, job, reason, sizeof(reason)));
+    }
+    for (int i = 0; i < d->world->n; i++) {
+        const agent_t *a = &d->world->a[i];
+        if (world_running(a) > 0)
+            dst_fail(d, "%s still runs a rank after the world was left alone", a->id);
+        if (!(w = tide_core_worker_find(core, a->id)))
+            dst_fail(d, "worker %s is unknown to the scheduler at the end", a->id);
+    }
+    HASH_ITER(hh, core->workers, w, tmp) {
+        if (!w->connected || w->state != TIDE_WORKER_READY || w->job || w->n_stale)
+            dst_fail(d, "worker %s is %s%s%s%s at the end, not free", w->id, tide_worker_state_name(w->state),
+                     w->connected ? "" : ", disconnected", w->job ? ", bound to a job" : "",
+                     w->n_stale ? ", stopping a stale rank" : "");
+    }
+}

@@ -1,0 +1,831 @@
+/* The simulated world (see world.h). Invariants kept here: an agent has at most one table entry per
+ * (job, generation, rank); an exit is reported on a welcomed stream or carried by a welcomed hello, and
+ * the newest W_KEEP_REPORTED reported exits are repeated in every hello; processes of a generation
+ * step together, so every rank of a trainer saves the same checkpoint steps. The checker sees every
+ * spawn before it happens (chk_on_spawn). */
+#include "world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "invariants.h"
+#include "shell.h"
+#include "xmalloc.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define RENDEZVOUS_MS 60000
+
+world_t *world_new(void)
+{
+    world_t *w = tide_xcalloc(1, sizeof(*w));
+
+    w->next_pid = 1000;
+    w->stop_grace_ms = 10000;
+    w->hb_ms = 500;
+    return w;
+}
+
+void world_free(world_t *w)
+{
+    wjob_t *j, *jt;
+    trainer_t *t, *tt;
+
+    if (!w)
+        return;
+    HASH_ITER(hh, w->jobs, j, jt) {
+        HASH_DEL(w->jobs, j);
+        free(j);
+    }
+    HASH_ITER(hh, w->trainers, t, tt) {
+        HASH_DEL(w->trainers, t);
+        free(t);
+    }
+    HASH_CLEAR(hh, w->by_id);
+    free(w);
+}
+
+agent_t *world_add_agent(world_t *w, const char *node, int gpu, const char *device, uint64_t mem,
+                         const char *pool, const char *rack, const char *sw, bool new_arch)
+{
+    agent_t *a = &w->a[w->n];
+
+    memset(a, 0, sizeof(*a));
+    a->idx = w->n++;
+    snprintf(a->id, sizeof(a->id), "%s/gpu%d", node, gpu);
+    snprintf(a->node, sizeof(a->node), "%s", node);
+    snprintf(a->device, sizeof(a->device), "%s", device);
+    snprintf(a->pool, sizeof(a->pool), "%s", pool);
+    snprintf(a->rack, sizeof(a->rack), "%s", rack);
+    snprintf(a->sw, sizeof(a->sw), "%s", sw);
+    a->gpu = gpu;
+    a->mem = mem;
+    a->new_arch = new_arch;
+    if (a->pool[0])
+        a->labels[a->n_labels++] = (tide_kv_t){.key = TIDE_LABEL_POOL, .value = a->pool};
+    if (a->rack[0])
+        a->labels[a->n_labels++] = (tide_kv_t){.key = TIDE_LABEL_RACK, .value = a->rack};
+    if (a->sw[0])
+        a->labels[a->n_labels++] = (tide_kv_t){.key = TIDE_LABEL_SWITCH, .value = a->sw};
+    if (new_arch)
+        a->labels[a->n_labels++] = (tide_kv_t){.key = TIDE_LABEL_NEW_ARCH, .value = "true"};
+    a->up_at = INT64_MAX;
+    a->backoff = BACKOFF_MIN_MS;
+    /* Domains as the core keys them: a worker without a rack label is its node's own rack, one
+     * without a switch label its rack's own switch. Same key, same number. */
+    for (int l = 0; l < 3; l++) {
+        a->dom[l] = a->idx;
+        for (int i = 0; i < a->idx; i++) {
+            const agent_t *b = &w->a[i];
+            bool same = l == 0 ? strcmp(a->node, b->node) == 0
+                        : l == 1 ? (a->rack[0] ? strcmp(a->rack, b->rack) == 0
+                                               : !b->rack[0] && strcmp(a->node, b->node) == 0)
+                                 : (a->sw[0] ? strcmp(a->sw, b->sw) == 0 : !b->sw[0] && b->dom[1] == a->dom[1]);
+            if (same) {
+                a->dom[l] = b->dom[l];
+                break;
+            }
+        }
+    }
+    HASH_ADD_STR(w->by_id, id, a);
+    return a;
+}
+
+wjob_t *world_job_find(world_t *w, const char *id)
+{
+    wjob_t *j;
+
+    HASH_FIND_STR(w->jobs, id, j);
+    return j;
+}
+
+wjob_t *world_job_set(world_t *w, const wjob_t *b)
+{
+    wjob_t *j = world_job_find(w, b->id);
+
+    if (!j) {
+        j = tide_xmalloc(sizeof(*j));
+        *j = *b;
+        HASH_ADD_STR(w->jobs, id, j);
+    } else {
+        UT_hash_handle hh = j->hh;
+        *j = *b;
+        j->hh = hh;
+    }
+    return j;
+}
+
+agent_t *world_agent_by_id(world_t *w, const char *id)
+{
+    agent_t *a;
+
+    HASH_FIND_STR(w->by_id, id, a);
+    return a;
+}
+
+void world_orphan(world_t *w, const char *worker_id)
+{
+    agent_t *a = world_agent_by_id(w, worker_id);
+
+    if (a && a->stream)
+        a->dead_stream = a->stream; /* what still arrives on it predates the verdict */
+    for (int i = 0; a && i < W_ENTRIES; i++)
+        if (a->e[i].used && a->e[i].running)
+            a->e[i].orphaned = true;
+}
+
+void world_unreachable(dst_t *d, agent_t *a, int kb)
+{
+    if (d->sw.strict[kb])
+        return;
+    /* KB1 (dst.h): the scheduler lost its stream to this worker; until the core keeps holding a
+     * requeued job's ranks there, treat them as written off. */
+    for (int i = 0; i < W_ENTRIES; i++)
+        if (a->e[i].used && a->e[i].running)
+            a->e[i].orphaned = true;
+}
+
+int world_running(const agent_t *a)
+{
+    return a->n_running;
+}
+
+/* --- trainers --- */
+
+static trainer_t *trainer_get(dst_t *d, const char *job, int32_t gen, int32_t world)
+{
+    world_t *w = d->world;
+    char key[48];
+    trainer_t *t;
+
+    snprintf(key, sizeof(key), "%s/%d", job, gen);
+    HASH_FIND_STR(w->trainers, key, t);
+    if (t)
+        return t;
+    t = tide_xcalloc(1, sizeof(*t));
+    snprintf(t->key, sizeof(t->key), "%s", key);
+    t->job = world_job_find(w, job);
+    if (!t->job) {
+        /* A job the clients never saw: cannot happen, but behave like a plain trainer. */
+        wjob_t b = {.step_ms = 100, .total_steps = 50, .ckpt_every = 10, .peer_timeout_ms = 3000,
+                    .mfu = 0.4, .resume = -1};
+        snprintf(b.id, sizeof(b.id), "%s", job);
+        t->job = world_job_set(w, &b);
+    }
+    t->gen = gen;
+    t->world = world < 1 ? 1 : (world > W_MAX_RANKS ? W_MAX_RANKS : world);
+    t->t0 = t->stall = -1;
+    t->resume = t->job->resume;
+    t->save_req = -1;
+    t->fail_rank = -1;
+    t->fail_after = -1;
+    if (dst_chance(d, t->job->fail_p)) {
+        t->fail_rank = (int32_t)dst_below(d, t->world);
+        t->fail_after = dst_range(d, 0, t->job->step_ms * t->job->total_steps);
+    }
+    for (int r = 0; r < W_MAX_RANKS; r++)
+        t->saved[r] = -1;
+    HASH_ADD_STR(w->trainers, key, t);
+    return t;
+}
+
+int64_t world_step(const dst_t *d, const trainer_t *tr)
+{
+    int64_t end = d->now, s;
+
+    if (tr->t0 < 0)
+        return tr->resume < 0 ? 0 : tr->resume;
+    if (tr->stall >= 0 && tr->stall < end)
+        end = tr->stall;
+    s = (tr->resume < 0 ? 0 : tr->resume) + (end > tr->t0 ? (end - tr->t0) / tr->job->step_ms : 0);
+    return s < tr->job->total_steps ? s : tr->job->total_steps;
+}
+
+/* The time the trainer reaches step s (INT64_MAX when it never will). */
+static int64_t step_time(const trainer_t *tr, int64_t s)
+{
+    int64_t base = tr->resume < 0 ? 0 : tr->resume, t;
+
+    if (tr->t0 < 0 || s < base)
+        return tr->t0 < 0 ? INT64_MAX : tr->t0;
+    t = tr->t0 + (s - base) * tr->job->step_ms;
+    if (tr->stall >= 0 && t > tr->stall)
+        return INT64_MAX;
+    return t;
+}
+
+/* When a running entry's process exits, and with which code. */
+static int64_t exit_time(const wentry_t *e, int32_t *code)
+{
+    const trainer_t *tr = e->tr;
+    const wjob_t *j = tr->job;
+    int64_t t = INT64_MAX, finish, ft;
+    int32_t c = 0;
+
+    if (e->stop_at >= 0) {
+        t = e->stop_at;
+        c = 143;
+    }
+    if (tr->t0 >= 0) {
+        finish = step_time(tr, j->total_steps);
+        if (finish < t) {
+            t = finish;
+            c = 0;
+        }
+        if (tr->fail_rank == e->rank && tr->fail_after >= 0) {
+            ft = tr->t0 + tr->fail_after;
+            if ((tr->stall < 0 || ft <= tr->stall) && ft < t && ft < finish) {
+                t = ft;
+                c = 1 + e->rank % 3;
+            }
+        }
+    } else if (e->start + RENDEZVOUS_MS < t) {
+        t = e->start + RENDEZVOUS_MS; /* its peers never came */
+        c = 1;
+    }
+    if (tr->stall >= 0 && tr->stall + j->peer_timeout_ms < t) {
+        t = tr->stall + j->peer_timeout_ms; /* a peer died: the collective times out */
+        c = 1;
+    }
+    *code = c;
+    return t;
+}
+
+/* The next checkpoint step a rank of tr saves after `after` (-1: none before the end). */
+static int64_t next_save(const trainer_t *tr, int64_t after)
+{
+    const wjob_t *j = tr->job;
+    int64_t base = tr->resume < 0 ? 0 : tr->resume, s;
+
+    if (!j->sdk)
+        return -1;
+    if (after < base)
+        after = base;
+    s = (after / j->ckpt_every + 1) * j->ckpt_every;
+    if (tr->save_req > after && tr->save_req < s)
+        s = tr->save_req;
+    return s < j->total_steps ? s : -1;
+}
+
+static wentry_t *entry_find(agent_t *a, const char *job, int32_t gen, int32_t rank)
+{
+    for (int i = 0; i < W_ENTRIES; i++) {
+        wentry_t *e = &a->e[i];
+        if (e->used && e->gen == gen && e->rank == rank && strcmp(e->job, job) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+/* A free slot; the oldest reported exit makes room if needed. */
+static wentry_t *entry_new(agent_t *a)
+{
+    wentry_t *old = NULL;
+
+    for (int i = 0; i < W_ENTRIES; i++) {
+        wentry_t *e = &a->e[i];
+        if (!e->used)
+            return e;
+        if (!e->running && (!old || (e->reported && (!old->reported || e->seq < old->seq))))
+            old = e;
+    }
+    return old;
+}
+
+/* Keeps the newest W_KEEP_REPORTED reported exits. */
+static void entries_trim(agent_t *a)
+{
+    for (;;) {
+        wentry_t *oldest = NULL;
+        int kept = 0;
+        for (int i = 0; i < W_ENTRIES; i++) {
+            wentry_t *e = &a->e[i];
+            if (!e->used || e->running || !e->reported)
+                continue;
+            kept++;
+            if (!oldest || e->seq < oldest->seq)
+                oldest = e;
+        }
+        if (kept <= W_KEEP_REPORTED)
+            return;
+        oldest->used = false;
+    }
+}
+
+static net_stream_t *cur_stream(dst_t *d, agent_t *a)
+{
+    return a->stream ? net_find(d->net, a->stream) : NULL;
+}
+
+/* Sends towards the scheduler on the agent's stream (dropped when it has none). */
+static void send(dst_t *d, agent_t *a, net_msg_t *m, bool may_dup)
+{
+    net_stream_t *s = cur_stream(d, a);
+
+    if (!s) {
+        net_msg_free(m);
+        return;
+    }
+    if (may_dup && !d->calm && !d->sw.no_net_faults && dst_chance(d, d->k.p_dup)) {
+        d->stats->dups++;
+        net_send(d, s, NET_TO_SCHED, net_msg_dup(m));
+    }
+    net_send(d, s, NET_TO_SCHED, m);
+}
+
+static net_msg_t *rank_msg(net_kind_t kind, const wentry_t *e)
+{
+    net_msg_t *m = net_msg_new(kind);
+
+    snprintf(m->job, sizeof(m->job), "%s", e->job);
+    m->gen = e->gen;
+    m->rank = e->rank;
+    m->pid = e->pid;
+    m->port = e->port;
+    m->code = e->code;
+    return m;
+}
+
+static void proc_end(dst_t *d, agent_t *a, wentry_t *e, int32_t code)
+{
+    trainer_t *tr = e->tr;
+
+    e->running = false;
+    e->code = code;
+    e->hello_stream = 0;
+    e->reported = false;
+    a->n_running--;
+    a->to_report = true;
+    tr->live--;
+    if (tr->stall < 0)
+        tr->stall = d->now;
+    dst_trace(d, "world: %s: job %s g%d r%d exited %d", a->id, e->job, e->gen, e->rank, code);
+}
+
+/* The trainer's completed checkpoints: where its job resumes. */
+static void trainer_saved(trainer_t *tr, int32_t rank, int64_t step)
+{
+    int64_t complete = INT64_MAX;
+
+    if (rank < 0 || rank >= tr->world)
+        return;
+    tr->saved[rank] = step;
+    for (int r = 0; r < tr->world; r++)
+        if (tr->saved[r] < complete)
+            complete = tr->saved[r];
+    if (complete > tr->job->resume)
+        tr->job->resume = complete;
+}
+
+/* Process-level events (they happen even while the agent hangs): saves and exits. */
+static void run_procs(dst_t *d, agent_t *a)
+{
+    int left = a->n_running;
+
+    for (int i = 0; i < W_ENTRIES && left > 0; i++) {
+        wentry_t *e = &a->e[i];
+        int32_t code;
+        int64_t s;
+        if (!e->used || !e->running)
+            continue;
+        left--;
+        /* checkpoints reached by now (the newest one is what the rank saved last) */
+        while ((s = next_save(e->tr, e->saved)) >= 0 && step_time(e->tr, s) <= d->now) {
+            e->saved = s;
+            a->to_report = true;
+            trainer_saved(e->tr, e->rank, s);
+        }
+        if (exit_time(e, &code) <= d->now)
+            proc_end(d, a, e, code);
+    }
+}
+
+static void send_hello(dst_t *d, agent_t *a, net_stream_t *s)
+{
+    net_msg_t *m = net_msg_new(NM_HELLO);
+    size_t n = 0;
+
+    m->ranks = tide_xcalloc(W_ENTRIES, sizeof(*m->ranks));
+    for (int i = 0; i < W_ENTRIES; i++) {
+        wentry_t *e = &a->e[i];
+        net_rank_t *r = &m->ranks[n];
+        if (!e->used)
+            continue;
+        snprintf(r->job, sizeof(r->job), "%s", e->job);
+        r->gen = e->gen;
+        r->rank = e->rank;
+        r->running = e->running;
+        r->code = e->code;
+        r->pid = e->pid;
+        r->port = e->port;
+        if (!e->running)
+            e->hello_stream = s->id;
+        n++;
+    }
+    m->n_ranks = n;
+    m->epoch = a->max_epoch;
+    net_send(d, s, NET_TO_SCHED, m);
+}
+
+/* Heartbeats land on a 250 ms grid: fewer distinct instants for the same liveness behaviour. */
+static int64_t next_beat(const dst_t *d)
+{
+    int64_t t = d->now + d->world->hb_ms;
+    return (t + 249) / 250 * 250;
+}
+
+static void reconnect_later(dst_t *d, agent_t *a)
+{
+    /* equal jitter, as the real worker */
+    a->reconnect_at = d->now + a->backoff / 2 + dst_below(d, a->backoff / 2 + 1);
+    a->backoff = a->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : a->backoff * 2;
+}
+
+static void stream_ended(dst_t *d, agent_t *a, net_stream_t *s)
+{
+    net_close(d, s, NET_TO_WORKER, false);
+    if (a->stream != s->id)
+        return;
+
+    a->stream = 0;
+    a->welcomed = false;
+    reconnect_later(d, a);
+    dst_trace(d, "world: %s: stream %llu ended", a->id, (unsigned long long)s->id);
+}
+
+/* The agent's own events: reconnect, reports, heartbeats, durable copies. */
+static void run_agent(dst_t *d, agent_t *a)
+{
+    net_stream_t *s;
+
+    if (!a->up || a->frozen)
+        return;
+    if (!a->stream && d->now >= a->reconnect_at) {
+        if (!shell_up(d)) {
+            reconnect_later(d, a);
+        } else {
+            s = net_open(d, a->idx);
+            a->stream = s->id;
+            a->welcomed = false;
+            dst_trace(d, "world: %s: connects on stream %llu", a->id, (unsigned long long)s->id);
+            send_hello(d, a, s);
+        }
+    }
+    if (!a->welcomed)
+        return;
+    for (int i = 0; i < W_ENTRIES && a->to_report; i++) {
+        wentry_t *e = &a->e[i];
+        if (!e->used)
+            continue;
+        if (e->saved > e->sent) {
+            net_msg_t *m = rank_msg(NM_CKPT_SAVED, e);
+            m->step = e->saved;
+            e->sent = e->saved;
+            send(d, a, m, true);
+        }
+        if (!e->running && !e->reported && e->hello_stream != a->stream) {
+            e->reported = true;
+            send(d, a, rank_msg(NM_RANK_EXITED, e), true);
+        }
+    }
+    if (a->to_report)
+        entries_trim(a);
+    a->to_report = false;
+    for (int i = 0; i < W_FLUSHES && a->n_flushes > 0; i++) {
+        wflush_t *f = &a->fl[i];
+        net_msg_t *m;
+        if (!f->used || f->at > d->now)
+            continue;
+        m = net_msg_new(NM_FLUSHED);
+        snprintf(m->job, sizeof(m->job), "%s", f->job);
+        m->gen = f->gen;
+        m->rank = f->rank;
+        m->step = f->step;
+        m->ok = f->ok;
+        f->used = false;
+        a->n_flushes--;
+        send(d, a, m, true);
+    }
+    if (d->now >= a->next_hb) {
+        net_msg_t *m = net_msg_new(NM_HEARTBEAT);
+        size_t n = 0;
+        m->prog = tide_xcalloc(W_ENTRIES, sizeof(*m->prog));
+        for (int i = 0; i < W_ENTRIES; i++) {
+            wentry_t *e = &a->e[i];
+            net_progress_t *p = &m->prog[n];
+            if (!e->used || !e->running || !e->tr->job->sdk)
+                continue;
+            snprintf(p->job, sizeof(p->job), "%s", e->job);
+            p->gen = e->gen;
+            p->rank = e->rank;
+            p->p.sdk = true;
+            p->p.step = world_step(d, e->tr);
+            p->p.steps_reported = (uint64_t)(p->p.step + 1);
+            p->p.last_report_ms = dst_wall(d);
+            p->p.peak_flops = W_PEAK_FLOPS;
+            p->p.mfu = e->tr->job->mfu;
+            p->p.flops_per_s = p->p.flops_per_s_5m = e->tr->job->mfu * W_PEAK_FLOPS;
+            n++;
+        }
+        m->n_prog = n;
+        a->next_hb = next_beat(d);
+        send(d, a, m, false);
+    }
+}
+
+/* --- messages from the scheduler --- */
+
+static void on_launch(dst_t *d, agent_t *a, net_stream_t *s, const net_msg_t *m)
+{
+    wentry_t *e = entry_find(a, m->job, m->gen, m->rank);
+    trainer_t *tr;
+    bool orphaned;
+
+    if (e) {
+        /* Idempotent: the same rank again is answered, never started twice. */
+        if (e->running)
+            send(d, a, rank_msg(NM_RANK_STARTED, e), false);
+        return;
+    }
+    /* A LaunchRank read after the scheduler declared this worker dead (a hung agent waking up to its
+     * buffered messages) starts a rank the scheduler has already written off; so does one read on a
+     * stream the scheduler lost, as long as KB1/KB2 (dst.h) are tolerated. */
+    orphaned = a->stream == a->dead_stream || (s->sched_gone && s->gone_kb && !d->sw.strict[s->gone_kb]);
+    chk_on_spawn(d, a, m->job, m->gen, m->rank, orphaned);
+    e = entry_new(a);
+    memset(e, 0, sizeof(*e));
+    e->used = true;
+    e->orphaned = orphaned;
+    snprintf(e->job, sizeof(e->job), "%s", m->job);
+    e->gen = m->gen;
+    e->rank = m->rank;
+    e->running = true;
+    e->pid = d->world->next_pid++;
+    e->port = m->rank == 0 ? 20000 + e->pid % 10000 : 0;
+    e->start = d->now;
+    e->stop_at = -1;
+    e->saved = e->sent = -1;
+    e->seq = ++a->seq;
+    tr = e->tr = trainer_get(d, m->job, m->gen, m->world);
+    tr->spawned++;
+    tr->live++;
+    if (tr->spawned >= tr->world && tr->live == tr->world && tr->t0 < 0 && tr->stall < 0)
+        tr->t0 = d->now;
+    a->n_running++;
+    d->stats->spawns++;
+    dst_trace(d, "world: %s: spawn job %s g%d r%d/%d pid %d", a->id, m->job, m->gen, m->rank, m->world,
+              e->pid);
+    send(d, a, rank_msg(NM_RANK_STARTED, e), true);
+}
+
+static void on_stop(dst_t *d, agent_t *a, const net_msg_t *m)
+{
+    wentry_t *e = entry_find(a, m->job, m->gen, m->rank);
+    int64_t grace = d->world->stop_grace_ms, at;
+
+    if (!e || !e->running)
+        return; /* "not running here" */
+    /* SIGTERM; most exit quickly, some only at SIGKILL */
+    at = d->now + (dst_chance(d, 0.1) ? grace : dst_range(d, 5, grace < 2000 ? grace : 2000));
+    if (e->stop_at < 0 || at < e->stop_at)
+        e->stop_at = at;
+}
+
+static void on_ckpt_now(dst_t *d, agent_t *a, const net_msg_t *m)
+{
+    wentry_t *e = entry_find(a, m->job, m->gen, m->rank);
+    int64_t cur;
+
+    if (!e || !e->running || !e->tr->job->sdk || !e->tr->job->answers)
+        return;
+    cur = world_step(d, e->tr);
+    if (e->tr->save_req <= cur)
+        e->tr->save_req = cur + 1;
+}
+
+static void on_flush(dst_t *d, agent_t *a, const net_msg_t *m)
+{
+    if (!entry_find(a, m->job, m->gen, m->rank))
+        return; /* no such checkpoint here */
+    for (int i = 0; i < W_FLUSHES; i++) {
+        wflush_t *f = &a->fl[i];
+        if (f->used)
+            continue;
+        f->used = true;
+        snprintf(f->job, sizeof(f->job), "%s", m->job);
+        f->gen = m->gen;
+        f->rank = m->rank;
+        f->step = m->step;
+        f->at = d->now + dst_range(d, 20, 1500);
+        f->ok = !dst_chance(d, d->k.p_flush_fail);
+        a->n_flushes++;
+        return;
+    }
+}
+
+static void on_welcome(dst_t *d, agent_t *a)
+{
+    if (a->welcomed)
+        return;
+    a->welcomed = true;
+    a->backoff = BACKOFF_MIN_MS;
+    a->next_hb = next_beat(d);
+    a->to_report = true;
+    for (int i = 0; i < W_ENTRIES; i++) {
+        wentry_t *e = &a->e[i];
+        if (e->used && !e->running && !e->reported && e->hello_stream == a->stream)
+            e->reported = true; /* carried by this stream's hello */
+    }
+}
+
+bool world_skip_stream(void *ud, net_stream_t *s)
+{
+    dst_t *d = ud;
+    agent_t *a = &d->world->a[s->agent];
+
+    return a->frozen; /* a hung agent reads nothing: its messages wait in the socket */
+}
+
+static void deliver(dst_t *d)
+{
+    net_stream_t *s;
+    net_msg_t *m;
+
+    while ((m = net_pop(d->net, NET_TO_WORKER, d->now, world_skip_stream, d, &s))) {
+        agent_t *a = &d->world->a[s->agent];
+        if (m->kind == NM_CLOSE) {
+            stream_ended(d, a, s);
+        } else if (a->up && s->id == a->stream && m->epoch >= a->max_epoch) {
+            a->max_epoch = m->epoch;
+            switch (m->kind) {
+            case NM_WELCOME:
+                on_welcome(d, a);
+                break;
+            case NM_LAUNCH:
+                on_launch(d, a, s, m);
+                break;
+            case NM_STOP:
+                on_stop(d, a, m);
+                break;
+            case NM_CKPT_NOW:
+                on_ckpt_now(d, a, m);
+                break;
+            case NM_FLUSH:
+                on_flush(d, a, m);
+                break;
+            default:
+                break;
+            }
+        }
+        net_msg_free(m);
+    }
+}
+
+void world_run(dst_t *d)
+{
+    world_t *w = d->world;
+
+    for (int i = 0; i < w->n; i++) {
+        agent_t *a = &w->a[i];
+        if (!a->up && d->now >= a->up_at)
+            world_join(d, a);
+        if (a->frozen && d->now >= a->thaw_at) {
+            a->frozen = false;
+            dst_trace(d, "world: %s: thaws", a->id);
+        }
+        if (a->up)
+            run_procs(d, a);
+    }
+    deliver(d);
+    for (int i = 0; i < w->n; i++)
+        run_agent(d, &w->a[i]);
+}
+
+int64_t world_next_due(dst_t *d)
+{
+    world_t *w = d->world;
+    int64_t next = INT64_MAX;
+
+#define AT(t)                                                                                                    \
+    do {                                                                                                         \
+        int64_t t_ = (t);                                                                                        \
+        if (t_ < next)                                                                                           \
+            next = t_ > d->now ? t_ : d->now + 1;                                                                \
+    } while (0)
+    for (int i = 0; i < w->n; i++) {
+        agent_t *a = &w->a[i];
+        if (!a->up) {
+            AT(a->up_at);
+            continue;
+        }
+        if (a->frozen)
+            AT(a->thaw_at);
+        for (int k = 0, left = a->n_running; k < W_ENTRIES && left > 0; k++) {
+            wentry_t *e = &a->e[k];
+            int32_t code;
+            int64_t s;
+            if (!e->used || !e->running)
+                continue;
+            left--;
+            AT(exit_time(e, &code));
+            if ((s = next_save(e->tr, e->saved)) >= 0)
+                AT(step_time(e->tr, s));
+        }
+        if (a->frozen)
+            continue;
+        if (!a->stream)
+            AT(a->reconnect_at);
+        if (a->welcomed) {
+            AT(a->next_hb);
+            for (int k = 0; k < W_FLUSHES && a->n_flushes > 0; k++)
+                if (a->fl[k].used)
+                    AT(a->fl[k].at);
+        }
+    }
+#undef AT
+    return next;
+}
+
+/* --- membership and faults --- */
+
+static void kill_all(dst_t *d, agent_t *a)
+{
+    for (int i = 0; i < W_ENTRIES; i++) {
+        wentry_t *e = &a->e[i];
+        if (e->used && e->running)
+            proc_end(d, a, e, 137);
+        e->used = false;
+    }
+    memset(a->fl, 0, sizeof(a->fl));
+    a->n_flushes = 0;
+}
+
+void world_join(dst_t *d, agent_t *a)
+{
+    if (a->up)
+        return;
+    a->up = true;
+    a->up_at = INT64_MAX;
+    a->frozen = false;
+    a->stream = 0;
+    a->welcomed = false;
+    a->backoff = BACKOFF_MIN_MS;
+    a->reconnect_at = d->now;
+    dst_trace(d, "world: %s: joins", a->id);
+}
+
+void world_crash(dst_t *d, agent_t *a, int64_t down_ms)
+{
+    net_stream_t *s = cur_stream(d, a);
+
+    if (!a->up)
+        return;
+    dst_trace(d, "world: %s: crashes (down %lld ms)", a->id, (long long)down_ms);
+    kill_all(d, a); /* ranks die with their worker (parent-death signal) */
+    if (s)
+        net_close(d, s, NET_TO_WORKER, true);
+    a->stream = 0;
+    a->welcomed = false;
+    a->up = false;
+    a->frozen = false;
+    a->up_at = d->now + down_ms;
+}
+
+void world_leave(dst_t *d, agent_t *a)
+{
+    net_stream_t *s = cur_stream(d, a);
+
+    if (!a->up || a->frozen)
+        return;
+    dst_trace(d, "world: %s: leaves", a->id);
+    kill_all(d, a);
+    if (s) {
+        if (a->welcomed)
+            net_send(d, s, NET_TO_SCHED, net_msg_new(NM_GOODBYE));
+        net_close(d, s, NET_TO_WORKER, false);
+    }
+    a->stream = 0;
+    a->welcomed = false;
+    a->up = false;
+    a->up_at = INT64_MAX;
+}
+
+void world_hang(dst_t *d, agent_t *a, int64_t ms)
+{
+    if (!a->up || a->frozen)
+        return;
+    dst_trace(d, "world: %s: hangs for %lld ms", a->id, (long long)ms);
+    a->frozen = true;
+    a->thaw_at = d->now + ms;
+}
+
+void world_blip(dst_t *d, agent_t *a)
+{
+    net_stream_t *s = cur_stream(d, a);
+
+    if (!s || !a->up)
+        return;
+    dst_trace(d, "world: %s: stream %llu dies", a->id, (unsigned long long)s->id);
+    net_break(d, s);
+}

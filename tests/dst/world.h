@@ -1,0 +1,148 @@
+/* The simulated world: worker agents (one per GPU) with the rank table and reconnect logic of the real
+ * worker (worker/core.c: a LaunchRank is idempotent, exits are kept and repeated in every hello, a
+ * StopRank for a rank that does not run is ignored), the processes they run, and one trainer per job
+ * generation whose ranks step in lockstep, save checkpoints through the SDK, answer CHECKPOINT_NOW
+ * (some jobs), fail, and stall when a peer dies. Workers join, leave, crash and hang. */
+#ifndef TIDE_DST_WORLD_H
+#define TIDE_DST_WORLD_H
+
+#include <uthash.h>
+
+#include "core.h"
+#include "dst.h"
+#include "net.h"
+
+#define W_MAX_AGENTS 40
+#define W_ENTRIES 24
+#define W_KEEP_REPORTED 8
+#define W_FLUSHES 8
+#define W_MAX_RANKS 16
+#define W_PEAK_FLOPS 989e12
+
+/* How a job's trainer behaves; the client that submits it decides. */
+typedef struct wjob {
+    char id[DST_ID_MAX];
+    bool sdk;        /* reports progress and checkpoints through the SDK */
+    bool answers;    /* saves a checkpoint when asked (CHECKPOINT_NOW) */
+    int64_t step_ms, total_steps, ckpt_every, peer_timeout_ms;
+    double fail_p;   /* a generation loses a rank to a fault of its own */
+    double mfu;      /* its MFU now (job-level telemetry and the ranks' progress) */
+    int64_t resume;  /* the newest step every rank of one generation saved: where the next resumes */
+    UT_hash_handle hh;
+} wjob_t;
+
+/* One generation of a job: its ranks share a step clock that runs while all of them live. */
+typedef struct trainer {
+    char key[48]; /* "job/gen" */
+    wjob_t *job;
+    int32_t gen, world;
+    int32_t spawned, live;
+    int64_t t0;       /* every rank up: steps advance from here; -1: not yet */
+    int64_t stall;    /* a rank ended: steps stop here, the others give up after the peer timeout */
+    int64_t resume;   /* the step it started from */
+    int64_t save_req; /* a checkpoint asked for at this step; -1: none */
+    int32_t fail_rank;
+    int64_t fail_after; /* ms after t0; -1: none */
+    int64_t saved[W_MAX_RANKS];
+    UT_hash_handle hh;
+} trainer_t;
+
+/* The agent's rank table entry (worker/core.c rank_entry_t) and its process. */
+typedef struct wentry {
+    bool used;
+    char job[DST_ID_MAX];
+    int32_t gen, rank;
+    bool running, reported;
+    int32_t code;
+    uint64_t hello_stream; /* the stream whose hello carried this exit */
+    int32_t pid, port;
+    int64_t start, stop_at; /* stop_at: a StopRank makes it exit by then; -1: none */
+    int64_t saved, sent;    /* newest checkpoint step saved / relayed; -1: none */
+    bool orphaned;          /* the scheduler declared its worker dead since it started */
+    uint64_t seq;
+    trainer_t *tr;
+} wentry_t;
+
+typedef struct wflush {
+    bool used;
+    char job[DST_ID_MAX];
+    int32_t gen, rank;
+    int64_t step, at;
+    bool ok;
+} wflush_t;
+
+typedef struct agent {
+    int idx;
+    char id[32], node[16], device[16], pool[16], rack[12], sw[12];
+    int gpu;
+    uint64_t mem;
+    bool new_arch;
+    tide_kv_t labels[4];
+    size_t n_labels;
+    bool up;
+    int64_t up_at;   /* down: restarts then (INT64_MAX: when it joins) */
+    bool frozen;     /* a hung agent: reads and sends nothing, its processes run on */
+    int64_t thaw_at;
+    uint64_t stream; /* its current stream; 0: none */
+    uint64_t dead_stream; /* the stream it was on when the scheduler declared it dead */
+    bool welcomed;
+    int64_t reconnect_at, backoff, next_hb;
+    uint64_t max_epoch;
+    bool fail_report; /* the fault model tells the scheduler it failed (tide_core_worker_failed) */
+    int dom[3];       /* its node, rack and switch domain as small numbers (see world_add_agent) */
+    UT_hash_handle hh;
+    wentry_t e[W_ENTRIES];
+    wflush_t fl[W_FLUSHES];
+    uint64_t seq;
+    int n_running;  /* entries running (a GPU runs one rank; two is what the checker looks for) */
+    bool to_report; /* a save or an exit may wait to be relayed */
+    int n_flushes;
+} agent_t;
+
+struct world {
+    agent_t a[W_MAX_AGENTS];
+    int n;
+    agent_t *by_id;
+    wjob_t *jobs;
+    trainer_t *trainers;
+    int32_t next_pid;
+    int64_t stop_grace_ms, hb_ms;
+};
+
+world_t *world_new(void);
+void world_free(world_t *w);
+/* Adds an agent (down until world_join). Labels: pool/rack/switch empty means none. */
+agent_t *world_add_agent(world_t *w, const char *node, int gpu, const char *device, uint64_t mem,
+                         const char *pool, const char *rack, const char *sw, bool new_arch);
+/* A client submitted job id with this behaviour (replaces one of a submit that was lost). */
+wjob_t *world_job_set(world_t *w, const wjob_t *behaviour);
+wjob_t *world_job_find(world_t *w, const char *id);
+agent_t *world_agent_by_id(world_t *w, const char *id);
+
+/* Runs the agents' and processes' own events due by d->now, then delivers the scheduler's messages
+ * that are due. */
+void world_run(dst_t *d);
+/* Whether the agent of stream s reads nothing now (hung). */
+bool world_skip_stream(void *d, net_stream_t *s);
+/* The earliest time the world has something to do, or INT64_MAX. */
+int64_t world_next_due(dst_t *d);
+
+/* Faults and membership. */
+void world_join(dst_t *d, agent_t *a);
+void world_crash(dst_t *d, agent_t *a, int64_t down_ms); /* ranks die with it */
+void world_leave(dst_t *d, agent_t *a);                  /* goodbye, ranks stopped */
+void world_hang(dst_t *d, agent_t *a, int64_t ms);
+void world_blip(dst_t *d, agent_t *a); /* its stream dies */
+/* The scheduler restarted: nothing to do for agents (they notice their streams end). */
+
+/* The scheduler declared the agent's worker dead: it gave up on the ranks running there. */
+void world_orphan(world_t *w, const char *worker_id);
+/* The scheduler lost its stream to the agent: it read its end or closed it (kb 1), or restarted (kb 2).
+ * Ranks running there count as written off while KB1/KB2 are tolerated (dst.h). */
+void world_unreachable(dst_t *d, agent_t *a, int kb);
+/* Ranks running on the agent now. */
+int world_running(const agent_t *a);
+/* The trainer step a rank of tr is at now. */
+int64_t world_step(const dst_t *d, const trainer_t *tr);
+
+#endif
