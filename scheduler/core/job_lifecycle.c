@@ -88,8 +88,10 @@ void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_sta
     tide__persist_job(core, job);
     if (st == TIDE_RANK_RUNNING && job->state == TIDE_JOB_RUNNING && job->ckpt_request)
         tide__ckpt_send(core, job, r); /* a rank that started after the request gets it too */
-    if (job->state == TIDE_JOB_RUNNING && fully_started(job) && job->launch_deadline) {
-        /* Every rank was confirmed (or ended) at least once: the generation has started. */
+    if (job->state == TIDE_JOB_RUNNING && job->ranks_running + job->ranks_exited == job->n_ranks &&
+        job->launch_deadline) {
+        /* Every rank was confirmed (or ended) at least once: the generation has started. A lost
+         * rank is not a start: the generation is rolled back, and counts toward max_rollbacks. */
         job->launch_deadline = 0;
         job->rollbacks = 0;
         tide__job_set_message(core, job, "running generation %d on %d worker(s)", job->generation,
@@ -291,6 +293,7 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
 static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
 {
     account_generation(core, job);
+    tide__ckpt_request_end(core, job, "the generation was rolled back");
     stop_ranks(core, job, "generation rolled back");
     for (int32_t r = 0; r < job->n_ranks; r++)
         job->ranks[r].worker = NULL; /* bound workers are released by their exits */

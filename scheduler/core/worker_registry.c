@@ -377,7 +377,22 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         if (!slot || slot->state == TIDE_RANK_EXITED || slot->state == TIDE_RANK_LOST) {
             /* Not ours (any more): a still-running one is stopped; an exit is just forgotten,
              * except that it frees the worker from a rank it was stopping. */
-            if (r->running)
+            if (r->running && w->job && job == w->job && w->generation == r->generation &&
+                w->rank == r->rank) {
+                /* A rank of a generation the job left, that this worker was stopping: stop it again
+                 * and keep the worker bound until its exit (or its death), so the job's next
+                 * generation cannot start beside it. */
+                tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+                a->worker = w;
+                a->conn = w->conn;
+                a->job = job;
+                a->job_id = job->id;
+                a->generation = r->generation;
+                a->rank = r->rank;
+                a->grace_ms = core->cfg.stop_grace_ms;
+                a->text = "its generation ended";
+                known_rank_reported = true;
+            } else if (r->running)
                 tide__stale_add(core, w, r->job_id ? r->job_id : "", r->generation, r->rank,
                                 "rank unknown to the scheduler");
             else if (w->job && job == w->job && w->generation == r->generation && w->rank == r->rank)
