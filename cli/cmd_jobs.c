@@ -1,18 +1,15 @@
-/* tidectl jobs, job and cancel: the JobService's unary calls. `jobs` follows page tokens until the
- * scheduler says there are no more, and refuses to loop if it hands back a token it gave before. */
+/* tidectl jobs, job and cancel: the JobService's unary calls. `jobs` lists every page (job_list.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "job_list.h"
 #include "output.h"
 #include "render.h"
 #include "rpc_call.h"
 #include "table.h"
 #include "tide/v1/job_service.pb-c.h"
 #include "xmalloc.h"
-
-#define PAGE_SIZE 500
-#define MAX_PAGES 100000
 
 static void write_buf(FILE *f, tide_buf_t *b)
 {
@@ -25,16 +22,13 @@ int tide_cli_cmd_jobs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, 
 {
     Tide__V1__ListJobsRequest req = TIDE__V1__LIST_JOBS_REQUEST__INIT;
     Tide__V1__ListJobsResponse all = TIDE__V1__LIST_JOBS_RESPONSE__INIT;
-    Tide__V1__ListJobsResponse **pages = NULL;
-    size_t n_pages = 0;
+    tide_cli_job_list_t list = {0};
     tide_cli_args_t a;
     tide_error_t err = {{0}};
     tide_cli_conn_t *conn = NULL;
-    tide_cli_status_t st;
     int *states = NULL, id, rc = TIDE_CLI_EXIT_FAILURE;
     size_t n_states = 0;
     bool all_states = false;
-    char *token = NULL;
 
     tide_cli_args_begin(cmd, &a, argc, argv);
     while ((id = tide_cli_next(cli, &a, &err)) != TIDE_CLI_ARG_END) {
@@ -60,39 +54,10 @@ int tide_cli_cmd_jobs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, 
         req.n_states = n_states;
         req.states = (Tide__V1__JobState *)states;
     }
-    req.page_size = PAGE_SIZE;
-    for (;;) {
-        ProtobufCMessage *resp;
-        Tide__V1__ListJobsResponse *page;
-
-        req.page_token = token ? token : (char *)protobuf_c_empty_string;
-        if (tide_cli_unary(conn, "/tide.v1.JobService/ListJobs", &req.base, &tide__v1__list_jobs_response__descriptor,
-                           &resp, &st) < 0) {
-            tide_cli_report(conn, &st);
-            rc = TIDE_CLI_EXIT_FAILURE;
-            goto done;
-        }
-        page = (Tide__V1__ListJobsResponse *)resp;
-        pages = tide_xrealloc(pages, (n_pages + 1) * sizeof(*pages));
-        pages[n_pages++] = page;
-        if (!*page->next_page_token)
-            break;
-        if ((token && strcmp(token, page->next_page_token) == 0) || n_pages >= MAX_PAGES) {
-            tide_cli_errorf(cli, "INTERNAL: the scheduler's job list does not end (page token '%.40s' repeats)",
-                            page->next_page_token);
-            rc = TIDE_CLI_EXIT_FAILURE;
-            goto done;
-        }
-        free(token);
-        token = tide_xstrdup(page->next_page_token);
-    }
-    /* One list out of every page (the jobs stay owned by their pages). */
-    for (size_t p = 0; p < n_pages; p++)
-        all.n_jobs += pages[p]->n_jobs;
-    all.jobs = tide_xcalloc(all.n_jobs ? all.n_jobs : 1, sizeof(*all.jobs));
-    for (size_t p = 0, k = 0; p < n_pages; p++)
-        for (size_t i = 0; i < pages[p]->n_jobs; i++)
-            all.jobs[k++] = pages[p]->jobs[i];
+    if ((rc = tide_cli_job_list_fetch(cli, conn, &req, &list)) != 0)
+        goto done;
+    all.jobs = list.jobs;
+    all.n_jobs = list.n_jobs;
     if (cli->format == TIDE_CLI_FORMAT_JSON) {
         tide_cli_print_json(cli->out, &all.base);
     } else if (all.n_jobs == 0) {
@@ -105,11 +70,7 @@ int tide_cli_cmd_jobs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, 
     }
     rc = TIDE_CLI_EXIT_OK;
 done:
-    free(all.jobs);
-    for (size_t p = 0; p < n_pages; p++)
-        protobuf_c_message_free_unpacked(&pages[p]->base, NULL);
-    free(pages);
-    free(token);
+    tide_cli_job_list_free(&list);
     free(states);
     tide_cli_conn_close(conn);
     return rc;

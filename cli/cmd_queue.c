@@ -1,20 +1,18 @@
 /* tidectl queue: the pending jobs in the order the scheduler considers them (docs/policies.md, "Queues"),
- * with why each waits. One ListJobs for PENDING jobs, following page tokens as `jobs` does, then sorted by
+ * with why each waits. One ListJobs for PENDING jobs across pages (job_list.c), then sorted by
  * the queue_position the scheduler computed for each; a pending job outside the queue (position 0: its
  * previous ranks are still stopping) comes last. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "job_list.h"
 #include "output.h"
 #include "render.h"
 #include "rpc_call.h"
 #include "table.h"
 #include "tide/v1/job_service.pb-c.h"
 #include "xmalloc.h"
-
-#define PAGE_SIZE 1000
-#define MAX_PAGES 100000
 
 /* Queue order: position 1, 2, ...; then jobs without one by job number. */
 static int by_position(const void *a, const void *b)
@@ -33,12 +31,9 @@ int tide_cli_cmd_queue(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc,
 {
     Tide__V1__ListJobsRequest req = TIDE__V1__LIST_JOBS_REQUEST__INIT;
     Tide__V1__ListJobsResponse all = TIDE__V1__LIST_JOBS_RESPONSE__INIT;
-    Tide__V1__ListJobsResponse **pages = NULL;
     Tide__V1__JobState pending = TIDE__V1__JOB_STATE__JOB_STATE_PENDING;
+    tide_cli_job_list_t list = {0};
     tide_cli_conn_t *conn = NULL;
-    tide_cli_status_t st;
-    size_t n_pages = 0;
-    char *token = NULL;
     tide_cli_args_t a;
     tide_error_t err = {{0}};
     int id, rc;
@@ -55,42 +50,14 @@ int tide_cli_cmd_queue(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc,
         return rc;
     req.n_states = 1;
     req.states = &pending;
-    req.page_size = PAGE_SIZE;
-    for (;;) {
-        ProtobufCMessage *resp;
-        Tide__V1__ListJobsResponse *page;
-
-        req.page_token = token ? token : (char *)protobuf_c_empty_string;
-        if (tide_cli_unary(conn, "/tide.v1.JobService/ListJobs", &req.base, &tide__v1__list_jobs_response__descriptor,
-                           &resp, &st) < 0) {
-            tide_cli_report(conn, &st);
-            rc = TIDE_CLI_EXIT_FAILURE;
-            goto done;
-        }
-        page = (Tide__V1__ListJobsResponse *)resp;
-        pages = tide_xrealloc(pages, (n_pages + 1) * sizeof(*pages));
-        pages[n_pages++] = page;
-        if (!*page->next_page_token)
-            break;
-        if ((token && strcmp(token, page->next_page_token) == 0) || n_pages >= MAX_PAGES) {
-            tide_cli_errorf(cli, "INTERNAL: the scheduler's job list does not end (page token '%.40s' repeats)",
-                            page->next_page_token);
-            rc = TIDE_CLI_EXIT_FAILURE;
-            goto done;
-        }
-        free(token);
-        token = tide_xstrdup(page->next_page_token);
-    }
-    /* One list out of every page (the jobs stay owned by their pages), pending jobs only. With many
-     * pages, positions come from slightly different moments; the order is still the scheduler's. */
-    for (size_t p = 0; p < n_pages; p++)
-        all.n_jobs += pages[p]->n_jobs;
-    all.jobs = tide_xcalloc(all.n_jobs ? all.n_jobs : 1, sizeof(*all.jobs));
-    all.n_jobs = 0;
-    for (size_t p = 0; p < n_pages; p++)
-        for (size_t i = 0; i < pages[p]->n_jobs; i++)
-            if (pages[p]->jobs[i]->state == TIDE__V1__JOB_STATE__JOB_STATE_PENDING)
-                all.jobs[all.n_jobs++] = pages[p]->jobs[i];
+    if ((rc = tide_cli_job_list_fetch(cli, conn, &req, &list)) != 0)
+        goto done;
+    /* Pending jobs only (a job may have started between pages). With many pages, positions come from
+     * slightly different moments; the order is still the scheduler's. */
+    all.jobs = tide_xcalloc(list.n_jobs ? list.n_jobs : 1, sizeof(*all.jobs));
+    for (size_t i = 0; i < list.n_jobs; i++)
+        if (list.jobs[i]->state == TIDE__V1__JOB_STATE__JOB_STATE_PENDING)
+            all.jobs[all.n_jobs++] = list.jobs[i];
     qsort(all.jobs, all.n_jobs, sizeof(*all.jobs), by_position);
     if (cli->format == TIDE_CLI_FORMAT_JSON) {
         tide_cli_print_json(cli->out, &all.base);
@@ -107,10 +74,7 @@ int tide_cli_cmd_queue(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc,
     rc = TIDE_CLI_EXIT_OK;
 done:
     free(all.jobs);
-    for (size_t p = 0; p < n_pages; p++)
-        protobuf_c_message_free_unpacked(&pages[p]->base, NULL);
-    free(pages);
-    free(token);
+    tide_cli_job_list_free(&list);
     tide_cli_conn_close(conn);
     return rc;
 }
