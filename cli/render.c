@@ -854,6 +854,14 @@ void tide_cli_render_status(const Tide__V1__ClusterStatus *st, const char *sched
         tide_buf_printf(out, "%-12s%s (%sFLOP/s of model FLOPs on %sFLOP/s of healthy GPUs, idle ones too)\n",
                         "MFU:", tide_cli_ratio_format(st->mfu, m, sizeof(m)), a, p);
     }
+    if (st->mfu_target_high > 0) {
+        /* The running jobs' bands against the MFU of their own GPUs (docs/policies.md, "Headroom"). */
+        char m[32] = "unknown";
+        if (st->running_mfu > 0)
+            tide_cli_ratio_format(st->running_mfu, m, sizeof(m));
+        tide_buf_printf(out, "%-12s%.0f-%.0f%% (the running jobs' bands, by GPUs); their GPUs now %s\n", "Target:",
+                        100 * st->mfu_target_low, 100 * st->mfu_target_high, m);
+    }
     if (st->utilization_known) {
         const double v[4] = {st->utilization_compute, st->utilization_memory_bandwidth,
                              st->utilization_network, st->utilization_storage};

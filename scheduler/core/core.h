@@ -592,6 +592,9 @@ typedef struct tide_reserve {
 } tide_reserve_t;
 /* The headroom reserve now. O(1) (recomputed when the cluster or the running set changes). */
 void tide_core_reserve(const tide_core_t *core, tide_reserve_t *out);
+/* The running jobs' MFU target bands weighted by their ranks, and the MFU of their GPUs (achieved over
+ * peak of the running ranks); all 0 when no job runs. O(running ranks): for status queries. */
+void tide_core_running_target(const tide_core_t *core, double *lo, double *hi, double *mfu);
 /* Smallest k with P(X <= k) >= q for X ~ Poisson(lambda); 0 for lambda <= 0; INT32_MAX for
  * lambda > 2e9 (k would not fit). O(sqrt(lambda)). */
 int32_t tide_poisson_quantile(double lambda, double q);

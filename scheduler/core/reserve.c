@@ -131,3 +131,28 @@ void tide_core_reserve(const tide_core_t *core, tide_reserve_t *out)
     out->free = core->n_free;
     out->gpu_hours = core->gpu_hours; /* grows with the clock, between recomputations too */
 }
+
+void tide_core_running_target(const tide_core_t *core, double *lo, double *hi, double *mfu)
+{
+    double wl = 0, wh = 0, ranks = 0, achieved = 0, peak = 0;
+
+    for (int p = 0; p < TIDE_PRIO_COUNT; p++) {
+        const tide_list_t *pos;
+        tide_list_for_each(pos, &core->running[p]) {
+            const tide_job_t *job = tide_list_entry(pos, tide_job_t, run_node);
+            double l, h, a, k;
+            if (job->n_ranks <= 0)
+                continue;
+            tide_core_job_target(core, job, &l, &h);
+            wl += l * job->n_ranks;
+            wh += h * job->n_ranks;
+            ranks += job->n_ranks;
+            tide_core_job_flops(job, &a, &k);
+            achieved += a;
+            peak += k;
+        }
+    }
+    *lo = ranks > 0 ? wl / ranks : 0;
+    *hi = ranks > 0 ? wh / ranks : 0;
+    *mfu = peak > 0 ? achieved / peak : 0;
+}

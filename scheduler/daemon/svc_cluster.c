@@ -142,6 +142,7 @@ static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t le
         st.gpus_free = r.free;
     }
     st.jobs_preempting = jobs_preempting(d->core);
+    tide_core_running_target(d->core, &st.mfu_target_low, &st.mfu_target_high, &st.running_mfu);
     tide_daemon_reply(d, call, &st.base);
     tide_arena_reset(&d->arena);
 }

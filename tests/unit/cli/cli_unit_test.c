@@ -1135,6 +1135,13 @@ static void test_render_status_reserve(void **state)
     assert_non_null(strstr(tide_buf_cstr(&b), "Reserve:    none (fewer than 16 usable GPUs; --reserve N sets one)\n"
                                                "            failure rate 14.4 per 1,000 GPUs a month (configured); "
                                                "1 GPU free now\n"));
+    tide_buf_reset(&b);
+
+    /* The running jobs' target band next to the MFU of their GPUs. */
+    cs.peak_flops = 4e15, cs.flops_per_s = 1.2e15, cs.mfu = 0.3;
+    cs.mfu_target_low = 0.5, cs.mfu_target_high = 0.6, cs.running_mfu = 0.4;
+    tide_cli_render_status(&cs, "127.0.0.1:7070", &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "Target:     50-60% (the running jobs' bands, by GPUs); their GPUs now 40.0%\n"));
     tide_buf_free(&b);
 }
 

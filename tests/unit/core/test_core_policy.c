@@ -1534,6 +1534,26 @@ static void test_ckpt_copy_times_out(void **state)
     h_fini(&h);
 }
 
+/* The status figures: the running jobs' bands weighted by their ranks. */
+static void test_running_target_weights_by_ranks(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    double lo, hi, mfu;
+    (void)state;
+    cfg.reserve_gpus = 0;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    tide_core_running_target(h.core, &lo, &hi, &mfu);
+    assert_true(lo == 0 && hi == 0 && mfu == 0);
+    run(&h, 6, TIDE_PRIO_CRITICAL); /* 45-55% */
+    run(&h, 2, TIDE_PRIO_LOW);      /* 65-75% */
+    tide_core_running_target(h.core, &lo, &hi, &mfu);
+    assert_true(fabs(lo - (6 * 0.45 + 2 * 0.65) / 8) < 1e-9);
+    assert_true(fabs(hi - (6 * 0.55 + 2 * 0.75) / 8) < 1e-9);
+    h_fini(&h);
+}
+
 /* Review regressions. A big job is judged against the idle cluster: the running jobs' burst share is
  * not part of it, so a 16-GPU HIGH job on 16 GPUs waits (and blocks) instead of being "never". */
 static void test_burst_share_does_not_make_a_job_never_fit(void **state)
@@ -1723,6 +1743,7 @@ int main(void)
         cmocka_unit_test(test_recovering_job_takes_the_spares),
         cmocka_unit_test(test_preemption_reaches_past_the_reserve),
         cmocka_unit_test(test_ckpt_copy_times_out),
+        cmocka_unit_test(test_running_target_weights_by_ranks),
         cmocka_unit_test(test_burst_share_does_not_make_a_job_never_fit),
         cmocka_unit_test(test_stopping_job_holds_its_capacity),
         cmocka_unit_test(test_ckpt_copy_waits_for_every_rank),
