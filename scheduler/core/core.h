@@ -249,6 +249,8 @@ struct tide_job {
     double burst_share;      /* its part of core->burst_gpus while RUNNING */
     int32_t lost_requeues;   /* generations queued again after a lost rank */
     bool recovering;         /* queued again after a lost rank: may take the reserve's hot spares */
+    struct tide_stop_rec *restore_stopping; /* from its record, bound at restore_done */
+    int32_t n_restore_stopping;
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;
@@ -460,6 +462,12 @@ typedef struct tide_job_record {
     int32_t preemptions;
     int32_t run_class; /* tide_prio_t + 1 (tide.v1.Priority) a RUNNING job runs with, which aging may
                           have raised; 0: its submitted class */
+    /* Workers still stopping a rank of an earlier generation (n_stopping entries each): bound to the
+     * job again at tide_core_restore_done, until they re-register or their reconnect deadline passes. */
+    const char *const *stopping_workers;
+    const int32_t *stopping_generations;
+    const int32_t *stopping_ranks;
+    int32_t n_stopping;
 } tide_job_record_t;
 
 /* Restores a job after a restart (before workers register). A RUNNING job waits up to the reconnect

@@ -145,6 +145,12 @@ typedef struct tide_stale_rank {
     bool seen; /* listed in the hello being reconciled */
 } tide_stale_rank_t;
 
+/* A worker stopping a rank of an earlier generation, read from a record (tide_job_record_t). */
+typedef struct tide_stop_rec {
+    char *worker_id;
+    int32_t generation, rank;
+} tide_stop_rec_t;
+
 /* actions.c */
 tide_action_t *tide__act(tide_core_t *core, tide_action_type_t type);
 /* Copies s into storage that lives until actions_clear. */

@@ -140,6 +140,9 @@ void tide__job_free(tide_job_t *job)
     free(job->last_ckpt.sha256);
     free(job->durable_ckpt.path);
     free(job->durable_ckpt.sha256);
+    for (int32_t i = 0; i < job->n_restore_stopping; i++)
+        free(job->restore_stopping[i].worker_id);
+    free(job->restore_stopping);
     free(job->flush_path_acc);
     free(job->flush_sha_acc);
     free(job->preempted_by);
@@ -195,6 +198,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->preempt_at;
         if (job->flush_check_at && job->flush_check_at < at)
             at = job->flush_check_at;
+    } else if (job->state == TIDE_JOB_PENDING && job->reconcile_deadline) {
+        at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
     } else if (is_final(job->state) && job->prune_at) {
         at = job->prune_at;
     }
@@ -666,6 +671,25 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             drop_job(core, job);
             return;
         }
+    } else if (job->state == TIDE_JOB_PENDING) {
+        if (job->reconcile_deadline && now >= job->reconcile_deadline) {
+            /* Workers of an earlier generation that did not re-register after the restart are dead:
+             * the ranks they ran are gone with them, and the job may start again. */
+            tide_list_t *pos, *tmp;
+            job->reconcile_deadline = 0;
+            tide_list_for_each_safe(pos, tmp, &job->bound) {
+                tide_worker_t *w = tide_list_entry(pos, tide_worker_t, bound_node);
+                if (w->connected)
+                    continue;
+                if (w->state != TIDE_WORKER_DEAD) {
+                    tide__worker_set_state(core, w, TIDE_WORKER_DEAD);
+                    tide__event(core, "worker.dead", job, w,
+                                "worker %s did not re-register within %llds of the scheduler restart", w->id,
+                                (long long)(core->cfg.reconnect_deadline_ms / 1000));
+                }
+                tide__worker_release(core, w);
+            }
+        }
     } else if (job->state == TIDE_JOB_RUNNING) {
         if (job->time_limit_at && now >= job->time_limit_at) {
             tide__job_set_message(core, job, "time limit of %llds reached",
@@ -795,6 +819,18 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     job->flushed_bytes = rec->flushed_bytes;
     job->flushes = rec->flushes;
     job->preemptions = rec->preemptions;
+    if (rec->n_stopping > 0 && rec->stopping_workers && rec->stopping_generations && rec->stopping_ranks &&
+        !is_final(rec->state)) {
+        job->restore_stopping = tide_xcalloc((size_t)rec->n_stopping, sizeof(*job->restore_stopping));
+        for (int32_t i = 0; i < rec->n_stopping; i++) {
+            if (!rec->stopping_workers[i] || !rec->stopping_workers[i][0])
+                continue;
+            job->restore_stopping[job->n_restore_stopping].worker_id = tide_xstrdup(rec->stopping_workers[i]);
+            job->restore_stopping[job->n_restore_stopping].generation = rec->stopping_generations[i];
+            job->restore_stopping[job->n_restore_stopping].rank = rec->stopping_ranks[i];
+            job->n_restore_stopping++;
+        }
+    }
     if (rec->run_class >= 1 && rec->run_class <= TIDE_PRIO_COUNT && rec->state == TIDE_JOB_RUNNING)
         job->run_priority = job->eff_priority = (tide_prio_t)(rec->run_class - 1);
     core->job_counts[TIDE_JOB_PENDING]--;
@@ -875,10 +911,37 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     return 0;
 }
 
+/* Binds the workers a record says still stop a rank of an earlier generation, after every record's
+ * running ranks claimed theirs (a worker a running job holds is not taken from it). */
+static void restore_stopping(tide_core_t *core, tide_job_t *job)
+{
+    for (int32_t i = 0; i < job->n_restore_stopping; i++) {
+        tide_stop_rec_t *st = &job->restore_stopping[i];
+        tide_worker_t *w = tide__worker_get_or_add(core, st->worker_id);
+        if (!w->job) {
+            w->job = job;
+            w->rank = st->rank;
+            w->generation = st->generation;
+            tide_list_push_back(&job->bound, &w->bound_node);
+            if (!w->connected)
+                tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
+            job->reconcile_deadline = core->now_mono + core->cfg.reconnect_deadline_ms;
+        }
+        free(st->worker_id);
+    }
+    free(job->restore_stopping);
+    job->restore_stopping = NULL;
+    job->n_restore_stopping = 0;
+    if (job->state == TIDE_JOB_PENDING)
+        tide__job_rearm(core, job);
+}
+
 void tide_core_restore_done(tide_core_t *core)
 {
     tide_list_t *pos;
 
+    tide_list_for_each(pos, &core->jobs_by_seq)
+        restore_stopping(core, tide_list_entry(pos, tide_job_t, all_node));
     tide_list_for_each(pos, &core->jobs_by_seq) {
         tide_job_t *job = tide_list_entry(pos, tide_job_t, all_node);
         if (job->state == TIDE_JOB_PENDING)

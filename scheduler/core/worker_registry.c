@@ -158,6 +158,9 @@ void tide__worker_release(tide_core_t *core, tide_worker_t *w)
 {
     tide_job_t *job = w->job;
 
+    /* A worker that stopped a rank of an earlier generation: the job's record lists it until now. */
+    if (job && !job->dropped && (job->state != TIDE_JOB_RUNNING || w->generation != job->generation))
+        tide__persist_job(core, job);
     tide_list_remove(&w->bound_node);
     core->low_busy -= w->low;
     w->low = false;

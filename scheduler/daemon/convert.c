@@ -233,6 +233,25 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
     out->flushes = job->flushes;
     out->preemptions = job->preemptions;
     out->preempted_by = s(job->preempted_by);
+    {
+        /* Workers still stopping a rank of an earlier generation (never two generations at once). */
+        const tide_list_t *pos;
+        size_t n = 0;
+        tide_list_for_each(pos, &job->bound) n++;
+        out->stopping_ranks = tide_arena_calloc(a, n + 1, sizeof(*out->stopping_ranks));
+        tide_list_for_each(pos, &job->bound) {
+            const tide_worker_t *w = tide_list_entry(pos, tide_worker_t, bound_node);
+            Tide__V1__StoppingRank *sr;
+            if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation)
+                continue;
+            sr = tide_arena_alloc(a, sizeof(*sr));
+            tide__v1__stopping_rank__init(sr);
+            sr->worker_id = w->id;
+            sr->generation = w->generation;
+            sr->rank = w->rank;
+            out->stopping_ranks[out->n_stopping_ranks++] = sr;
+        }
+    }
     if (core) { /* live figures: never in a record */
         double achieved, peak;
         tide_core_job_flops(job, &achieved, &peak);
@@ -425,5 +444,19 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->flushes = pb->flushes;
     rec->preemptions = pb->preemptions;
     rec->run_class = (int32_t)pb->effective_priority; /* the class a RUNNING job runs with */
+    if (pb->n_stopping_ranks > 0) {
+        size_t k = pb->n_stopping_ranks;
+        const char **sw = tide_arena_calloc(a, k + 1, sizeof(*sw));
+        int32_t *sg = tide_arena_calloc(a, k + 1, sizeof(*sg)), *sr = tide_arena_calloc(a, k + 1, sizeof(*sr));
+        for (size_t i = 0; i < k; i++) {
+            sw[i] = pb->stopping_ranks[i]->worker_id;
+            sg[i] = pb->stopping_ranks[i]->generation;
+            sr[i] = pb->stopping_ranks[i]->rank;
+        }
+        rec->stopping_workers = sw;
+        rec->stopping_generations = sg;
+        rec->stopping_ranks = sr;
+        rec->n_stopping = (int32_t)k;
+    }
     return 0;
 }

@@ -533,8 +533,9 @@ static bool parse(int argc, char **argv)
     size_t sl = 0;
 
     opt.argv0 = argv[0];
-    /* KB1, KB3 and KB4 are fixed in the core: always checked, with no tolerance. */
-    opt.sw.strict[1] = opt.sw.strict[3] = opt.sw.strict[4] = true;
+    /* KB1..KB4 are fixed in the core: always checked, with no tolerance. */
+    for (int k = 1; k <= DST_KNOWN_BUGS; k++)
+        opt.sw.strict[k] = true;
     opt.first = env_seed ? strtoull(env_seed, NULL, 10) : 1;
     if (env_n) {
         opt.n = strtoull(env_n, NULL, 10);

@@ -48,8 +48,8 @@ typedef struct dst_switches {
     bool no_flush;        /* cfg.ckpt_flush off */
     bool no_starvation;   /* skip the "no job waits while capacity allows" check */
     /* Known core bugs the checks tolerate unless --strict or --strict-kb N (tests/dst/README.md has
-     * reproductions and proposed fixes). KB1, KB3 and KB4 are fixed and always checked (strict set by
-     * default); KB2 is still open:
+     * reproductions and proposed fixes). All four are fixed and always checked (strict set by default);
+     * the descriptions stay as the record of what the checks guard:
      * KB1: a worker that re-registers while it still runs a rank the core is stopping (a requeued or
      * rolled-back job's) has that rank turned into a stale one and its binding to the job released, so
      * the job's next generation may start while the old rank still runs there. Tolerated: ranks on a

@@ -80,6 +80,25 @@ store_job_t *store_job_snapshot(const tide_job_t *job)
     j->flushed_bytes = job->flushed_bytes;
     j->flushes = job->flushes;
     j->preemptions = job->preemptions;
+    j->run_class = (int32_t)(job->state == TIDE_JOB_PENDING ? job->eff_priority : job->run_priority) + 1;
+    {
+        /* As scheduler/daemon/convert.c writes them: the bound workers of an earlier generation. */
+        const tide_list_t *pos;
+        int32_t k = 0;
+        tide_list_for_each(pos, &job->bound) k++;
+        j->stopping_workers = tide_xcalloc((size_t)k + 1, sizeof(char *));
+        j->stopping_gens = tide_xcalloc((size_t)k + 1, sizeof(int32_t));
+        j->stopping_ranks = tide_xcalloc((size_t)k + 1, sizeof(int32_t));
+        tide_list_for_each(pos, &job->bound) {
+            const tide_worker_t *w = tide_list_entry(pos, tide_worker_t, bound_node);
+            if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation)
+                continue;
+            j->stopping_workers[j->n_stopping] = tide_xstrdup(w->id);
+            j->stopping_gens[j->n_stopping] = w->generation;
+            j->stopping_ranks[j->n_stopping] = w->rank;
+            j->n_stopping++;
+        }
+    }
     return j;
 }
 
@@ -91,6 +110,11 @@ void store_job_free(store_job_t *j)
     for (int32_t r = 0; r < j->n_workers; r++)
         free(j->worker_ids[r]);
     free(j->worker_ids);
+    for (int32_t i = 0; i < j->n_stopping; i++)
+        free(j->stopping_workers[i]);
+    free(j->stopping_workers);
+    free(j->stopping_gens);
+    free(j->stopping_ranks);
     free(j->rank_states);
     free(j->codes);
     free(j->local);
@@ -243,6 +267,11 @@ static int restore_job(tide_core_t *core, const store_job_t *j, tide_error_t *er
         .flushed_bytes = j->flushed_bytes,
         .flushes = j->flushes,
         .preemptions = j->preemptions,
+        .run_class = j->run_class,
+        .stopping_workers = (const char *const *)j->stopping_workers,
+        .stopping_generations = j->stopping_gens,
+        .stopping_ranks = j->stopping_ranks,
+        .n_stopping = j->n_stopping,
     };
     return tide_core_job_restore(core, &rec, err);
 }

@@ -207,12 +207,90 @@ static void test_record_round_trip(void **state)
     tide_core_free(again);
 }
 
+static tide_worker_t *reg(tide_core_t *core, const char *id, int gpu)
+{
+    tide_worker_info_t info = {.id = id, .node = "n1", .gpu_index = gpu, .device = "sim:h100",
+                               .peak_flops = 1e15, .memory_bytes = 80ULL << 30, .address = "127.0.0.1",
+                               .launcher_address = "", .agent_sock = "", .version = "t"};
+    tide_worker_t *w = NULL;
+    tide_error_t err;
+
+    assert_int_equal(tide_core_worker_register(core, &info, (void *)id, NULL, 0, &w, &err), 0);
+    return w;
+}
+
+/* A job requeued while a rank of its previous generation still stops: the record names that worker, and
+ * a restarted scheduler waits for it too (never two generations at once). */
+static void test_record_keeps_stopping_ranks(void **state)
+{
+    tide_core_config_t cfg;
+    tide_core_t *core, *again;
+    tide_arena_t a = {0};
+    char *cmd[] = {"train"};
+    Tide__V1__JobSpec pb = TIDE__V1__JOB_SPEC__INIT;
+    Tide__V1__Job out;
+    tide_job_record_t rec;
+    tide_job_spec_t spec;
+    tide_error_t err;
+    tide_job_t *job, *restored;
+    tide_worker_t *w0, *w1;
+    (void)state;
+
+    tide_core_config_default(&cfg);
+    cfg.lost_restarts = 1;
+    core = tide_core_new(&cfg);
+    again = tide_core_new(&cfg);
+    tide_core_set_time(core, 1000, 1714564800000LL);
+    w0 = reg(core, "n1/gpu0", 0);
+    w1 = reg(core, "n1/gpu1", 1);
+    pb.name = "j";
+    pb.n_command = 1;
+    pb.command = cmd;
+    pb.min_workers = 2;
+    job = submit(core, &pb, &a);
+    tide_core_rank_started(core, job->ranks[0].worker, job->id, 1, 0, 100, 29500);
+    tide_core_rank_started(core, job->ranks[1].worker, job->id, 1, 1, 101, 0);
+    assert_int_equal(job->ranks_running, 2);
+    tide_core_worker_failed(core, w1, "xid 79");
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    assert_ptr_equal(w0->job, job);
+
+    tide_conv_job(NULL, job, &out, &a);
+    assert_int_equal(out.n_stopping_ranks, 1);
+    assert_string_equal(out.stopping_ranks[0]->worker_id, "n1/gpu0");
+    assert_int_equal(out.stopping_ranks[0]->generation, 1);
+    assert_int_equal(tide_conv_record_from_pb(&out, &rec, &spec, &a, &err), 0);
+    assert_int_equal(rec.n_stopping, 1);
+    tide_core_set_time(again, 1000, 1714564801000LL);
+    assert_int_equal(tide_core_job_restore(again, &rec, &err), 0);
+    tide_core_restore_done(again);
+    restored = tide_core_job_find(again, job->id);
+    assert_int_equal(restored->state, TIDE_JOB_PENDING);
+    assert_ptr_equal(tide_core_worker_find(again, "n1/gpu0")->job, restored);
+    /* Two fresh workers register: still no second generation while n1/gpu0 may run generation 1. */
+    reg(again, "n1/gpu2", 2);
+    reg(again, "n1/gpu3", 3);
+    assert_int_equal(restored->state, TIDE_JOB_PENDING);
+    /* Its reconnect deadline passes: it is dead, the job starts again. */
+    tide_core_set_time(again, 1000 + cfg.reconnect_deadline_ms, 1714564801000LL + cfg.reconnect_deadline_ms);
+    tide_core_worker_heartbeat(again, tide_core_worker_find(again, "n1/gpu2"), NULL);
+    tide_core_worker_heartbeat(again, tide_core_worker_find(again, "n1/gpu3"), NULL);
+    tide_core_tick(again);
+    assert_null(tide_core_worker_find(again, "n1/gpu0")->job);
+    assert_int_equal(restored->state, TIDE_JOB_RUNNING);
+    assert_int_equal(restored->generation, 2);
+    tide_arena_free(&a);
+    tide_core_free(core);
+    tide_core_free(again);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec_round_trip),
         cmocka_unit_test(test_spec_bad_values),
         cmocka_unit_test(test_record_round_trip),
+        cmocka_unit_test(test_record_keeps_stopping_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
