@@ -460,8 +460,8 @@ typedef struct tide_job_record {
     uint64_t flushed_bytes;
     uint32_t flushes;
     int32_t preemptions;
-    int32_t run_class; /* tide_prio_t + 1 (tide.v1.Priority) a RUNNING job runs with, which aging may
-                          have raised; 0: its submitted class */
+    int32_t run_class; /* tide_prio_t + 1 (tide.v1.Priority) a RUNNING job runs with, or a PENDING one
+                          is queued in, which aging may have raised; 0: its submitted class */
     /* Workers still stopping a rank of an earlier generation (n_stopping entries each): bound to the
      * job again at tide_core_restore_done, until they re-register or their reconnect deadline passes. */
     const char *const *stopping_workers;

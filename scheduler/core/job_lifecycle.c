@@ -831,7 +831,9 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
             job->n_restore_stopping++;
         }
     }
-    if (rec->run_class >= 1 && rec->run_class <= TIDE_PRIO_COUNT && rec->state == TIDE_JOB_RUNNING)
+    /* The class it runs with, or, pending, the class aging raised it to (its aging clock restarts). */
+    if (rec->run_class >= 1 && rec->run_class <= TIDE_PRIO_COUNT && rec->run_class - 1 >= (int32_t)rec->spec->priority &&
+        (rec->state == TIDE_JOB_RUNNING || rec->state == TIDE_JOB_PENDING))
         job->run_priority = job->eff_priority = (tide_prio_t)(rec->run_class - 1);
     core->job_counts[TIDE_JOB_PENDING]--;
     core->job_counts[rec->state]++;

@@ -443,7 +443,7 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->flushed_bytes = pb->flushed_bytes;
     rec->flushes = pb->flushes;
     rec->preemptions = pb->preemptions;
-    rec->run_class = (int32_t)pb->effective_priority; /* the class a RUNNING job runs with */
+    rec->run_class = (int32_t)pb->effective_priority; /* the class it runs with or is queued in */
     if (pb->n_stopping_ranks > 0) {
         size_t k = pb->n_stopping_ranks;
         const char **sw = tide_arena_calloc(a, k + 1, sizeof(*sw));

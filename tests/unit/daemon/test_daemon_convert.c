@@ -284,6 +284,48 @@ static void test_record_keeps_stopping_ranks(void **state)
     tide_core_free(again);
 }
 
+/* A pending job aging raised keeps that class across a restart. */
+static void test_record_keeps_an_aged_class(void **state)
+{
+    tide_core_config_t cfg;
+    tide_core_t *core, *again;
+    tide_arena_t a = {0};
+    char *cmd[] = {"train"};
+    Tide__V1__JobSpec pb = TIDE__V1__JOB_SPEC__INIT;
+    Tide__V1__Job out;
+    tide_job_record_t rec;
+    tide_job_spec_t spec;
+    tide_error_t err;
+    tide_job_t *job, *restored;
+    (void)state;
+
+    tide_core_config_default(&cfg);
+    cfg.aging_ms = 1000;
+    core = tide_core_new(&cfg);
+    again = tide_core_new(&cfg);
+    tide_core_set_time(core, 1000, 1714564800000LL);
+    pb.name = "j";
+    pb.n_command = 1;
+    pb.command = cmd;
+    pb.min_workers = 2;
+    pb.priority = TIDE__V1__PRIORITY__PRIORITY_LOW;
+    job = submit(core, &pb, &a);
+    tide_core_set_time(core, 2000, 1714564801000LL);
+    tide_core_tick(core);
+    assert_int_equal(job->eff_priority, TIDE_PRIO_NORMAL);
+    tide_conv_job(NULL, job, &out, &a);
+    assert_int_equal(tide_conv_record_from_pb(&out, &rec, &spec, &a, &err), 0);
+    tide_core_set_time(again, 1000, 1714564802000LL);
+    assert_int_equal(tide_core_job_restore(again, &rec, &err), 0);
+    tide_core_restore_done(again);
+    restored = tide_core_job_find(again, job->id);
+    assert_int_equal(restored->spec.priority, TIDE_PRIO_LOW);
+    assert_int_equal(restored->eff_priority, TIDE_PRIO_NORMAL);
+    tide_arena_free(&a);
+    tide_core_free(core);
+    tide_core_free(again);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_spec_bad_values),
         cmocka_unit_test(test_record_round_trip),
         cmocka_unit_test(test_record_keeps_stopping_ranks),
+        cmocka_unit_test(test_record_keeps_an_aged_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
