@@ -13,4 +13,8 @@ echo
 echo
 "$BUILD/bin/tide-bench-telemetry"
 echo
+"$BUILD/bin/tide-bench-steal"
+echo
+"$(dirname "$0")/steal.sh" "$BUILD"
+echo
 "$(dirname "$0")/worker_footprint.sh" "$BUILD" 30

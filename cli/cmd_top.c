@@ -1,6 +1,7 @@
 /* tidectl top: a live view of the cluster like top/nvtop, in 80 columns: the cluster's MFU,
  * utilization per dimension and health, every running job with its MFU, step and bottleneck, every
- * worker with its GPU and node figures, MFU and bottleneck (docs/metrics.md).
+ * worker with its GPU and node figures, MFU and bottleneck (docs/metrics.md), and for jobs whose
+ * trainers use tasks, the tasks stolen and the slow and straggling ranks (docs/work-stealing.md).
  * Each frame is three unary calls (GetClusterStatus, ListJobs of running jobs, ListWorkers); on a
  * terminal the screen is redrawn in place, otherwise frames are printed one after another (like
  * `top -b`); --once prints one frame and exits. */
@@ -51,7 +52,7 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
                    const Tide__V1__ListWorkersResponse *ws, const char *addr, int64_t now_ms,
                    tide_buf_t *out)
 {
-    static const char *const jh[] = {"JOB", "NAME", "RANKS", "STEP", "MFU", "FLOP/S", "BOUND BY"};
+    static const char *const jh[] = {"JOB", "NAME", "RANKS", "STEP", "MFU", "FLOP/S", "STEALS", "BOUND BY"};
     static const char *const wh[] = {"WORKER", "STATE", "JOB",  "GPU", "MEMBW", "NET",
                                      "IO",     "TEMP",  "POWER", "MFU", "BOUND BY"};
     char m[32], a[32], p[32], clock[32];
@@ -77,15 +78,15 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
                     st->workers_total, st->workers_ready, st->workers_busy, st->workers_suspect,
                     st->workers_dead, st->jobs_running, st->jobs_pending);
 
-    t = tide_cli_table_new(7, jh);
+    t = tide_cli_table_new(8, jh);
     tide_cli_table_set_gap(t, 2);
     for (size_t i = 0; jobs && i < jobs->n_jobs; i++) {
         const Tide__V1__Job *j = jobs->jobs[i];
         const Tide__V1__TrainerProgress *pr = tide_cli_job_progress(j);
         const Tide__V1__Utilization *ju = j->utilization;
-        char ranks[16], step[24], mfu[32], rate[32], bound[24];
+        char ranks[16], step[24], mfu[32], rate[32], bound[24], steals[24];
         char *id = tide_cli_sanitize(j->id), *name = tide_cli_sanitize(j->spec ? j->spec->name : "");
-        const char *row[7] = {id, name, ranks, step, mfu, rate, bound};
+        const char *row[8] = {id, name, ranks, step, mfu, rate, steals, bound};
         if (ju) {
             const double u[4] = {ju->compute, ju->memory_bandwidth, ju->network, ju->storage_io};
             tide_cli_bound_format(u, ju->known, bound, sizeof(bound));
@@ -93,6 +94,10 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
             snprintf(bound, sizeof(bound), "-");
         }
         snprintf(ranks, sizeof(ranks), "%zu", j->n_ranks);
+        if (tide_cli_job_uses_tasks(j))
+            snprintf(steals, sizeof(steals), "%llu", (unsigned long long)j->tasks_stolen);
+        else
+            snprintf(steals, sizeof(steals), "-");
         if (pr && pr->sdk && pr->step >= 0)
             snprintf(step, sizeof(step), "%lld", (long long)pr->step);
         else
@@ -153,6 +158,8 @@ static void render(const Tide__V1__ClusterStatus *st, Tide__V1__ListJobsResponse
     }
     tide_cli_table_render(t, out);
     tide_cli_table_free(t);
+    if (jobs)
+        tide_cli_render_top_tasks(jobs->jobs, jobs->n_jobs, now_ms, out);
 }
 
 /* One frame into out. Returns 0, or an exit status after reporting the error. */

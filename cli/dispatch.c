@@ -49,6 +49,8 @@ static const tide_cli_opt_t submit_opts[] = {
      "but copy once the newest durable copy is this old"},
     {"adaptive-target", 0, false, TIDE_CLI_OPT_ADAPTIVE_TARGET, NULL,
      "MFU target band lower early in the run, higher late"},
+    {"no-stealing", 0, false, TIDE_CLI_OPT_NO_STEALING, NULL,
+     "its ranks never steal each other's tasks (docs/work-stealing.md)"},
     TIDE_CLI_OPT_END,
 };
 

@@ -653,6 +653,7 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
         render_placement(s, out);
     kvf(out, "Generation:", "%d", j->generation);
     render_ranks(j, out);
+    tide_cli_render_tasks(j, out);
     if (j->master_addr && *j->master_addr)
         kvf(out, "Master:", "%s:%d", j->master_addr, j->master_port);
     render_checkpoint(j, now_ms, out);

@@ -62,6 +62,16 @@ void tide_cli_render_queue(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms,
  * 30%)", "copying"). */
 void tide_cli_render_job(const Tide__V1__Job *job, int64_t now_ms, bool utc, tide_buf_t *out);
 
+/* Work stealing (render_tasks.c, docs/work-stealing.md). Whether the job's trainers use tasks. */
+bool tide_cli_job_uses_tasks(const Tide__V1__Job *j);
+/* For `tidectl job` of a job that uses tasks: a "Stealing:" line (tasks stolen, steal requests,
+ * committed, stragglers) and a "Tasks:" table RANK WORKER STEP-TIME TASK-TIME TASKS STOLEN GIVEN BUSY
+ * SLOWNESS STATE. Nothing for other jobs. */
+void tide_cli_render_tasks(const Tide__V1__Job *j, tide_buf_t *out);
+/* For `tidectl top`: per job that uses tasks, one line (stolen, committed, the spread of the ranks'
+ * busy share) and one per slow or straggling rank with its evidence. Nothing when no job uses tasks. */
+void tide_cli_render_top_tasks(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
+
 /* Table ID NODE GPU DEVICE STATE JOB RANK CORDONED UTIL TEMP HEARTBEAT (age of the last one). */
 void tide_cli_render_workers(Tide__V1__Worker *const *workers, size_t n, int64_t now_ms, tide_buf_t *out);
 

@@ -164,6 +164,9 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
     case TIDE_CLI_OPT_ADAPTIVE_TARGET:
         s->adaptive_target = true;
         return 0;
+    case TIDE_CLI_OPT_NO_STEALING:
+        s->no_stealing = true;
+        return 0;
     }
     tide_errprintf(err, "internal: unknown submit option %d", id);
     return -EINVAL;
@@ -331,6 +334,8 @@ int tide_cli_submit_build(const tide_cli_submit_t *o, const Tide__V1__JobSpec *b
         s->checkpoint_deadline_seconds = o->ckpt_deadline;
     if (o->adaptive_target)
         s->adaptive_target = true;
+    if (o->no_stealing)
+        s->no_stealing = true;
     if (o->name) {
         set_string(&s->name, o->name);
     } else if (!*s->name) {

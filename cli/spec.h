@@ -33,6 +33,7 @@ typedef struct tide_cli_submit {
     double ckpt_mfu_threshold; /* (0, 1] */
     int64_t ckpt_deadline;     /* seconds, > 0 */
     bool adaptive_target;
+    bool no_stealing;
     char **command; /* borrowed from argv */
     size_t n_command;
 } tide_cli_submit_t;

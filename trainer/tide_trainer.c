@@ -1,7 +1,10 @@
-/* tide trainer SDK for C (trainer/tide_trainer.h, protocol in docs/trainer-api.md): one Unix stream
- * socket to the worker, one short JSON line per report, commands read without blocking.
+/* tide trainer SDK for C (trainer/tide_trainer.h, protocol in docs/trainer-api.md and, for tasks,
+ * docs/work-stealing.md): one Unix stream socket to the worker, one JSON line per report, commands
+ * read without blocking; only tide_trainer_next_task blocks, for the reply to its request.
  * Invariants: a line goes out whole or not at all (a partly sent line is finished before anything
- * else is sent); once the connection is lost fd is -1 and every call is a no-op. libc only. */
+ * else is sent); once the connection is lost fd is -1 and every call is a no-op; a task iteration
+ * whose declaration reached the worker never falls back to local ids (that could run a task twice).
+ */
 #include "tide_trainer.h"
 
 #include <errno.h>
@@ -24,6 +27,11 @@
 #define MAX_ERRORS_SHOWN 5
 #define SDK_NAME "c/1"
 #define MAX_EXACT ((INT64_C(1) << 53) - 1) /* integers on the wire are exact */
+#define LINE_MAX_BYTES        65536 /* the protocol's longest line, newline included */
+#define TASKS_SEND_TIMEOUT_MS 5000  /* a `tasks` line waits this long to go out whole */
+
+/* What a waiting next_task got (tw_result), besides 1 (a task), 0 (no_task) and -EPROTO. */
+enum { TW_NONE = 2, TW_UNSUPPORTED = 3 };
 
 struct tide_trainer {
     int fd; /* -1 once the connection is lost or closed */
@@ -47,6 +55,15 @@ struct tide_trainer {
     unsigned errors_seen;
     uint64_t dropped;
     bool warned_args;
+    /* tasks (docs/work-stealing.md) */
+    bool tasks_sent;        /* a `tasks` line went out on this connection */
+    bool tasks_unsupported; /* the worker answered unknown_op to it: iterate locally from now on */
+    bool tasks_refused;     /* an error ref `tasks` arrived while no next_task waited */
+    bool tw_waiting;        /* a next_task waits for its reply (tw_step, tw_kind) */
+    int64_t tw_step;
+    int tw_kind;
+    int tw_result; /* TW_NONE until the reply: 1 task tw_id, 0 no_task, -EPROTO, TW_UNSUPPORTED */
+    uint64_t tw_id;
 };
 
 static const char *const phase_names[] = {"forward", "backward", "update",
@@ -111,6 +128,7 @@ typedef struct wmsg {
     char code[32];
     char message[256];
     char ref[24];
+    char kind[16];
 } wmsg_t;
 
 static const char *skip_ws(const char *p, const char *end)
@@ -230,6 +248,9 @@ static bool parse_wmsg(const char *p, size_t len, wmsg_t *m)
             } else if (!strcmp(key, "ref")) {
                 dst = m->ref;
                 dst_size = sizeof(m->ref);
+            } else if (!strcmp(key, "kind")) {
+                dst = m->kind;
+                dst_size = sizeof(m->kind);
             }
             p = scan_string(p, end, dst, dst_size);
         } else {
@@ -260,6 +281,58 @@ static bool parse_wmsg(const char *p, size_t len, wmsg_t *m)
     }
 }
 
+static const char *task_kind_name(int kind)
+{
+    return kind == TIDE_TRAINER_TASK_DETACHED ? "detached" : "member";
+}
+
+/* A `task` / `no_task` reply for the waiting next_task (its step and kind; a reply without `kind`
+ * means member). Anything else, a stale reply included, is ignored. */
+static void apply_task_reply(tide_trainer_t *t, const wmsg_t *m, bool is_task)
+{
+    const char *kind = m->kind[0] ? m->kind : "member";
+
+    if (!t->tw_waiting || t->tw_result != TW_NONE || !m->has_step || m->step != t->tw_step ||
+        strcmp(kind, task_kind_name(t->tw_kind)) != 0)
+        return;
+    if (!is_task) {
+        t->tw_result = 0;
+    } else if (m->has_id && m->id >= 0 && m->id <= MAX_EXACT) {
+        t->tw_id = (uint64_t)m->id;
+        t->tw_result = 1;
+    } else {
+        say("tide_trainer: the tide worker sent a task without a valid id for step %" PRId64,
+            m->step);
+        t->tw_result = -EPROTO;
+    }
+}
+
+/* An `error` about tasks. An unknown_op after a `tasks` line is a worker that predates tasks (it
+ * never kept the declaration, so running the rank's own ids locally is exact); the others are
+ * refusals that fail the iteration. Returns whether the error was about tasks. */
+static bool apply_task_error(tide_trainer_t *t, const wmsg_t *m)
+{
+    bool about_tasks = !strcmp(m->ref, "tasks") || !strcmp(m->ref, "next_task");
+
+    if (!strcmp(m->code, "unknown_op") && t->tasks_sent && (about_tasks || !m->ref[0])) {
+        if (!t->tasks_unsupported)
+            say("tide_trainer: the tide worker does not know tasks (an older worker): each rank "
+                "runs its own tasks, without stealing");
+        t->tasks_unsupported = true;
+        if (t->tw_waiting && t->tw_result == TW_NONE)
+            t->tw_result = TW_UNSUPPORTED;
+        return true;
+    }
+    if (!about_tasks)
+        return false;
+    say("tide_trainer: the tide worker refused a %s report: %s: %s", m->ref, m->code, m->message);
+    if (t->tw_waiting && t->tw_result == TW_NONE)
+        t->tw_result = -EPROTO;
+    else if (!strcmp(m->ref, "tasks"))
+        t->tasks_refused = true;
+    return true;
+}
+
 /* Applies one line from the worker; returns 1 when it was a command, else 0. */
 static int apply_line(tide_trainer_t *t, const char *line, size_t len)
 {
@@ -278,6 +351,10 @@ static int apply_line(tide_trainer_t *t, const char *line, size_t len)
             t->stop_step = m.step;
         return 1;
     }
+    if (!strcmp(m.op, "task") || !strcmp(m.op, "no_task")) {
+        apply_task_reply(t, &m, !strcmp(m.op, "task"));
+        return 0;
+    }
     if (!strcmp(m.op, "welcome")) {
         t->welcomed = true;
         return 0;
@@ -286,6 +363,8 @@ static int apply_line(tide_trainer_t *t, const char *line, size_t len)
         if (!t->welcomed && (!strcmp(m.ref, "hello") || !m.ref[0])) {
             t->refused = true;
             snprintf(t->refusal, sizeof(t->refusal), "%s: %s", m.code, m.message);
+        } else if (apply_task_error(t, &m)) {
+            /* handled */
         } else if (t->errors_seen++ < MAX_ERRORS_SHOWN)
             say("tide_trainer: the tide worker rejected a %s report: %s: %s",
                 m.ref[0] ? m.ref : "", m.code, m.message);
@@ -420,6 +499,35 @@ static void send_line(tide_trainer_t *t, const char *line, size_t len, bool must
     t->pending_len = len - (size_t)n;
     if (must && flush_pending(t, deadline) > 0)
         say("tide_trainer: the tide worker does not read its socket: a report is delayed");
+}
+
+/* Sends a line that must not be dropped (tasks, next_task) after whatever is pending; what does
+ * not go out now stays pending, for flush_pending or the caller's wait to finish. Returns 0, or -1
+ * when the connection is lost (then the line did not reach the worker whole). */
+static int queue_line(tide_trainer_t *t, const char *line, size_t len)
+{
+    char *grown;
+
+    if (t->fd < 0 || flush_pending(t, 0) < 0)
+        return -1;
+    if (t->pending_len == 0) {
+        ssize_t n = send_some(t, line, len);
+        if (n < 0)
+            return -1;
+        line += n;
+        len -= (size_t)n;
+        if (len == 0)
+            return 0;
+    }
+    grown = realloc(t->pending, t->pending_len + len);
+    if (!grown) {
+        lose(t, "out of memory");
+        return -1;
+    }
+    memcpy(grown + t->pending_len, line, len);
+    t->pending = grown;
+    t->pending_len += len;
+    return 0;
 }
 
 /* Appends s JSON-escaped (without quotes) to out[*n..size); false when it does not fit. Bytes
@@ -779,4 +887,223 @@ int tide_trainer_poll(tide_trainer_t *t)
     if (!t)
         return 0;
     return read_commands(t);
+}
+
+/* --- tasks (docs/work-stealing.md) ----------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* NULL when the arguments make a valid declaration, else what is wrong. sorted: n scratch slots. */
+static const char *tasks_args_error(int64_t step, int kind, const uint64_t *ids, size_t n,
+                                    uint64_t total, uint64_t *sorted)
+{
+    if (step < 0 || step > MAX_EXACT)
+        return "step must be an integer from 0 to 2^53 - 1";
+    if (kind != TIDE_TRAINER_TASK_MEMBER && kind != TIDE_TRAINER_TASK_DETACHED)
+        return "kind must be TIDE_TRAINER_TASK_MEMBER or TIDE_TRAINER_TASK_DETACHED";
+    if (n > TIDE_TASKS_MAX_SHARE)
+        return "a rank declares at most 4096 ids per step";
+    if (n > 0 && !ids)
+        return "ids is NULL";
+    if (total < 1 || total > TIDE_TASKS_MAX_TOTAL || total < n)
+        return "total must be from the number of ids (and 1) to 1048576";
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] > (uint64_t)MAX_EXACT)
+            return "ids must be integers from 0 to 2^53 - 1";
+        sorted[i] = ids[i];
+    }
+    if (n > 1) {
+        qsort(sorted, n, sizeof(*sorted), cmp_u64);
+        for (size_t i = 1; i < n; i++)
+            if (sorted[i] == sorted[i - 1])
+                return "ids must be distinct";
+    }
+    return NULL;
+}
+
+int tide_trainer_tasks_begin(tide_trainer_t *t, tide_task_iter_t *it, int64_t step,
+                             tide_trainer_task_kind_t kind, const uint64_t *ids, size_t n,
+                             uint64_t total)
+{
+    /* n ids of at most 16 digits and a comma, plus the fixed fields */
+    size_t size = (n <= TIDE_TASKS_MAX_SHARE ? n : 0) * 17 + 160, len;
+    uint64_t *sorted = NULL;
+    const char *bad;
+    char *line = NULL;
+    int rc = 0;
+
+    if (!it) {
+        say("tide_trainer: tasks of step %" PRId64 " not declared: no iterator", step);
+        return -EINVAL;
+    }
+    memset(it, 0, sizeof(*it));
+    it->step = step;
+    it->kind = (int)kind;
+    it->ids = ids;
+    it->n = n;
+    sorted = malloc(sizeof(*sorted) * (n <= TIDE_TASKS_MAX_SHARE && n ? n : 1));
+    line = malloc(size);
+    if (!sorted || !line) {
+        say("tide_trainer: tasks of step %" PRId64 " not declared: out of memory", step);
+        rc = -ENOMEM;
+        goto error;
+    }
+    bad = tasks_args_error(step, (int)kind, ids, n, total, sorted);
+    if (bad) {
+        say("tide_trainer: tasks of step %" PRId64 " not declared: %s", step, bad);
+        rc = -EINVAL;
+        goto error;
+    }
+    if (!t || t->fd < 0 || t->tasks_unsupported)
+        goto done; /* local: the rank's own ids, in order */
+    len = (size_t)snprintf(line, size,
+                           "{\"op\":\"tasks\",\"step\":%" PRId64
+                           ",\"kind\":\"%s\",\"total\":%" PRIu64 ",\"ids\":[",
+                           step, task_kind_name((int)kind), total);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(line + len, size - len, "%s%" PRIu64, i ? "," : "", ids[i]);
+    len += (size_t)snprintf(line + len, size - len, "]}\n");
+    if (len > LINE_MAX_BYTES) {
+        say("tide_trainer: tasks of step %" PRId64 " not declared: %zu ids this large do not fit "
+            "one line of %d bytes (use smaller ids)",
+            step, n, LINE_MAX_BYTES);
+        rc = -EINVAL;
+        goto error;
+    }
+    /* When the connection is lost before the line went out whole, the worker (which drops a
+     * partial line) holds nothing of this pool: iterating locally is exact then. */
+    t->tasks_refused = false;
+    if (queue_line(t, line, len) < 0)
+        goto done;
+    t->tasks_sent = true;
+    if (flush_pending(t, now_ms() + TASKS_SEND_TIMEOUT_MS) < 0)
+        goto done;
+    if (t->pending_len)
+        say("tide_trainer: the tide worker is slow to read its socket: the tasks of step %" PRId64
+            " are delayed",
+            step);
+    it->t = t;
+    goto done;
+error:
+    it->error = rc;
+    it->done = true;
+done:
+    free(line);
+    free(sorted);
+    return rc;
+}
+
+/* Waits (no timeout) for the reply to the next_task just queued, finishing its sending and
+ * applying commands that arrive meanwhile. Returns tw_result's value, or -EPIPE. */
+static int wait_task_reply(tide_trainer_t *t)
+{
+    for (;;) {
+        struct pollfd pfd;
+        int rc = 0;
+
+        if (t->fd >= 0 && t->pending_len)
+            rc = flush_pending(t, 0);
+        if (rc >= 0)
+            rc = read_commands(t);
+        if (t->tw_result != TW_NONE)
+            return t->tw_result;
+        if (rc < 0 || t->fd < 0)
+            return -EPIPE;
+        pfd.fd = t->fd;
+        pfd.events = (short)(POLLIN | (t->pending_len ? POLLOUT : 0));
+        pfd.revents = 0;
+        if (poll(&pfd, 1, -1) < 0 && errno != EINTR) {
+            lose(t, strerror(errno));
+            return -EPIPE;
+        }
+    }
+}
+
+static int next_local(tide_task_iter_t *it, uint64_t *id)
+{
+    if (it->next >= it->n) {
+        it->done = true;
+        it->has_current = false;
+        return 0;
+    }
+    *id = it->ids[it->next++];
+    it->current = *id;
+    it->has_current = true;
+    return 1;
+}
+
+int tide_trainer_next_task(tide_task_iter_t *it, uint64_t *id)
+{
+    tide_trainer_t *t;
+    char line[160];
+    int len, rc;
+
+    if (!it || !id)
+        return -EINVAL;
+    if (it->error)
+        return it->error;
+    if (it->done)
+        return 0;
+    t = it->t;
+    if (!t)
+        return next_local(it, id);
+    if (t->tasks_unsupported && !it->has_current) {
+        it->t = NULL; /* the worker rejected the declaration as an unknown op: it holds nothing */
+        return next_local(it, id);
+    }
+    if (t->tasks_refused) {
+        t->tasks_refused = false;
+        rc = -EPROTO;
+        goto failed;
+    }
+    if (t->fd < 0) {
+        rc = -EPIPE;
+        goto failed;
+    }
+    len = snprintf(line, sizeof(line), "{\"op\":\"next_task\",\"step\":%" PRId64 ",\"kind\":\"%s\"",
+                   it->step, task_kind_name(it->kind));
+    if (it->has_current)
+        len += snprintf(line + len, sizeof(line) - (size_t)len, ",\"done\":%" PRIu64, it->current);
+    len += snprintf(line + len, sizeof(line) - (size_t)len, "}\n");
+    if (queue_line(t, line, (size_t)len) < 0) {
+        rc = -EPIPE;
+        goto failed;
+    }
+    t->tw_waiting = true;
+    t->tw_step = it->step;
+    t->tw_kind = it->kind;
+    t->tw_result = TW_NONE;
+    rc = wait_task_reply(t);
+    t->tw_waiting = false;
+    t->tw_result = TW_NONE;
+    if (rc == 1) {
+        *id = t->tw_id;
+        it->current = t->tw_id;
+        it->has_current = true;
+        return 1;
+    }
+    if (rc == 0) {
+        it->done = true;
+        it->has_current = false;
+        return 0;
+    }
+    if (rc == TW_UNSUPPORTED) {
+        if (!it->has_current) {
+            it->t = NULL;
+            return next_local(it, id);
+        }
+        rc = -EPROTO; /* the worker handed a task, then forgot the op: nothing is certain */
+    }
+failed:
+    if (rc == -EPIPE)
+        say("tide_trainer: the connection to the tide worker was lost during the tasks of step "
+            "%" PRId64 ": which of them ran elsewhere is unknown",
+            it->step);
+    it->error = rc;
+    return rc;
 }

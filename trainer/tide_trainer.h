@@ -4,14 +4,17 @@
  *
  * Outside tide (TIDE_AGENT_SOCK unset) tide_trainer_open returns NULL and every call accepts NULL
  * and does nothing, so the same program runs anywhere. When the worker goes away the handle turns
- * into a no-op too. Calls never block for more than one write(2) of one short line, never raise
- * SIGPIPE and never exit the process. A handle is used by one thread at a time.
+ * into a no-op too. Calls never block for more than one write(2) of one short line (except
+ * tide_trainer_next_task, which waits for the worker's answer, and the hello/checkpoint/tasks
+ * lines, which wait up to 5 s to go out), never raise SIGPIPE and never exit the process. A handle
+ * is used by one thread at a time.
  *
  * Depends on libc only (no cJSON, no tide libraries), so it can be linked into any trainer. */
 #ifndef TIDE_TRAINER_H
 #define TIDE_TRAINER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -65,6 +68,61 @@ bool tide_trainer_checkpoint_requested(tide_trainer_t *t, int64_t *request,
 /* Whether the rank should stop now that `step` is done (tide sent stop_after_step with a value
  * <= step). Reads pending commands first. */
 bool tide_trainer_should_stop(tide_trainer_t *t, int64_t step);
+
+/* --- tasks (docs/work-stealing.md) ---
+ * A step's tasks (micro-batches, evaluation shards) are declared per rank and taken one at a time;
+ * under tide a rank whose share is done steals what slower ranks have not started, and every task
+ * of the step still runs exactly once. Outside tide (t NULL or a no-op handle) the iterator hands
+ * out the rank's own ids in order, so the same loop runs anywhere:
+ *
+ *     tide_task_iter_t it;
+ *     uint64_t id;
+ *     tide_trainer_tasks_begin(t, &it, step, TIDE_TRAINER_TASK_MEMBER, my_ids, n_mine, total);
+ *     while (tide_trainer_next_task(&it, &id) == 1)
+ *         run_micro_batch(id);
+ *     // < 0: the worker went away mid-step; which tasks ran elsewhere is unknown: stop the run
+ *
+ * A worker that predates tasks answers the declaration with unknown_op; the iteration then runs the
+ * rank's own ids locally (exact: that worker never held them) and says so once on stderr.
+ */
+typedef enum tide_trainer_task_kind {
+    /* joins the step's collective; moves only among the job's ranks */
+    TIDE_TRAINER_TASK_MEMBER = 1,
+    /* independent work (evaluation, preprocessing, serialisation) */
+    TIDE_TRAINER_TASK_DETACHED = 2,
+} tide_trainer_task_kind_t;
+
+#define TIDE_TASKS_MAX_SHARE 4096    /* ids one rank may declare per step */
+#define TIDE_TASKS_MAX_TOTAL 1048576 /* tasks in one step */
+
+/* One step's iteration. Fields are private; it lives on the caller's stack. */
+typedef struct tide_task_iter {
+    tide_trainer_t *t; /* NULL: local (outside tide, or declared before the connection was lost) */
+    int64_t step;
+    int kind;
+    const uint64_t *ids; /* the rank's own share, borrowed until the iteration ends */
+    size_t n, next;      /* local mode: the next index */
+    uint64_t current;    /* the task handed out last (reported done by the next call) */
+    bool has_current;
+    bool done; /* no_task seen */
+    int error; /* sticky: < 0 once the iteration failed */
+} tide_task_iter_t;
+
+/* Declares this rank's share of step's tasks (ids, n <= TIDE_TASKS_MAX_SHARE distinct values below
+ * 2^53, written in one line of at most 64 KiB; total: the step's tasks over all ranks, 1 and n <=
+ * total <= TIDE_TASKS_MAX_TOTAL) and starts *it. Arguments are checked the same way outside tide.
+ * Returns 0, or -EINVAL for bad arguments, -ENOMEM (one line on stderr; *it then hands out nothing
+ * and next_task returns the same error). ids and t are borrowed until the iteration ends. */
+int tide_trainer_tasks_begin(tide_trainer_t *t, tide_task_iter_t *it, int64_t step,
+                             tide_trainer_task_kind_t kind, const uint64_t *ids, size_t n,
+                             uint64_t total);
+/* The next task of the step for this rank (reports the one before as done). Returns 1 with *id, 0
+ * when the rank's part of the step is done, or < 0 when the iteration failed (sticky): -EPIPE the
+ * worker went away after the step began (tasks may have moved to other ranks; the step's result is
+ * unknown), -EPROTO the worker refused a report (printed on stderr), -EINVAL a NULL argument or a
+ * failed begin. Blocks, without a timeout, while a steal is being served; commands that arrive
+ * meanwhile (checkpoint_now, stop_after_step) are applied as tide_trainer_poll does. */
+int tide_trainer_next_task(tide_task_iter_t *it, uint64_t *id);
 
 /* Reads and applies the commands that arrived, without blocking. Returns the number applied, or
  * -1 when the connection was lost (the handle is a no-op from then on). The calls above do this

@@ -314,6 +314,9 @@ static void send_heartbeat(tide_worker_agent_t *a)
     n_progress = a->trainer ? tide_trainer_server_progress(a->trainer, (int64_t)(uv_hrtime() / 1000000),
                                                            progress, PROGRESS_MAX)
                             : 0;
+    /* Task completions go out in batches, one per pool and heartbeat (docs/work-stealing.md). */
+    if (a->trainer)
+        tide_trainer_server_tasks_flush(a->trainer);
     tide_worker_core_heartbeat(a->core, &tm, progress, n_progress);
 }
 
@@ -332,6 +335,8 @@ static void op_welcomed(void *ud, uint32_t interval_ms)
     uv_timer_start(&a->heartbeat, on_heartbeat, interval_ms, interval_ms);
     if (a->flusher)
         tide_flusher_resend(a->flusher); /* copies that ended while no stream was up */
+    if (a->trainer)
+        tide_trainer_server_tasks_welcome(a->trainer); /* declarations, completions, steals */
 }
 
 static void op_end_stream(void *ud, const char *why)
@@ -343,6 +348,14 @@ static void op_end_stream(void *ud, const char *why)
         tide_rpc_client_call_cancel(a->call); /* on_status(CANCELLED) follows from the loop */
 }
 
+/* ReleaseTasks / GiveTasks: the trainer socket holds the ranks' deques. */
+static int op_tasks(void *ud, const Tide__V1__SchedulerMessage *msg)
+{
+    tide_worker_agent_t *a = ud;
+
+    return a->trainer ? tide_trainer_server_tasks(a->trainer, msg) : -ENOENT;
+}
+
 static const tide_worker_core_ops_t core_ops = {
     .send = op_send,
     .spawn = op_spawn,
@@ -352,6 +365,7 @@ static const tide_worker_core_ops_t core_ops = {
     .log_request = op_log_request,
     .trainer_command = op_trainer_command,
     .flush = op_flush,
+    .tasks = op_tasks,
     .welcomed = op_welcomed,
     .end_stream = op_end_stream,
 };
@@ -382,8 +396,18 @@ static void on_attach_closed(void *ud, tide_trainer_conn_t *c)
         tide_worker_mpi_on_attach_closed(a->mpi, c);
 }
 
+/* The task deques' messages (TasksDeclared, TasksDone, StealRequest, TasksReleased): only on a
+ * welcomed stream; what cannot go now the deques send again after the next Welcome. */
+static int on_trainer_send(void *ud, const Tide__V1__WorkerMessage *msg)
+{
+    tide_worker_agent_t *a = ud;
+
+    return a->core ? tide_worker_core_send(a->core, msg) : -ENOTCONN;
+}
+
 static const tide_trainer_server_ops_t trainer_ops = {
     .checkpoint = on_trainer_checkpoint,
+    .send = on_trainer_send,
     .attach = on_attach,
     .attach_exited = on_attach_exited,
     .attach_closed = on_attach_closed,

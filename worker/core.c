@@ -592,6 +592,56 @@ static int on_flush(tide_worker_core_t *c, const Tide__V1__FlushCheckpoint *req,
     return -ENOTSUP;
 }
 
+/* TasksReleased with no tasks: what a worker without that rank's deque answers, so the scheduler
+ * tries another victim. */
+static void release_none(tide_worker_core_t *c, const Tide__V1__ReleaseTasks *r)
+{
+    Tide__V1__WorkerMessage m = TIDE__V1__WORKER_MESSAGE__INIT;
+    Tide__V1__TasksReleased t = TIDE__V1__TASKS_RELEASED__INIT;
+
+    t.job_id = r->job_id;
+    t.generation = r->generation;
+    t.rank = r->rank;
+    t.kind = r->kind;
+    t.step = r->step;
+    t.release_id = r->release_id;
+    m.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED;
+    m.tasks_released = &t;
+    tide_worker_core_send(c, &m);
+}
+
+/* ReleaseTasks / GiveTasks (docs/work-stealing.md): the shell's deques answer; a rank that does not
+ * run here (or a shell without deques) releases nothing, and a give for it is dropped. */
+static int on_tasks(tide_worker_core_t *c, const Tide__V1__SchedulerMessage *msg,
+                    tide_error_t *err)
+{
+    bool release = msg->msg_case == TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS;
+    const char *job_id = release ? msg->release_tasks->job_id : msg->give_tasks->job_id;
+    int32_t generation = release ? msg->release_tasks->generation : msg->give_tasks->generation;
+    int32_t rank = release ? msg->release_tasks->rank : msg->give_tasks->rank;
+    const char *what = release ? "ReleaseTasks" : "GiveTasks";
+    int rc;
+
+    if (!tide_worker_core_rank_running(c, job_id, generation, rank)) {
+        tide_errprintf(err, "%s for job %.64s generation %d rank %d, which does not run here", what,
+                       job_id, generation, rank);
+        rc = -ENOENT;
+    } else if (!c->ops.tasks) {
+        tide_errprintf(err, "%s for job %.64s rank %d: this worker holds no task deques", what,
+                       job_id, rank);
+        rc = -ENOTSUP;
+    } else {
+        rc = c->ops.tasks(c->ud, msg);
+        if (rc == -ENOENT)
+            tide_errprintf(err,
+                           "%s for job %.64s generation %d rank %d: no tasks of that rank here",
+                           what, job_id, generation, rank);
+    }
+    if (rc < 0 && release)
+        release_none(c, msg->release_tasks);
+    return rc;
+}
+
 static const char *msg_name(Tide__V1__SchedulerMessage__MsgCase mc)
 {
     switch (mc) {
@@ -607,6 +657,10 @@ static const char *msg_name(Tide__V1__SchedulerMessage__MsgCase mc)
         return "TrainerCommand";
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_FLUSH:
         return "FlushCheckpoint";
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS:
+        return "ReleaseTasks";
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS:
+        return "GiveTasks";
     default:
         return "empty message";
     }
@@ -643,6 +697,9 @@ int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMess
         return on_trainer_command(c, msg->trainer_command, err);
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_FLUSH:
         return on_flush(c, msg->flush, err);
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS:
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS:
+        return on_tasks(c, msg, err);
     default:
         /* A newer scheduler's message kind decodes as NOT_SET: skip it, keep the stream. */
         tide_errprintf(err, "ignoring a SchedulerMessage without a known body");

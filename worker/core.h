@@ -76,6 +76,11 @@ typedef struct tide_worker_core_ops {
      * and answer with FlushDone through tide_worker_core_send. NULL: the core answers ok=false at
      * once. */
     void (*flush)(void *ud, const Tide__V1__FlushCheckpoint *req);
+    /* A ReleaseTasks or GiveTasks (docs/work-stealing.md; msg borrowed) for a rank that runs here:
+     * the callee answers a ReleaseTasks with TasksReleased through tide_worker_core_send. Returns
+     * 0, or -ENOENT when it holds no tasks of that rank (the core then answers a ReleaseTasks with
+     * no tasks). NULL: every ReleaseTasks gets no tasks and GiveTasks are ignored. */
+    int (*tasks)(void *ud, const Tide__V1__SchedulerMessage *msg);
 } tide_worker_core_ops_t;
 
 /* What to do after a stream ended. */
@@ -99,11 +104,12 @@ tide_worker_next_t tide_worker_core_stream_ended(tide_worker_core_t *c, tide_grp
                                                  const char *message, int64_t *delay_ms);
 
 /* One SchedulerMessage (borrowed). Returns 0 when acted on; -ESTALE when its epoch is below the
- * highest seen (ignored); -EPROTO when malformed; -ENOENT for a StopRank or TrainerCommand of a
- * rank that does not run here;
+ * highest seen (ignored); -EPROTO when malformed; -ENOENT for a StopRank, TrainerCommand,
+ * ReleaseTasks or GiveTasks of a rank that does not run here (a ReleaseTasks is answered with no
+ * tasks, so the scheduler moves on);
  * -EINVAL for a LaunchRank that fails validation (answered with RankExited 127); -ENOTSUP for a
- * FlushCheckpoint without a flush op (answered with FlushDone ok=false). err says why for the
- * log. */
+ * FlushCheckpoint without a flush op (answered with FlushDone ok=false) and for ReleaseTasks /
+ * GiveTasks without a tasks op (ReleaseTasks answered with no tasks). err says why for the log. */
 int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMessage *msg,
                             tide_error_t *err);
 /* Same, from the wire bytes; -EPROTO (and end_stream) when they do not decode. */

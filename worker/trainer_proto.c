@@ -9,7 +9,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "xmalloc.h"
 
 /* Integers on the wire are exact: below 2^53, every JSON integer maps to one double and back. */
 #define MAX_EXACT 9007199254740991.0 /* 2^53 - 1 */
@@ -127,6 +130,15 @@ static const char *const err_names[] = {
     [TIDE_TRAINER_ERR_NOT_HELLO] = "not_hello",
     [TIDE_TRAINER_ERR_UNKNOWN_RANK] = "unknown_rank",
     [TIDE_TRAINER_ERR_STEP_BACKWARDS] = "step_backwards",
+    [TIDE_TRAINER_ERR_UNKNOWN_TASK] = "unknown_task",
+    [TIDE_TRAINER_ERR_UNKNOWN_STEP] = "unknown_step",
+    [TIDE_TRAINER_ERR_TASK_CONFLICT] = "task_conflict",
+    [TIDE_TRAINER_ERR_BUSY] = "busy",
+};
+
+static const char *const kind_names[] = {
+    [TIDE_TRAINER_KIND_MEMBER] = "member",
+    [TIDE_TRAINER_KIND_DETACHED] = "detached",
 };
 
 const char *tide_trainer_err_name(tide_trainer_err_t e)
@@ -141,6 +153,13 @@ const char *tide_trainer_phase_name(tide_trainer_phase_t p)
     if ((unsigned)p >= TIDE_TRAINER_PHASE_COUNT)
         return NULL;
     return phase_names[p];
+}
+
+const char *tide_trainer_kind_name(tide_trainer_kind_t k)
+{
+    if (k != TIDE_TRAINER_KIND_MEMBER && k != TIDE_TRAINER_KIND_DETACHED)
+        return NULL;
+    return kind_names[k];
 }
 
 int tide_trainer_phase_parse(const char *s)
@@ -160,6 +179,7 @@ void tide_trainer_msg_free(tide_trainer_msg_t *m)
     if (!m)
         return;
     cJSON_Delete(m->json_);
+    free(m->ids_);
     memset(m, 0, sizeof(*m));
 }
 
@@ -180,6 +200,7 @@ typedef struct decoder {
     const cJSON *obj;
     char *err;
     size_t err_size;
+    tide_trainer_err_t code; /* what a failed decode reports: BAD_FIELD unless set */
 } decoder_t;
 
 /* An exact integer field in [min, max]. Returns false (with the message) when it is missing and
@@ -334,6 +355,103 @@ bad_sha:
     return false;
 }
 
+/* kind: optional, "member" (the default) or "detached". */
+static bool get_kind(decoder_t *d, tide_trainer_kind_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(d->obj, "kind");
+
+    *out = TIDE_TRAINER_KIND_MEMBER;
+    if (!v)
+        return true;
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "member") == 0)
+        return true;
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "detached") == 0) {
+        *out = TIDE_TRAINER_KIND_DETACHED;
+        return true;
+    }
+    set_err(d->err, d->err_size, "kind: must be member or detached");
+    return false;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* tasks (docs/work-stealing.md): a rank's share of a pool. Field errors are bad_field; a repeated
+ * id or more ids than the total is task_conflict. The ids keep the trainer's order. */
+static bool decode_tasks(decoder_t *d, tide_trainer_msg_t *m)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(d->obj, "ids"), *v;
+    uint64_t *sorted = NULL;
+    size_t n = 0, i;
+    bool ok = false;
+
+    if (!get_int(d, "step", true, 0, MAX_EXACT, &m->step) || !get_kind(d, &m->kind))
+        return false;
+    if (!cJSON_IsArray(arr)) {
+        set_err(d->err, d->err_size, "ids: must be an array of integers");
+        return false;
+    }
+    cJSON_ArrayForEach(v, arr)
+    {
+        if (++n > TIDE_TRAINER_TASKS_MAX_IDS) {
+            set_err(d->err, d->err_size, "ids: at most %d ids per declaration",
+                    TIDE_TRAINER_TASKS_MAX_IDS);
+            return false;
+        }
+    }
+    if (!get_int(d, "total", true, 1, TIDE_TRAINER_TASKS_MAX_TOTAL, &m->total))
+        return false;
+    if (n > 0) {
+        m->ids_ = tide_xmalloc(n * sizeof(uint64_t));
+        sorted = tide_xmalloc(n * sizeof(uint64_t));
+    }
+    i = 0;
+    cJSON_ArrayForEach(v, arr)
+    {
+        double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
+        if (!(x >= 0 && x <= MAX_EXACT) || (double)(int64_t)x != x) {
+            set_err(d->err, d->err_size, "ids[%zu]: must be an integer from 0 to 2^53 - 1", i);
+            goto done;
+        }
+        m->ids_[i] = sorted[i] = (uint64_t)x;
+        i++;
+    }
+    if ((int64_t)n > m->total) {
+        d->code = TIDE_TRAINER_ERR_TASK_CONFLICT;
+        set_err(d->err, d->err_size, "total: %lld is below the %zu ids declared",
+                (long long)m->total, n);
+        goto done;
+    }
+    if (n > 1)
+        qsort(sorted, n, sizeof(*sorted), cmp_u64);
+    for (i = 1; i < n; i++) {
+        if (sorted[i] == sorted[i - 1]) {
+            d->code = TIDE_TRAINER_ERR_TASK_CONFLICT;
+            set_err(d->err, d->err_size, "ids: %llu appears more than once",
+                    (unsigned long long)sorted[i]);
+            goto done;
+        }
+    }
+    m->ids = m->ids_;
+    m->n_ids = n;
+    ok = true;
+done:
+    free(sorted);
+    return ok;
+}
+
+/* next_task: the next task of a pool, reporting the previous one done. */
+static bool decode_next_task(decoder_t *d, tide_trainer_msg_t *m)
+{
+    m->done = -1;
+    return get_int(d, "step", true, 0, MAX_EXACT, &m->step) && get_kind(d, &m->kind) &&
+           get_int(d, "done", false, 0, MAX_EXACT, &m->done);
+}
+
 tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_trainer_msg_t *m,
                                        char *err, size_t err_size, const char **ref)
 {
@@ -348,8 +466,10 @@ tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_traine
         {"checkpoint", TIDE_TRAINER_OP_CHECKPOINT, decode_checkpoint},
         {"attach", TIDE_TRAINER_OP_ATTACH, decode_attach},
         {"exited", TIDE_TRAINER_OP_EXITED, decode_exited},
+        {"tasks", TIDE_TRAINER_OP_TASKS, decode_tasks},
+        {"next_task", TIDE_TRAINER_OP_NEXT_TASK, decode_next_task},
     };
-    decoder_t d = {.err = err, .err_size = err_size};
+    decoder_t d = {.err = err, .err_size = err_size, .code = TIDE_TRAINER_ERR_BAD_FIELD};
     const char *end = NULL;
     const cJSON *op;
     cJSON *root = NULL;
@@ -377,7 +497,9 @@ tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_traine
         if (cJSON_IsString(op) && strcmp(op->valuestring, ops[i].name) == 0)
             break;
     if (i == sizeof(ops) / sizeof(ops[0])) {
-        set_err(err, err_size, "op: must be one of hello, step, phase, checkpoint, attach, exited");
+        set_err(err, err_size,
+                "op: must be one of hello, step, phase, checkpoint, attach, exited, tasks, "
+                "next_task");
         cJSON_Delete(root);
         return TIDE_TRAINER_ERR_UNKNOWN_OP;
     }
@@ -385,11 +507,13 @@ tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_traine
         *ref = ops[i].name; /* static: outlives the message */
     m->op = ops[i].op;
     m->job = m->sdk = m->path = m->sha256 = m->credential = "";
+    m->done = -1;
     ok = ops[i].decode ? ops[i].decode(&d, m) : get_phase(&d, &m->phase);
     if (!ok) {
         cJSON_Delete(root);
+        free(m->ids_);
         memset(m, 0, sizeof(*m));
-        return TIDE_TRAINER_ERR_BAD_FIELD;
+        return d.code;
     }
     m->json_ = root;
     return TIDE_TRAINER_OK;
@@ -503,4 +627,22 @@ void tide_trainer_encode_checkpoint_now(tide_buf_t *out, int64_t id, int64_t dea
 void tide_trainer_encode_stop_after_step(tide_buf_t *out, int64_t step)
 {
     tide_buf_printf(out, "{\"op\":\"stop_after_step\",\"step\":%" PRId64 "}\n", step);
+}
+
+void tide_trainer_encode_task(tide_buf_t *out, int64_t step, tide_trainer_kind_t kind, uint64_t id)
+{
+    const char *k = tide_trainer_kind_name(kind);
+
+    tide_buf_printf(out,
+                    "{\"op\":\"task\",\"step\":%" PRId64 ",\"kind\":\"%s\",\"id\":%" PRIu64
+                    "}\n",
+                    step, k ? k : "member", id);
+}
+
+void tide_trainer_encode_no_task(tide_buf_t *out, int64_t step, tide_trainer_kind_t kind)
+{
+    const char *k = tide_trainer_kind_name(kind);
+
+    tide_buf_printf(out, "{\"op\":\"no_task\",\"step\":%" PRId64 ",\"kind\":\"%s\"}\n", step,
+                    k ? k : "member");
 }

@@ -22,7 +22,21 @@ typedef enum tide_trainer_op {
     /* tide-rank-exec (MPI ranks, docs/mpi.md), not trainers */
     TIDE_TRAINER_OP_ATTACH,
     TIDE_TRAINER_OP_EXITED,
+    /* tasks (docs/work-stealing.md) */
+    TIDE_TRAINER_OP_TASKS,
+    TIDE_TRAINER_OP_NEXT_TASK,
 } tide_trainer_op_t;
+
+/* Kinds of task pool (docs/work-stealing.md); same values as tide.v1.TaskKind. */
+typedef enum tide_trainer_kind {
+    TIDE_TRAINER_KIND_MEMBER = 1,
+    TIDE_TRAINER_KIND_DETACHED = 2,
+} tide_trainer_kind_t;
+
+/* Bounds of a `tasks` declaration. */
+#define TIDE_TRAINER_TASKS_MAX_IDS   4096    /* ids one rank declares per pool */
+#define TIDE_TRAINER_TASKS_MAX_TOTAL 1048576 /* tasks in one pool */
+#define TIDE_TRAINER_TASK_ID_MAX     UINT64_C(9007199254740991) /* 2^53 - 1 */
 
 /* Same values as tide_phase_t in trainer/tide_trainer.h and tide.v1.TrainerPhase - 1. */
 typedef enum tide_trainer_phase {
@@ -45,6 +59,11 @@ typedef enum tide_trainer_err {
     TIDE_TRAINER_ERR_NOT_HELLO,
     TIDE_TRAINER_ERR_UNKNOWN_RANK,
     TIDE_TRAINER_ERR_STEP_BACKWARDS,
+    /* tasks (docs/work-stealing.md) */
+    TIDE_TRAINER_ERR_UNKNOWN_TASK,  /* a `done` id this rank was not handed */
+    TIDE_TRAINER_ERR_UNKNOWN_STEP,  /* next_task for a pool this rank did not declare */
+    TIDE_TRAINER_ERR_TASK_CONFLICT, /* a `tasks` that repeats an id, exceeds total, or differs */
+    TIDE_TRAINER_ERR_BUSY,          /* a second next_task while one waits */
 } tide_trainer_err_t;
 
 /* One decoded trainer message. Strings point into the decoder's storage (valid until the next
@@ -76,8 +95,15 @@ typedef struct tide_trainer_msg {
     /* exited */
     int64_t status;     /* exit status 0..255 (0 when killed by a signal) */
     int64_t signal;     /* the signal that ended it, or 0 */
+    /* tasks, next_task (step as above) */
+    tide_trainer_kind_t kind; /* MEMBER when absent */
+    const uint64_t *ids;      /* tasks: n_ids distinct ids, in the trainer's order (NULL when 0) */
+    size_t n_ids;
+    int64_t total;            /* tasks: 1 .. TIDE_TRAINER_TASKS_MAX_TOTAL, >= n_ids */
+    int64_t done;             /* next_task: the finished task's id; -1 when absent */
     /* private */
     void *json_;
+    uint64_t *ids_;           /* owns ids */
 } tide_trainer_msg_t;
 
 /* Splits a byte stream into lines. Bytes go in with tide_trainer_lines_feed; complete lines come
@@ -104,11 +130,13 @@ int tide_trainer_lines_next(tide_trainer_lines_t *l, const char **line, size_t *
 
 /* Decodes and validates one line (no newline). Returns TIDE_TRAINER_OK and fills *m, or an error
  * code with a message naming the field in err (e.g. "step: must be an integer >= 0") and
- * *ref set to the op name when it is known (else NULL). Stateless: "not_hello", "unknown_rank" and
- * "step_backwards" are the caller's to decide. */
+ * *ref set to the op name when it is known (else NULL). Stateless: "not_hello", "unknown_rank",
+ * "step_backwards", "unknown_task", "unknown_step", "busy" and a `tasks` that differs from an
+ * earlier one are the caller's to decide; a `tasks` that repeats an id or has more ids than its
+ * total is "task_conflict" here. */
 tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_trainer_msg_t *m,
                                        char *err, size_t err_size, const char **ref);
-/* Frees what the last decode kept. Safe on a zeroed or freed msg. */
+/* Frees what the last decode kept (the JSON and the ids). Safe on a zeroed or freed msg. */
 void tide_trainer_msg_free(tide_trainer_msg_t *m);
 
 const char *tide_trainer_err_name(tide_trainer_err_t e);
@@ -116,6 +144,8 @@ const char *tide_trainer_err_name(tide_trainer_err_t e);
 const char *tide_trainer_phase_name(tide_trainer_phase_t p);
 /* The phase named s; -1 when unknown. */
 int tide_trainer_phase_parse(const char *s);
+/* "member", "detached"; NULL when out of range. */
+const char *tide_trainer_kind_name(tide_trainer_kind_t k);
 
 /* Encoders: each appends one line, newline included, to out. Strings are JSON-escaped. */
 void tide_trainer_encode_welcome(tide_buf_t *out, const char *worker_id);
@@ -123,5 +153,8 @@ void tide_trainer_encode_error(tide_buf_t *out, tide_trainer_err_t code, const c
                                const char *ref);
 void tide_trainer_encode_checkpoint_now(tide_buf_t *out, int64_t id, int64_t deadline_unix_ms);
 void tide_trainer_encode_stop_after_step(tide_buf_t *out, int64_t step);
+/* The answers to next_task (docs/work-stealing.md): run task id next / this rank's part is done. */
+void tide_trainer_encode_task(tide_buf_t *out, int64_t step, tide_trainer_kind_t kind, uint64_t id);
+void tide_trainer_encode_no_task(tide_buf_t *out, int64_t step, tide_trainer_kind_t kind);
 
 #endif

@@ -1,7 +1,9 @@
 /* The worker's trainer socket (trainer_server.h). Invariants: a connection is bound to at most one
  * rank entry (after its hello) and sits on that rank's conns list; a rank entry exists exactly
- * while the agent says the rank runs; one shared read buffer serves every connection (reads are
- * handled to completion in the read callback), so a step report allocates nothing. */
+ * while the agent says the rank runs, and so does its entry in the task deques; a connection the
+ * deques hold as a next_task waiter is open (closing it makes them forget it); one shared read
+ * buffer serves every connection (reads are handled to completion in the read callback), so a step
+ * report allocates nothing. */
 #include "trainer_server.h"
 
 #include <errno.h>
@@ -19,6 +21,7 @@
 #include "list.h"
 #include "log.h"
 #include "mfu.h"
+#include "task_deque.h"
 #include "xmalloc.h"
 
 #define MAX_CONNS_DEFAULT 64
@@ -69,6 +72,7 @@ struct tide_trainer_server {
     tide_trainer_server_ops_t ops;
     void *ud;
     tide_list_t conns, ranks;
+    tide_task_deque_t *tasks; /* the ranks' task deques */
     double peak_flops;
     tide_buf_t out; /* message assembly */
     uint64_t rejected;
@@ -83,6 +87,7 @@ static void maybe_release(tide_trainer_server_t *s)
         free(s->path);
         free(s->worker_id);
         tide_buf_free(&s->out);
+        tide_task_deque_free(s->tasks);
         free(s);
     }
 }
@@ -99,6 +104,11 @@ static void on_conn_closed(uv_handle_t *h)
     maybe_release(s);
 }
 
+static int64_t mono_ms(void)
+{
+    return (int64_t)(uv_hrtime() / 1000000);
+}
+
 static void conn_close(conn_t *c)
 {
     if (c->closing)
@@ -106,6 +116,9 @@ static void conn_close(conn_t *c)
     c->closing = true;
     if (c->attach && c->s->ops.attach_closed)
         c->s->ops.attach_closed(c->s->ud, c);
+    /* A next_task it waits in is not answered any more; the task it was handed stays handed. */
+    if (c->rank)
+        tide_task_deque_forget_waiter(c->s->tasks, c->rank->id, c, mono_ms());
     tide_list_remove(&c->link);
     if (tide_list_linked(&c->rank_link))
         tide_list_remove(&c->rank_link);
@@ -327,6 +340,78 @@ static void handle_checkpoint(conn_t *c, const tide_trainer_msg_t *m)
         s->ops.checkpoint(s->ud, r->job_id, r->generation, r->rank, m);
 }
 
+/* --- tasks (docs/work-stealing.md) --- */
+
+/* task or no_task to the connection a deque answer names. */
+static void answer(tide_trainer_server_t *s, const tide_task_answer_t *a)
+{
+    conn_t *w = a->waiter;
+
+    if (!w)
+        return;
+    tide_buf_reset(&s->out);
+    if (a->has_task)
+        tide_trainer_encode_task(&s->out, a->step, (tide_trainer_kind_t)a->kind, a->id);
+    else
+        tide_trainer_encode_no_task(&s->out, a->step, (tide_trainer_kind_t)a->kind);
+    conn_send(w);
+}
+
+static tide_trainer_err_t task_err(int rc)
+{
+    switch (rc) {
+    case -EEXIST:
+        return TIDE_TRAINER_ERR_TASK_CONFLICT;
+    case -ENOENT:
+        return TIDE_TRAINER_ERR_UNKNOWN_STEP;
+    case -EINVAL:
+        return TIDE_TRAINER_ERR_UNKNOWN_TASK;
+    case -EBUSY:
+        return TIDE_TRAINER_ERR_BUSY;
+    default:
+        return TIDE_TRAINER_ERR_UNKNOWN_RANK;
+    }
+}
+
+static void handle_tasks(conn_t *c, const tide_trainer_msg_t *m)
+{
+    tide_trainer_server_t *s = c->s;
+    tide_task_answer_t cut;
+    tide_error_t err;
+    int rc;
+
+    tide_error_clear(&err);
+    rc = tide_task_deque_declare(s->tasks, c->rank->id, (int)m->kind, m->step, m->ids, m->n_ids,
+                                 (uint64_t)m->total, mono_ms(), &cut, &err);
+    if (rc < 0) {
+        reject(c, rc == -EINVAL ? TIDE_TRAINER_ERR_BAD_FIELD : task_err(rc), err.text, "tasks");
+        return;
+    }
+    answer(s, &cut);
+}
+
+static void handle_next_task(conn_t *c, const tide_trainer_msg_t *m)
+{
+    tide_trainer_server_t *s = c->s;
+    tide_error_t err;
+    uint64_t id = 0;
+    int rc;
+
+    tide_error_clear(&err);
+    rc = tide_task_deque_next(s->tasks, c->rank->id, (int)m->kind, m->step, m->done, c, mono_ms(),
+                              &id, &err);
+    if (rc < 0) {
+        reject(c, task_err(rc), err.text, "next_task");
+        return;
+    }
+    tide_buf_reset(&s->out);
+    if (rc == TIDE_TASK_NEXT_TASK)
+        tide_trainer_encode_task(&s->out, m->step, m->kind, id);
+    else if (rc == TIDE_TASK_NEXT_NONE)
+        tide_trainer_encode_no_task(&s->out, m->step, m->kind);
+    conn_send(c); /* WAIT: nothing yet; a give answers */
+}
+
 static void handle_line(conn_t *c, const char *line, size_t len)
 {
     char err[192];
@@ -372,6 +457,12 @@ static void handle_line(conn_t *c, const char *line, size_t len)
         break;
     case TIDE_TRAINER_OP_CHECKPOINT:
         handle_checkpoint(c, &c->msg);
+        break;
+    case TIDE_TRAINER_OP_TASKS:
+        handle_tasks(c, &c->msg);
+        break;
+    case TIDE_TRAINER_OP_NEXT_TASK:
+        handle_next_task(c, &c->msg);
         break;
     case TIDE_TRAINER_OP_ATTACH:
     case TIDE_TRAINER_OP_EXITED:
@@ -447,6 +538,14 @@ static void on_listener_closed(uv_handle_t *h)
     maybe_release(s);
 }
 
+/* The deques' messages go to the scheduler through the agent. */
+static int deque_send(void *ud, const Tide__V1__WorkerMessage *msg)
+{
+    tide_trainer_server_t *s = ud;
+
+    return s->ops.send ? s->ops.send(s->ud, msg) : -ENOTCONN;
+}
+
 int tide_trainer_server_new(uv_loop_t *loop, const tide_trainer_server_config_t *cfg,
                             const tide_trainer_server_ops_t *ops, void *ud,
                             tide_trainer_server_t **out, tide_error_t *err)
@@ -471,6 +570,10 @@ int tide_trainer_server_new(uv_loop_t *loop, const tide_trainer_server_config_t 
     s->ud = ud;
     tide_list_init(&s->conns);
     tide_list_init(&s->ranks);
+    {
+        tide_task_deque_ops_t dops = {deque_send};
+        tide_task_deque_new(&dops, s, &s->tasks);
+    }
     uv_pipe_init(loop, &s->listener, 0);
     s->listener.data = s;
     s->open_handles = 1;
@@ -496,13 +599,14 @@ fail:
     return rc;
 }
 
-static void rank_free(rank_entry_t *r)
+static void rank_free(tide_trainer_server_t *s, rank_entry_t *r)
 {
     tide_list_t *pos, *tmp;
 
     tide_list_for_each_safe(pos, tmp, &r->conns) {
         conn_close(tide_list_entry(pos, conn_t, rank_link));
     }
+    tide_task_deque_rank_remove(s->tasks, r->id);
     tide_list_remove(&r->link);
     free(r->job_id);
     free(r);
@@ -515,7 +619,7 @@ void tide_trainer_server_free(tide_trainer_server_t *s)
     if (!s)
         return;
     tide_list_for_each_safe(pos, tmp, &s->ranks) {
-        rank_free(tide_list_entry(pos, rank_entry_t, link));
+        rank_free(s, tide_list_entry(pos, rank_entry_t, link));
     }
     tide_list_for_each_safe(pos, tmp, &s->conns) {
         conn_close(tide_list_entry(pos, conn_t, link));
@@ -556,6 +660,7 @@ void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const c
     r->msg.rank = rank;
     r->msg.progress = &r->progress;
     tide_list_push_back(&s->ranks, &r->link);
+    tide_task_deque_rank_add(s->tasks, id, job_id, generation, rank, mono_ms());
 }
 
 void tide_trainer_server_rank_remove(tide_trainer_server_t *s, uint64_t id)
@@ -563,7 +668,7 @@ void tide_trainer_server_rank_remove(tide_trainer_server_t *s, uint64_t id)
     rank_entry_t *r = find_id(s, id);
 
     if (r)
-        rank_free(r);
+        rank_free(s, r);
 }
 
 bool tide_trainer_server_rank_sdk(const tide_trainer_server_t *s, uint64_t id)
@@ -618,10 +723,19 @@ size_t tide_trainer_server_progress(tide_trainer_server_t *s, int64_t now_ms,
     tide_list_for_each(pos, &s->ranks) {
         rank_entry_t *r = tide_list_entry(pos, rank_entry_t, link);
         Tide__V1__TrainerProgress *p = &r->progress;
+        tide_task_stats_t ts;
         if (n == max)
             break;
         if (!r->sdk)
             continue;
+        if (tide_task_deque_stats(s->tasks, r->id, now_ms, &ts) == 0) {
+            p->tasks_run = ts.tasks_run;
+            p->tasks_stolen = ts.tasks_stolen;
+            p->tasks_given = ts.tasks_given;
+            p->task_seconds = ts.task_seconds;
+            p->busy_fraction = ts.busy_fraction;
+            p->steal_wait_seconds = ts.steal_wait_seconds;
+        }
         tide_flops_window_rates(&r->flops, now_ms, &p->flops_per_s, &p->flops_per_s_5m,
                                 &p->flops_per_s_life);
         p->peak_flops = s->peak_flops;
@@ -634,6 +748,34 @@ size_t tide_trainer_server_progress(tide_trainer_server_t *s, int64_t now_ms,
         out[n++] = &r->msg;
     }
     return n;
+}
+
+int tide_trainer_server_tasks(tide_trainer_server_t *s, const Tide__V1__SchedulerMessage *msg)
+{
+    tide_task_answer_t a;
+    int rc;
+
+    switch (msg->msg_case) {
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS:
+        return tide_task_deque_release(s->tasks, msg->release_tasks);
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS:
+        rc = tide_task_deque_give(s->tasks, msg->give_tasks, mono_ms(), &a);
+        if (rc == 0)
+            answer(s, &a);
+        return rc;
+    default:
+        return -EINVAL;
+    }
+}
+
+void tide_trainer_server_tasks_welcome(tide_trainer_server_t *s)
+{
+    tide_task_deque_welcome(s->tasks);
+}
+
+void tide_trainer_server_tasks_flush(tide_trainer_server_t *s)
+{
+    tide_task_deque_flush(s->tasks);
 }
 
 void tide_trainer_conn_send(tide_trainer_conn_t *c, const void *data, size_t len)
@@ -673,4 +815,9 @@ int32_t tide_trainer_conn_pid(const tide_trainer_conn_t *c)
 uint64_t tide_trainer_server_rejected(const tide_trainer_server_t *s)
 {
     return s->rejected;
+}
+
+size_t tide_trainer_server_conns(const tide_trainer_server_t *s)
+{
+    return s->n_conns;
 }

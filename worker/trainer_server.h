@@ -1,7 +1,9 @@
 /* The worker's trainer socket: a Unix stream socket in the data dir (TIDE_AGENT_SOCK) speaking the
  * newline-delimited JSON of docs/trainer-api.md. It ties connections to the ranks this worker runs
  * (by their hello), keeps each rank's progress for the heartbeats, relays tide's commands
- * (checkpoint_now, stop_after_step) and hands checkpoint reports to the agent. Nothing a trainer
+ * (checkpoint_now, stop_after_step), hands checkpoint reports to the agent, and serves the ranks'
+ * task deques (docs/work-stealing.md: `tasks`, `next_task`, ReleaseTasks, GiveTasks; task_deque.h
+ * keeps the state, this file the connections). Nothing a trainer
  * sends can crash or block the worker: lines are bounded, bad ones get an error reply and are
  * counted, and a connection whose replies back up past 64 KiB is closed. Loop thread only. */
 #ifndef TIDE_WORKER_TRAINER_SERVER_H
@@ -32,6 +34,11 @@ typedef struct tide_trainer_server_ops {
     void (*attach_exited)(void *ud, tide_trainer_conn_t *c, int64_t status, int64_t signal);
     /* An attached (or attaching) connection closed; c is gone after the call. */
     void (*attach_closed)(void *ud, tide_trainer_conn_t *c);
+    /* Sends a WorkerMessage of the task deques (TasksDeclared, TasksDone, StealRequest,
+     * TasksReleased; borrowed) to the scheduler: 0, or -errno when there is no welcomed stream (the
+     * agent passes tide_worker_core_send). NULL: no scheduler, so no stealing (an empty deque
+     * answers no_task). */
+    int (*send)(void *ud, const Tide__V1__WorkerMessage *msg);
 } tide_trainer_server_ops_t;
 
 typedef struct tide_trainer_server_config {
@@ -68,10 +75,21 @@ int tide_trainer_server_checkpoint_now(tide_trainer_server_t *s, const char *job
                                        int32_t generation, int32_t rank, uint64_t request_id,
                                        int64_t deadline_unix_ms);
 /* Points out[0..] at the progress of the ranks that used the SDK (at most max), for a Heartbeat,
- * with their achieved FLOP/s and MFU as of now_ms (docs/metrics.md); the structs are owned by the
+ * with their achieved FLOP/s and MFU as of now_ms (docs/metrics.md) and their task figures (now_ms
+ * monotonic, like uv_hrtime); the structs are owned by the
  * server and valid until the next call that changes ranks. Returns how many. */
 size_t tide_trainer_server_progress(tide_trainer_server_t *s, int64_t now_ms,
                                     Tide__V1__RankProgress **out, size_t max);
+/* A ReleaseTasks or GiveTasks from the scheduler (borrowed; docs/work-stealing.md): a release is
+ * answered with TasksReleased through ops.send, a give answers the waiting next_task. Returns 0, or
+ * -ENOENT when no rank (job, generation, rank) runs here (nothing sent), -EINVAL for another
+ * message. */
+int tide_trainer_server_tasks(tide_trainer_server_t *s, const Tide__V1__SchedulerMessage *msg);
+/* A Welcome arrived: sends again what the scheduler may have missed (declarations made while no
+ * stream was up, completions, pending steal requests with their ids). */
+void tide_trainer_server_tasks_welcome(tide_trainer_server_t *s);
+/* Heartbeat tick: sends TasksDone for the completions not yet reported. */
+void tide_trainer_server_tasks_flush(tide_trainer_server_t *s);
 /* Attach connections. */
 /* Queues len bytes (whole lines) on c; closes it when its backlog is too large. */
 void tide_trainer_conn_send(tide_trainer_conn_t *c, const void *data, size_t len);
@@ -84,5 +102,7 @@ int32_t tide_trainer_conn_pid(const tide_trainer_conn_t *c);
 
 /* Lines rejected since start (all ranks and unbound connections). */
 uint64_t tide_trainer_server_rejected(const tide_trainer_server_t *s);
+/* Connections open now (closing ones excluded). */
+size_t tide_trainer_server_conns(const tide_trainer_server_t *s);
 
 #endif

@@ -73,6 +73,60 @@ void tide__persist_worker(tide_core_t *core, tide_worker_t *w)
     tide__act(core, TIDE_ACT_PERSIST_WORKER)->worker = w;
 }
 
+/* Task ids of GIVE_TASKS actions: chunks that never move (pools may be freed before actions_clear). */
+struct tide_id_chunk {
+    struct tide_id_chunk *next;
+    size_t used, cap;
+    uint64_t ids[];
+};
+
+const uint64_t *tide__keep_ids(tide_core_t *core, const uint64_t *ids, size_t n)
+{
+    struct tide_id_chunk *c = core->id_chunks;
+    uint64_t *dst;
+
+    if (n == 0)
+        return NULL;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = c ? c->cap * 2 : 1024;
+        if (cap < n)
+            cap = n;
+        c = tide_xmalloc(sizeof(*c) + cap * sizeof(uint64_t));
+        c->next = core->id_chunks;
+        c->used = 0;
+        c->cap = cap;
+        core->id_chunks = c;
+    }
+    dst = c->ids + c->used;
+    memcpy(dst, ids, n * sizeof(*ids));
+    c->used += n;
+    return dst;
+}
+
+/* Keeps the newest (largest) chunk for the next batch. */
+static void ids_reset(tide_core_t *core)
+{
+    struct tide_id_chunk *c = core->id_chunks;
+
+    if (!c)
+        return;
+    while (c->next) {
+        struct tide_id_chunk *old = c->next;
+        c->next = old->next;
+        free(old);
+    }
+    c->used = 0;
+}
+
+void tide__keep_ids_free(tide_core_t *core)
+{
+    while (core->id_chunks) {
+        struct tide_id_chunk *c = core->id_chunks;
+        core->id_chunks = c->next;
+        free(c);
+    }
+}
+
 const tide_action_t *tide_core_actions(const tide_core_t *core, size_t *n)
 {
     *n = core->n_actions;
@@ -94,6 +148,7 @@ void tide_core_actions_clear(tide_core_t *core)
     for (size_t i = 0; i < core->n_strings; i++)
         free(core->strings[i]);
     core->n_strings = 0;
+    ids_reset(core);
     tide_list_for_each_safe(pos, tmp, &core->graveyard) {
         tide_job_t *job = tide_list_entry(pos, tide_job_t, all_node);
         tide_list_remove(pos);

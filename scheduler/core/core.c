@@ -32,6 +32,12 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->replacement_lead_h = 4.0;
     cfg->reserve_quantile = 0.99;
     cfg->lost_restarts = 0;
+    cfg->stealing = true;
+    cfg->max_task_pools = 8;
+    cfg->max_pool_tasks = 1u << 20;
+    cfg->straggler_ratio = 1.25;
+    cfg->straggler_window_ms = 30000;
+    cfg->straggler_check_ms = 5000;
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)
@@ -77,6 +83,8 @@ void tide_core_free(tide_core_t *core)
     tide__node_free_all(core);
     free(core->actions);
     free(core->strings);
+    tide__keep_ids_free(core);
+    free(core->stat_scratch);
     free(core);
 }
 

@@ -91,7 +91,21 @@ typedef struct tide_job_spec {
     double ckpt_mfu_threshold; /* durable copies wait while the job's MFU is at or above this; 0: default */
     int64_t ckpt_deadline_s;   /* ... unless the newest durable copy is older than this; 0: default */
     bool adaptive_target;      /* MFU target lower early in the run, higher late */
+    bool no_stealing;          /* its ranks never steal tasks from each other */
 } tide_job_spec_t;
+
+/* Work stealing (docs/work-stealing.md). Values match tide.v1.TaskKind. */
+typedef enum tide_task_kind {
+    TIDE_TASK_MEMBER = 1,   /* micro-batches whose results join the step's collective */
+    TIDE_TASK_DETACHED = 2, /* evaluation shards, preprocessing, checkpoint serialisation */
+} tide_task_kind_t;
+
+/* How a rank's speed compares with its job's (values match tide.v1.StragglerState). */
+typedef enum tide_straggler {
+    TIDE_STRAGGLER_NONE = 0,
+    TIDE_STRAGGLER_SLOW = 1,      /* slower than the ratio, for less than the window */
+    TIDE_STRAGGLER_PERSISTENT = 2 /* slower for the whole window: reported */
+} tide_straggler_t;
 
 /* The durable copy of a job's last checkpoint (docs/policies.md, "Checkpoint gate"). */
 #define TIDE_FLUSH_NONE 0    /* nothing to copy */
@@ -117,6 +131,11 @@ typedef struct tide_trainer_progress {
     double mfu;
     double hw_flops_per_s;  /* model + recomputed FLOP/s (~10 s); 0: not reported */
     double hfu;             /* hw_flops_per_s / peak_flops */
+    /* Tasks (docs/work-stealing.md), over the rank's life in its generation. */
+    uint64_t tasks_run, tasks_stolen, tasks_given;
+    double task_seconds;       /* mean time per task over ~10 s; 0: none yet */
+    double busy_fraction;      /* share of the last ~10 s spent in tasks */
+    double steal_wait_seconds; /* total time its trainer waited for steals */
 } tide_trainer_progress_t;
 
 /* A checkpoint every rank of a generation reported (tide.v1.Checkpoint). */
@@ -176,6 +195,11 @@ typedef struct tide_job_rank {
     tide_trainer_progress_t progress;
     bool ckpt_reported; /* reported the checkpoint being collected (job->ckpt_collect_step) */
     bool flush_done;    /* reported the durable copy being collected (job->flush_step) */
+    /* Stragglers (straggler.c): from progress.task_seconds, evaluated every straggler_check_ms. */
+    tide_straggler_t straggler;
+    double slowness;       /* task_seconds over the median of the job's ranks; 0: unknown */
+    int64_t slow_since_ms; /* wall clock; 0: not slow */
+    int64_t slow_since_mono;
 } tide_job_rank_t;
 
 struct tide_job {
@@ -211,6 +235,10 @@ struct tide_job {
     char *preempted_by;           /* the job being made room for while it checkpoints and stops; NULL */
     double job_mfu;               /* job-level MFU a shell reported (tide_core_job_telemetry); -1: none */
     int32_t job_phase;            /* tide.v1.TrainerPhase from the same report */
+    uint64_t tasks_stolen;        /* tasks moved between ranks' deques, over the job's life */
+    uint64_t steal_requests;      /* steal requests of its ranks */
+    uint64_t tasks_committed;     /* task completions committed */
+    int32_t stragglers;           /* persistent stragglers among the current generation's ranks */
 
     /* private to the core */
     tide_prio_t eff_priority;  /* its class in the queue: spec.priority raised by aging */
@@ -251,6 +279,9 @@ struct tide_job {
     bool recovering;         /* queued again after a lost rank: may take the reserve's hot spares */
     struct tide_stop_rec *restore_stopping; /* from its record, bound at restore_done */
     int32_t n_restore_stopping;
+    struct tide_task_pools *tasks; /* task_pool.c: the generation's pools; NULL: none */
+    int64_t straggler_check_at;    /* mono: next straggler evaluation, 0: none */
+    uint64_t steals_reported;      /* tasks_stolen at the last job.steals event */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;
@@ -334,6 +365,14 @@ typedef struct tide_core_config {
     int32_t lost_restarts;         /* 0: a started job whose rank is lost fails; N: it is queued again
                                       (front of its class) up to N times and resumes from its newest
                                       checkpoint */
+
+    /* Work stealing and stragglers (docs/work-stealing.md). */
+    bool stealing;                 /* true; false: every steal request is answered with no tasks */
+    int32_t max_task_pools;        /* 8: pools a job's generation may have open at once */
+    uint32_t max_pool_tasks;       /* 1 << 20: tasks in one pool (TasksDeclared.total) */
+    double straggler_ratio;        /* 1.25: a rank this much slower per task than the job's median is slow */
+    int64_t straggler_window_ms;   /* 30000: slow this long makes it a (persistent) straggler */
+    int64_t straggler_check_ms;    /* 5000: how often a job's ranks are compared */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */
@@ -354,6 +393,10 @@ typedef enum tide_action_type {
     TIDE_ACT_FLUSH,          /* worker, job, generation, rank, step: copy the checkpoint that rank
                                 reported for step to the durable directory, then report it
                                 (tide_core_ckpt_flushed) */
+    TIDE_ACT_RELEASE_TASKS,  /* worker (the victim), job, generation, rank, task_kind, step,
+                                request_id (release id), max_tasks: ReleaseTasks */
+    TIDE_ACT_GIVE_TASKS,     /* worker (the thief), job, generation, rank, task_kind, step,
+                                request_id (its steal id), task_ids/n_task_ids (may be 0): GiveTasks */
 } tide_action_type_t;
 
 typedef struct tide_action {
@@ -371,7 +414,11 @@ typedef struct tide_action {
     const char *text;       /* EVENT, STOP (reason): valid until actions_clear */
     uint64_t request_id;    /* CHECKPOINT_NOW */
     int64_t deadline_ms;    /* CHECKPOINT_NOW: wall clock */
-    int64_t step;           /* FLUSH */
+    int64_t step;           /* FLUSH, RELEASE_TASKS, GIVE_TASKS */
+    int32_t task_kind;      /* RELEASE_TASKS, GIVE_TASKS: tide_task_kind_t */
+    uint32_t max_tasks;     /* RELEASE_TASKS */
+    const uint64_t *task_ids; /* GIVE_TASKS: n_task_ids ids, valid until actions_clear */
+    size_t n_task_ids;
 } tide_action_t;
 
 typedef struct tide_core tide_core_t;
@@ -560,6 +607,66 @@ void tide_core_worker_counts(const tide_core_t *core, int counts[5]);
 /* The shell knows the worker is gone (its node failed, or a fault model says so): DEAD now, its rank
  * lost. why is for the event. Ignored for an unknown or already dead worker. */
 void tide_core_worker_failed(tide_core_t *core, tide_worker_t *w, const char *why);
+
+/* --- work stealing (docs/work-stealing.md) ---
+ * A pool is (job, generation, kind, step). Every call below checks that w runs `rank` of the job's
+ * current generation; a report that fails a check returns an error with err naming what is wrong
+ * (the shell logs and counts it) and changes nothing. Reports for an older generation return
+ * -ESTALE and change nothing. O(tasks in the call + log ranks), no allocation per call beyond the
+ * pool's first declaration. */
+
+/* Rank `rank` declared its share (ids, n) of a pool of `total` tasks. Creates the pool at the first
+ * declaration (-ENOSPC when the job has max_task_pools open ones that are not complete; the oldest
+ * complete pool is dropped to make room). -EINVAL: total is 0 or above max_pool_tasks, differs
+ * from the pool's, the declared ids would exceed it, an id repeats or is already in the pool.
+ * -EALREADY: the rank declared this pool before (an identical repeat returns 0 and changes nothing).
+ * Parked steal requests of the pool are tried again. */
+int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *job_id,
+                             int32_t generation, int32_t rank, tide_task_kind_t kind, int64_t step,
+                             const uint64_t *ids, size_t n, uint64_t total, tide_error_t *err);
+/* Rank `rank`'s trainer finished these tasks: each is committed (job->tasks_committed). A task the
+ * rank does not hold, or that was never declared: -EINVAL (the others in the call still commit); one
+ * already committed by this rank: a no-op. queued: what its deque still holds (victim choice). */
+int tide_core_tasks_done(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
+                         int32_t rank, tide_task_kind_t kind, int64_t step, const uint64_t *ids,
+                         size_t n, uint32_t queued, tide_error_t *err);
+/* Rank `rank`'s deque is empty: picks a victim (most queued tasks, then nearest: same node, rack,
+ * switch) and emits RELEASE_TASKS to it; or GIVE_TASKS at once with tasks of a dead holder, or with
+ * none when no rank can have queued tasks and every rank declared (or stealing is off for the job);
+ * else parks the request until a declaration. A repeated steal_id gets the same GIVE_TASKS again
+ * (or nothing while it is still being served); an older one is ignored. -ENOENT: unknown pool. */
+int tide_core_steal_request(tide_core_t *core, tide_worker_t *w, const char *job_id,
+                            int32_t generation, int32_t rank, tide_task_kind_t kind, int64_t step,
+                            uint64_t steal_id, tide_error_t *err);
+/* The victim's answer to RELEASE_TASKS release_id: it removed ids from its deque. They move to the
+ * thief (GIVE_TASKS; job->tasks_stolen) or, when the thief is gone, to the pool's dead-holder
+ * tasks; none released: the next victim is tried. An unknown or answered release_id: a no-op;
+ * ids the victim does not hold: -EINVAL (the valid ones still move). */
+int tide_core_tasks_released(tide_core_t *core, tide_worker_t *w, const char *job_id,
+                             int32_t generation, int32_t rank, tide_task_kind_t kind, int64_t step,
+                             uint64_t release_id, const uint64_t *ids, size_t n, uint32_t queued,
+                             tide_error_t *err);
+
+/* What the core knows of a pool, for tests, the simulator and listings. */
+typedef struct tide_task_pool_info {
+    uint64_t total, declared, committed;
+    uint64_t queued;     /* in live ranks' deques (as far as the core knows) or handed out */
+    uint64_t in_flight;  /* released by a victim, not yet given */
+    uint64_t orphaned;   /* of dead holders, waiting for a thief */
+    int32_t steals_pending, steals_parked;
+} tide_task_pool_info_t;
+/* Fills *out for the pool; -ENOENT when the job has no such pool open. */
+int tide_core_task_pool(const tide_core_t *core, const tide_job_t *job, tide_task_kind_t kind,
+                        int64_t step, tide_task_pool_info_t *out);
+/* Where task id of the pool is: >= 0 the rank holding it (queued or running), -1 committed, -2 in
+ * flight, -3 orphaned (holder dead), -4 not in the pool. For invariant checks. */
+int32_t tide_core_task_holder(const tide_core_t *core, const tide_job_t *job, tide_task_kind_t kind,
+                              int64_t step, uint64_t id);
+/* Visits every open pool of the job (kind, step); for invariant checks. */
+void tide_core_task_pools_each(const tide_core_t *core, const tide_job_t *job,
+                               void (*fn)(void *ud, tide_task_kind_t kind, int64_t step), void *ud);
+const char *tide_task_kind_name(tide_task_kind_t k);
+const char *tide_straggler_name(tide_straggler_t s);
 
 /* --- policy (docs/policies.md) --- */
 /* Names a pool a worker may carry, dedicated to a class or shared: -EINVAL for a bad name or a full

@@ -134,6 +134,12 @@ struct tide_core {
     uint64_t failures;  /* usable workers that died (not a goodbye) */
     double gpu_hours;   /* usable GPU-hours observed */
     double burst_gpus;  /* sum of the running jobs' burst shares */
+
+    /* work stealing (task_pool.c, straggler.c) */
+    struct tide_id_chunk *id_chunks; /* task ids that GIVE_TASKS actions point at, until actions_clear */
+    uint64_t next_release_id;        /* 0: not seeded yet */
+    double *stat_scratch;            /* straggler medians */
+    size_t stat_cap;
 };
 
 /* A rank a worker reported running that belongs to no current job: it is being stopped, and its worker
@@ -159,6 +165,10 @@ void tide__event(tide_core_t *core, const char *type, tide_job_t *job, tide_work
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void tide__persist_job(tide_core_t *core, tide_job_t *job);
 void tide__persist_worker(tide_core_t *core, tide_worker_t *w);
+/* Copies n task ids into storage that lives until actions_clear (NULL for none). No allocation in the
+ * steady state: the storage is reused. */
+const uint64_t *tide__keep_ids(tide_core_t *core, const uint64_t *ids, size_t n);
+void tide__keep_ids_free(tide_core_t *core);
 
 /* job_lifecycle.c */
 void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st);
@@ -280,5 +290,31 @@ void tide__node_free_all(tide_core_t *core);
 /* Queues a started job again (front of its class) after its ranks were stopped: preemption, a lost rank. */
 void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* task_pool.c */
+/* Drops the job's task pools (its generation or the job ended) and its straggler timer. No action. */
+void tide__tasks_free(tide_job_t *job);
+/* Rank r of the current generation exited or was lost: the tasks it holds become orphans (given to the
+ * next thieves), its steal ends, a thief waiting on its release is served again. */
+void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r);
+/* w's stream ended (it may come back): its rank is asked for no release, and a thief waiting on its
+ * outstanding release is served again (the release is re-sent, and its answer orphaned, later). */
+void tide__tasks_worker_down(tide_core_t *core, tide_worker_t *w);
+/* w registered: releases still outstanding to its rank are sent again (same ids); parked steals
+ * retried. */
+void tide__tasks_worker_up(tide_core_t *core, tide_worker_t *w);
+/* Tasks thieves took from rank's deque in this generation. */
+uint64_t tide__tasks_stolen_from(const tide_job_t *job, int32_t rank);
+/* Steal requests since the last call, and the rank most stolen from since then (-1: none) with its
+ * count; starts a new window. False when the generation opened no pool. */
+bool tide__tasks_steal_window(tide_job_t *job, uint64_t *requests, int32_t *rank, uint64_t *count);
+
+/* straggler.c */
+/* Arms the job's straggler check (straggler_check_ms from now) unless armed: a rank reported a time
+ * per task, or a task was stolen. */
+void tide__straggler_arm(tide_core_t *core, tide_job_t *job);
+/* The check itself (job timer): slowness and straggler states, job->stragglers, job.steals; re-arms
+ * while the job runs. */
+void tide__straggler_check(tide_core_t *core, tide_job_t *job);
 
 #endif

@@ -66,9 +66,11 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
 {
     tide_job_rank_t *slot = current_slot(w, job_id, generation, rank);
 
-    (void)core;
-    if (slot)
-        slot->progress = *p;
+    if (!slot)
+        return;
+    slot->progress = *p;
+    if (p->task_seconds > 0)
+        tide__straggler_arm(core, w->job); /* no-op once armed */
 }
 
 static void complete(tide_core_t *core, tide_job_t *job)

@@ -115,6 +115,7 @@ void tide__job_maybe_reconciled(tide_core_t *core, tide_job_t *job)
 
 static void free_ranks(tide_job_t *job)
 {
+    tide__tasks_free(job); /* pools belong to the generation */
     tide__ckpt_collect_reset(job);
     for (int32_t r = 0; r < job->n_ranks; r++)
         free(job->ranks[r].worker_id);
@@ -198,6 +199,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->preempt_at;
         if (job->flush_check_at && job->flush_check_at < at)
             at = job->flush_check_at;
+        if (job->straggler_check_at && job->straggler_check_at < at)
+            at = job->straggler_check_at;
     } else if (job->state == TIDE_JOB_PENDING && job->reconcile_deadline) {
         at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
     } else if (is_final(job->state) && job->prune_at) {
@@ -285,6 +288,7 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
         stop_ranks(core, job, tide_job_state_name(st));
     }
     tide__ckpt_request_end(core, job, "the job ended");
+    tide__tasks_free(job);
     tide__job_set_state(core, job, st);
     job->end_ms = core->now_wall;
     job->time_limit_at = job->launch_deadline = job->reconcile_deadline = 0;
@@ -331,6 +335,7 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
     slot->worker = NULL;
     if (w && w->job == job && w->rank == rank)
         tide__worker_release(core, w);
+    tide__tasks_rank_gone(core, job, rank); /* orphans until the generation ends */
     if (!started) {
         rollback(core, job, why);
         return;
@@ -622,7 +627,9 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
         job->exit_code = 0;
         tide__job_set_message(core, job, "all %d rank(s) exited with code 0", job->n_ranks);
         tide__job_finish(core, job, TIDE_JOB_SUCCEEDED);
+        return;
     }
+    tide__tasks_rank_gone(core, job, rank); /* tasks it still held go to other ranks */
 }
 
 void tide_core_rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
@@ -740,6 +747,8 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
         }
         if (job->flush_check_at && now >= job->flush_check_at)
             tide__flush_check(core, job); /* sets the next check, or clears it */
+        if (job->straggler_check_at && now >= job->straggler_check_at)
+            tide__straggler_check(core, job); /* sets the next check */
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;

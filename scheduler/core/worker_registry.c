@@ -459,6 +459,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
             tide__slot_set(core, job, w->rank, TIDE_RANK_LAUNCHED);
         }
     }
+    tide__tasks_worker_up(core, w);
     *out = w;
     tide__schedule(core);
     return 0;
@@ -507,6 +508,7 @@ void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *co
          * the suspect list in order, so a storm of disconnects costs O(1) each. */
         tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
         tide__event(core, "worker.suspect", w->job, w, "worker %s lost its stream", w->id);
+        tide__tasks_worker_down(core, w);
     }
     tide__schedule(core);
 }

@@ -53,6 +53,7 @@ static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_
     out->checkpoint_mfu_threshold = spec->ckpt_mfu_threshold;
     out->checkpoint_deadline_seconds = spec->ckpt_deadline_s;
     out->adaptive_target = spec->adaptive_target;
+    out->no_stealing = spec->no_stealing;
 }
 
 static Tide__V1__Checkpoint *conv_ckpt(const tide_checkpoint_t *c, tide_arena_t *a)
@@ -93,6 +94,12 @@ static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p
     out->mfu = p->mfu;
     out->hw_flops_per_s = p->hw_flops_per_s;
     out->hfu = p->hfu;
+    out->tasks_run = p->tasks_run;
+    out->tasks_stolen = p->tasks_stolen;
+    out->tasks_given = p->tasks_given;
+    out->task_seconds = p->task_seconds;
+    out->busy_fraction = p->busy_fraction;
+    out->steal_wait_seconds = p->steal_wait_seconds;
     return out;
 }
 
@@ -168,6 +175,12 @@ void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_traine
     out->mfu = nonneg(pb->mfu);
     out->hw_flops_per_s = nonneg(pb->hw_flops_per_s);
     out->hfu = nonneg(pb->hfu);
+    out->tasks_run = pb->tasks_run;
+    out->tasks_stolen = pb->tasks_stolen;
+    out->tasks_given = pb->tasks_given;
+    out->task_seconds = nonneg(pb->task_seconds);
+    out->busy_fraction = nonneg(pb->busy_fraction) > 1 ? 1 : nonneg(pb->busy_fraction);
+    out->steal_wait_seconds = nonneg(pb->steal_wait_seconds);
 }
 
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
@@ -197,6 +210,11 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         jr->group_rank = slot->group_rank;
         if (core && slot->progress.sdk) /* progress lives in memory only: never in a record */
             jr->progress = conv_progress(&slot->progress, a);
+        if (core) {
+            jr->straggler = (Tide__V1__StragglerState)slot->straggler;
+            jr->slowness = slot->slowness;
+            jr->slow_since_ms = slot->slow_since_ms;
+        }
         out->ranks[r] = jr;
         out->worker_ids[r] = slot->worker_id;
     }
@@ -233,6 +251,12 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
     out->flushes = job->flushes;
     out->preemptions = job->preemptions;
     out->preempted_by = s(job->preempted_by);
+    if (core) { /* stealing counters live in memory only */
+        out->tasks_stolen = job->tasks_stolen;
+        out->steal_requests = job->steal_requests;
+        out->tasks_committed = job->tasks_committed;
+        out->stragglers = job->stragglers;
+    }
     {
         /* Workers still stopping a rank of an earlier generation (never two generations at once). */
         const tide_list_t *pos;
@@ -369,6 +393,7 @@ int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, t
     spec->ckpt_mfu_threshold = pb->checkpoint_mfu_threshold;
     spec->ckpt_deadline_s = pb->checkpoint_deadline_seconds;
     spec->adaptive_target = pb->adaptive_target;
+    spec->no_stealing = pb->no_stealing;
     return 0;
 }
 

@@ -351,6 +351,49 @@ static void send_flush(tide_daemon_t *d, const tide_action_t *a)
     tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
 }
 
+/* Work stealing (docs/work-stealing.md): ask a victim to release part of its deque's tail, or give a
+ * thief the tasks released for it (none: nothing is left to steal). */
+static void send_release_tasks(tide_daemon_t *d, const tide_action_t *a)
+{
+    Tide__V1__SchedulerMessage msg = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__ReleaseTasks rt = TIDE__V1__RELEASE_TASKS__INIT;
+
+    if (!a->conn)
+        return;
+    rt.job_id = (char *)a->job_id;
+    rt.generation = a->generation;
+    rt.rank = a->rank;
+    rt.kind = (Tide__V1__TaskKind)a->task_kind;
+    rt.step = a->step;
+    rt.release_id = a->request_id;
+    rt.max_tasks = a->max_tasks;
+    msg.epoch = d->epoch;
+    msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS;
+    msg.release_tasks = &rt;
+    tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
+}
+
+static void send_give_tasks(tide_daemon_t *d, const tide_action_t *a)
+{
+    Tide__V1__SchedulerMessage msg = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__GiveTasks gt = TIDE__V1__GIVE_TASKS__INIT;
+
+    if (!a->conn)
+        return;
+    gt.job_id = (char *)a->job_id;
+    gt.generation = a->generation;
+    gt.rank = a->rank;
+    gt.kind = (Tide__V1__TaskKind)a->task_kind;
+    gt.step = a->step;
+    gt.steal_id = a->request_id;
+    gt.task_ids = (uint64_t *)a->task_ids;
+    gt.n_task_ids = a->n_task_ids;
+    msg.epoch = d->epoch;
+    msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS;
+    msg.give_tasks = &gt;
+    tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
+}
+
 static void send_welcome(tide_daemon_t *d, const tide_action_t *a)
 {
     Tide__V1__SchedulerMessage msg = TIDE__V1__SCHEDULER_MESSAGE__INIT;
@@ -405,6 +448,12 @@ void tide_daemon_absorb(tide_daemon_t *d)
             break;
         case TIDE_ACT_FLUSH:
             send_flush(d, a);
+            break;
+        case TIDE_ACT_RELEASE_TASKS:
+            send_release_tasks(d, a);
+            break;
+        case TIDE_ACT_GIVE_TASKS:
+            send_give_tasks(d, a);
             break;
         case TIDE_ACT_CLOSE_STREAM: {
             out_t *o = out_new(d, OUT_WORKER_CLOSE);

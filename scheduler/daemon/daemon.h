@@ -102,6 +102,8 @@ typedef struct tide_daemon {
 
     /* counters for /metrics */
     uint64_t heartbeats_total;
+    uint64_t steal_requests_total;        /* StealRequests received */
+    uint64_t task_reports_rejected_total; /* task messages the core refused */
     uint64_t commits_total;
     uint64_t commit_ops_total;
 } tide_daemon_t;

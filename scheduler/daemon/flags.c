@@ -36,6 +36,9 @@ enum {
     OPT_FAILURE_RATE,
     OPT_LEAD_TIME,
     OPT_LOST_RESTARTS,
+    OPT_NO_STEALING,
+    OPT_STRAGGLER_RATIO,
+    OPT_STRAGGLER_WINDOW,
 };
 
 static const struct option opts[] = {
@@ -59,6 +62,9 @@ static const struct option opts[] = {
     {"failure-rate", required_argument, NULL, OPT_FAILURE_RATE},
     {"replacement-lead-time", required_argument, NULL, OPT_LEAD_TIME},
     {"lost-restarts", required_argument, NULL, OPT_LOST_RESTARTS},
+    {"no-stealing", no_argument, NULL, OPT_NO_STEALING},
+    {"straggler-ratio", required_argument, NULL, OPT_STRAGGLER_RATIO},
+    {"straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -107,7 +113,11 @@ void tide_sched_usage(FILE *f)
             "  --failure-rate R       GPU failures per 1,000 GPUs per month for the reserve (default 3)\n"
             "  --replacement-lead-time DURATION  how long a failed GPU stays out (default 4h)\n"
             "  --lost-restarts N      queue a job whose rank was lost with its worker again, up to N times,\n"
-            "                         resuming from its newest checkpoint (default 0: it fails)\n");
+            "                         resuming from its newest checkpoint (default 0: it fails)\n"
+            "  --no-stealing          ranks never steal each other's tasks (docs/work-stealing.md)\n"
+            "  --straggler-ratio F    a rank this much slower per task than its job's median is slow\n"
+            "                         (default 1.25)\n"
+            "  --straggler-window DURATION  slow this long makes it a straggler (default 30s)\n");
 }
 
 static int parse_num(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out, tide_error_t *err)
@@ -371,6 +381,27 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         if (parse_num("--lost-restarts", arg, 0, 1000, &v, err) < 0)
             return -EINVAL;
         core->lost_restarts = (int32_t)v;
+        return 0;
+    case OPT_NO_STEALING:
+        core->stealing = false;
+        return 0;
+    case OPT_STRAGGLER_RATIO: {
+        char *rend = NULL;
+        double ratio;
+        errno = 0;
+        ratio = strtod(arg, &rend);
+        if (errno || rend == arg || *rend || !(ratio > 1.0 && ratio <= 10.0)) {
+            tide_errprintf(err, "--straggler-ratio: \"%.40s\" is not a number above 1 and at most 10", arg);
+            return -EINVAL;
+        }
+        core->straggler_ratio = ratio;
+        return 0;
+    }
+    case OPT_STRAGGLER_WINDOW:
+        if (duration_flag("--straggler-window", arg, 1000, MAX_DURATION_MS, &core->straggler_window_ms, err) < 0)
+            return -EINVAL;
+        /* Ranks are compared a few times per window, at most every 5 s. */
+        core->straggler_check_ms = core->straggler_window_ms / 4 < 5000 ? core->straggler_window_ms / 4 : 5000;
         return 0;
     }
     tide_errprintf(err, "internal: unknown flag %d", c);

@@ -261,6 +261,12 @@ static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
     tide_rpc_server_foreach_stat(d->server, rpc_stat, &c);
     tide_prom_family(p, "tide_heartbeats_total", TIDE_PROM_COUNTER, "Worker heartbeats received.");
     tide_prom_sample(p, NULL, 0, (double)d->heartbeats_total);
+    tide_prom_family(p, "tide_steal_requests_total", TIDE_PROM_COUNTER,
+                     "Steal requests of ranks whose task deque ran empty (docs/work-stealing.md).");
+    tide_prom_sample(p, NULL, 0, (double)d->steal_requests_total);
+    tide_prom_family(p, "tide_task_reports_rejected_total", TIDE_PROM_COUNTER,
+                     "Task messages from workers the scheduler refused (bad input; nothing changed).");
+    tide_prom_sample(p, NULL, 0, (double)d->task_reports_rejected_total);
     tide_prom_family(p, "tide_store_commits_total", TIDE_PROM_COUNTER, "Group commits to the store.");
     tide_prom_sample(p, NULL, 0, (double)d->commits_total);
     tide_prom_family(p, "tide_store_writes_total", TIDE_PROM_COUNTER,

@@ -23,6 +23,7 @@ struct wstream {
     tide_worker_t *worker; /* set by the hello */
     bool goodbye;
     UT_hash_handle hh;
+    uint32_t task_warnings; /* task reports refused and logged on this stream */
 };
 
 static void *rx_alloc(void *ud, size_t n)
@@ -183,6 +184,114 @@ static void on_flush_done(wstream_t *ws, const Tide__V1__FlushDone *f)
     tide_daemon_absorb(d);
 }
 
+/* Work stealing (docs/work-stealing.md). A report the core refuses changes nothing: it is logged
+ * (the first few per stream) and counted in tide_task_reports_rejected_total; the stream stays up. */
+#define TASK_IDS_MAX 65536 /* ids in one message */
+#define TASK_WARN_MAX 8    /* refusals logged per stream */
+
+static int task_kind(Tide__V1__TaskKind k, tide_task_kind_t *out)
+{
+    switch (k) {
+    case TIDE__V1__TASK_KIND__TASK_KIND_UNSPECIFIED:
+    case TIDE__V1__TASK_KIND__TASK_KIND_MEMBER:
+        *out = TIDE_TASK_MEMBER;
+        return 0;
+    case TIDE__V1__TASK_KIND__TASK_KIND_DETACHED:
+        *out = TIDE_TASK_DETACHED;
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+static void on_task_message(wstream_t *ws, const Tide__V1__WorkerMessage *m)
+{
+    tide_daemon_t *d = ws->d;
+    tide_error_t err = {{0}};
+    tide_task_kind_t kind = TIDE_TASK_MEMBER;
+    const char *what = "task report";
+    int rc = -EINVAL;
+
+    if (ws->worker->conn != tide_conn_handle(ws->id))
+        return; /* an older stream of a worker that has re-registered */
+    tide_daemon_now(d);
+    switch (m->msg_case) {
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED: {
+        const Tide__V1__TasksDeclared *t = m->tasks_declared;
+        what = "tasks_declared";
+        if (task_kind(t->kind, &kind) != 0)
+            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
+        else if (t->n_task_ids > TASK_IDS_MAX)
+            tide_errprintf(&err, "task_ids: more than %d", TASK_IDS_MAX);
+        else
+            rc = tide_core_tasks_declared(d->core, ws->worker, t->job_id, t->generation, t->rank, kind,
+                                          t->step, t->task_ids, t->n_task_ids, t->total, &err);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE: {
+        const Tide__V1__TasksDone *t = m->tasks_done;
+        what = "tasks_done";
+        if (task_kind(t->kind, &kind) != 0)
+            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
+        else if (t->n_task_ids > TASK_IDS_MAX)
+            tide_errprintf(&err, "task_ids: more than %d", TASK_IDS_MAX);
+        else
+            rc = tide_core_tasks_done(d->core, ws->worker, t->job_id, t->generation, t->rank, kind, t->step,
+                                      t->task_ids, t->n_task_ids, t->queued, &err);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST: {
+        const Tide__V1__StealRequest *t = m->steal_request;
+        what = "steal_request";
+        if (task_kind(t->kind, &kind) != 0)
+            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
+        else
+            rc = tide_core_steal_request(d->core, ws->worker, t->job_id, t->generation, t->rank, kind, t->step,
+                                         t->steal_id, &err);
+        d->steal_requests_total++;
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED: {
+        const Tide__V1__TasksReleased *t = m->tasks_released;
+        what = "tasks_released";
+        if (task_kind(t->kind, &kind) != 0)
+            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
+        else if (t->n_task_ids > TASK_IDS_MAX)
+            tide_errprintf(&err, "task_ids: more than %d", TASK_IDS_MAX);
+        else
+            rc = tide_core_tasks_released(d->core, ws->worker, t->job_id, t->generation, t->rank, kind,
+                                          t->step, t->release_id, t->task_ids, t->n_task_ids, t->queued, &err);
+        break;
+    }
+    default:
+        return;
+    }
+    if (rc != 0 && m->msg_case == TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST) {
+        /* A steal always gets an answer, or the rank's trainer would wait for good: one the core cannot
+         * serve (a stale generation, a job that is stopping, an unknown pool) gets "none left", which is
+         * always safe — the thief's deque is empty and every task stays where it is. */
+        const Tide__V1__StealRequest *t = m->steal_request;
+        Tide__V1__SchedulerMessage sm = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+        Tide__V1__GiveTasks gt = TIDE__V1__GIVE_TASKS__INIT;
+        gt.job_id = t->job_id;
+        gt.generation = t->generation;
+        gt.rank = t->rank;
+        gt.kind = t->kind;
+        gt.step = t->step;
+        gt.steal_id = t->steal_id;
+        sm.epoch = d->epoch;
+        sm.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS;
+        sm.give_tasks = &gt;
+        tide_daemon_to_worker(d, ws->id, &sm.base);
+    }
+    if (rc != 0 && rc != -ESTALE) {
+        d->task_reports_rejected_total++;
+        if (ws->task_warnings++ < TASK_WARN_MAX)
+            tide_warn("worker %s: %s refused: %s", ws->worker->id, what, err.text[0] ? err.text : strerror(-rc));
+    }
+    tide_daemon_absorb(d);
+}
+
 static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
     tide_daemon_t *d = tide_rpc_call_server_data(call);
@@ -266,6 +375,12 @@ static void on_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     }
     case TIDE__V1__WORKER_MESSAGE__MSG_FLUSH_DONE:
         on_flush_done(ws, m->flush_done);
+        break;
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED:
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE:
+    case TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST:
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED:
+        on_task_message(ws, m);
         break;
     case TIDE__V1__WORKER_MESSAGE__MSG_LOG_DATA:
         tide_logs_on_data(d, ws->id, m->log_data);

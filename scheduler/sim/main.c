@@ -12,6 +12,7 @@
 
 #include "scenario.h"
 #include "sim.h"
+#include "steal_sim.h"
 #include "xmalloc.h"
 
 static void usage(FILE *f)
@@ -28,7 +29,9 @@ static void usage(FILE *f)
                "  -v                progress on stderr, a line per simulated day (default when "
                "stderr is a terminal)\n"
                "  -q                no progress and no run time on stderr\n"
-               "The scenario format and the models: docs/simulator.md.\n");
+               "The scenario format and the models: docs/simulator.md.\n"
+               "       tide-sim steal [FLAGS]   one job's steps with and without work stealing\n"
+               "                                (tide-sim steal --help; docs/work-stealing.md)\n");
 }
 
 int main(int argc, char **argv)
@@ -49,6 +52,8 @@ int main(int argc, char **argv)
     tide_sim_t *s = NULL;
     FILE *csv = NULL;
 
+    if (argc > 1 && strcmp(argv[1], "steal") == 0)
+        return tide_steal_sim_main(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "o:vqh", longopts, NULL)) != -1) {
         switch (c) {
         case 's': {

@@ -177,6 +177,9 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
         case TIDE_ACT_FLUSH:
             out_msg(sh, a, NM_FLUSH);
             break;
+        case TIDE_ACT_RELEASE_TASKS:
+        case TIDE_ACT_GIVE_TASKS:
+            break;
         case TIDE_ACT_CLOSE_STREAM:
             if (a->conn)
                 out_add(sh, OUT_CLOSE)->stream = (uint64_t)(uintptr_t)a->conn;

@@ -1,8 +1,9 @@
 /* libFuzzer target for the worker's side of the trainer protocol (worker/trainer_proto.c): the
  * input is a byte stream from a trainer, fed through tide_trainer_lines_feed in pseudo-random chunk
  * sizes; every line that comes out is decoded. Checks the framer against a plain reference split of
- * the whole stream, the decoder's promises (validated fields, "" rather than NULL, a zeroed message
- * on error) and that an error reply about it encodes to valid JSON.
+ * the whole stream, the decoder's promises (validated fields, "" rather than NULL, distinct task
+ * ids within the bounds, a zeroed message on error) and that an error reply about it encodes to
+ * valid JSON.
  *
  * Input: [seed byte][stream]. The seed picks the chunk sizes; when its four high bits are set the stream
  * is repeated up to ~70 KB so that lines longer than TIDE_TRAINER_LINE_MAX are reached too (and
@@ -81,7 +82,27 @@ static void check_decode(const char *line, size_t len, tide_trainer_msg_t *m)
     memcpy(copy, line, len);
     rc = tide_trainer_decode(copy, len, m, err, sizeof(err), &ref);
     if (rc == TIDE_TRAINER_OK) {
-        if (m->op < TIDE_TRAINER_OP_HELLO || m->op > TIDE_TRAINER_OP_EXITED || !m->json_)
+        if (m->op < TIDE_TRAINER_OP_HELLO || m->op > TIDE_TRAINER_OP_NEXT_TASK || !m->json_)
+            abort();
+        if ((m->op == TIDE_TRAINER_OP_TASKS || m->op == TIDE_TRAINER_OP_NEXT_TASK) &&
+            !tide_trainer_kind_name(m->kind))
+            abort();
+        if (m->op == TIDE_TRAINER_OP_TASKS) {
+            /* distinct exact ids, at most the limit and the total */
+            if (m->n_ids > TIDE_TRAINER_TASKS_MAX_IDS || (m->n_ids > 0 && !m->ids) ||
+                m->total < 1 || m->total > TIDE_TRAINER_TASKS_MAX_TOTAL ||
+                (int64_t)m->n_ids > m->total)
+                abort();
+            for (size_t i = 0; i < m->n_ids; i++) {
+                if (m->ids[i] > TIDE_TRAINER_TASK_ID_MAX)
+                    abort();
+                for (size_t k = 0; k < i && m->n_ids <= 512; k++)
+                    if (m->ids[k] == m->ids[i])
+                        abort();
+            }
+        }
+        if (m->op == TIDE_TRAINER_OP_NEXT_TASK &&
+            (m->done < -1 || m->done > (int64_t)TIDE_TRAINER_TASK_ID_MAX))
             abort();
         if (!m->job || !m->sdk || !m->path || !m->sha256 || !m->credential)
             abort();
@@ -103,11 +124,15 @@ static void check_decode(const char *line, size_t len, tide_trainer_msg_t *m)
         tide_buf_t out = TIDE_BUF_INIT;
         cJSON *j;
 
-        if (m->op != 0 || m->json_ || !err[0] || rc > TIDE_TRAINER_ERR_STEP_BACKWARDS)
+        if (m->op != 0 || m->json_ || m->ids || !err[0] || rc > TIDE_TRAINER_ERR_BUSY ||
+            (rc > TIDE_TRAINER_ERR_STEP_BACKWARDS && rc != TIDE_TRAINER_ERR_TASK_CONFLICT))
+            abort();
+        if (rc == TIDE_TRAINER_ERR_TASK_CONFLICT && (!ref || strcmp(ref, "tasks") != 0))
             abort();
         if (ref && strcmp(ref, "hello") != 0 && strcmp(ref, "step") != 0 &&
             strcmp(ref, "phase") != 0 && strcmp(ref, "checkpoint") != 0 &&
-            strcmp(ref, "attach") != 0 && strcmp(ref, "exited") != 0)
+            strcmp(ref, "attach") != 0 && strcmp(ref, "exited") != 0 &&
+            strcmp(ref, "tasks") != 0 && strcmp(ref, "next_task") != 0)
             abort();
         tide_trainer_encode_error(&out, rc, err, ref);
         j = cJSON_ParseWithLength((const char *)out.data, out.len);

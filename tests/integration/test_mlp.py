@@ -191,6 +191,9 @@ class FakeWorker:
                     rank = m["rank"]
                     out = [{"op": "welcome", "v": 1, "worker": "fake/gpu0"}] + self.greet.get(rank, [])
                     c.sendall(b"".join(json.dumps(x).encode() + b"\n" for x in out))
+                elif m.get("op") not in ("step", "phase", "checkpoint"):
+                    # as a worker that predates tasks: tide-mlp then runs its own micro-batches
+                    c.sendall(b'{"op":"error","code":"unknown_op","message":"op: unknown"}\n')
                 with self.lock:
                     self.msgs.append((rank, m))
 

@@ -1,7 +1,9 @@
 /* tide-mlp: a reference data-parallel trainer on MPI (docs/tide-mlp.md). Every rank runs the
- * micro-batches it owns, the fixed-point sums meet in one MPI_Allreduce per step, and every rank
- * applies the same update. Invariant: after each step all ranks hold the same parameters, bitwise
- * equal to those of any other world size, and they agree on when to checkpoint and to stop. */
+ * micro-batches tide's task iterator hands it (its own share, minus what faster ranks stole, plus
+ * what it stole), the fixed-point sums meet in one MPI_Allreduce per step, and every rank applies
+ * the same update. Invariant: after each step all ranks hold the same parameters, bitwise equal to
+ * those of any other world size and any assignment of micro-batches (each counted exactly once, or
+ * the step is recomputed without stealing), and they agree on when to checkpoint and to stop. */
 #include <errno.h>
 #include <inttypes.h>
 #include <mpi.h>
@@ -11,9 +13,11 @@
 
 #include "checkpoint.h"
 #include "fixed_point.h"
+#include "microbatch_tasks.h"
 #include "mlp_config.h"
 #include "model.h"
 #include "shard.h"
+#include "step_times.h"
 #include "tide_trainer.h"
 #include "xmalloc.h"
 
@@ -44,8 +48,11 @@ const char *__lsan_default_suppressions(void)
 }
 #endif
 
-/* Control values that travel at the end of the step's allreduce (summed over ranks). */
-enum { CTL_OVERFLOW, CTL_CHECKPOINT, CTL_STOP, CTL_COUNT };
+/* Control values that travel after the sums in the step's allreduce (summed over ranks). */
+enum { CTL_OVERFLOW, CTL_CHECKPOINT, CTL_STOP, CTL_ABORT, CTL_COUNT };
+
+/* Step times kept for the end-of-run percentiles (a reservoir beyond that). */
+#define STEP_TIMES_KEPT 65536
 
 typedef struct run {
     const tide_mlp_options_t *opt;
@@ -53,11 +60,22 @@ typedef struct run {
     tide_trainer_t *sdk;
     uint64_t n; /* parameters */
     double *params, *velocity;
-    int64_t *acc;        /* n gradient sums, the loss sum, then CTL_COUNT control values */
+    /* n gradient sums, the loss sum, CTL_COUNT control values, then one count per micro-batch:
+     * how many times it ran in this step (the exactly-once check) */
+    int64_t *acc;
+    uint64_t *owned; /* the micro-batches this rank owns: its share of each step's tasks */
+    uint32_t n_owned;
+    bool use_tasks;      /* every rank reaches tide and the share fits a declaration */
     uint64_t steps_done; /* also the index of the next step */
     uint64_t generation; /* TIDE_GENERATION of this run (0 outside tide) */
     bool warned_no_dir;
+    tide_mlp_step_times_t *times;
 } run_t;
+
+static uint64_t acc_count(const run_t *r)
+{
+    return r->n + 1 + CTL_COUNT + r->opt->cfg.micro_batches;
+}
 
 static uint64_t env_u64(const char *name)
 {
@@ -155,6 +173,92 @@ static int checkpoint(run_t *r, bool requested)
     return 0;
 }
 
+/* Micro-batch m of step into the sums (unless the step already overflowed), counted once more. */
+static void run_microbatch(run_t *r, tide_mlp_shard_t *sh, uint64_t step, uint64_t m)
+{
+    int64_t *ctl = r->acc + r->n + 1;
+
+    ctl[CTL_COUNT + m]++;
+    if (!ctl[CTL_OVERFLOW] &&
+        tide_mlp_shard_add_microbatch(sh, r->params, step, (uint32_t)m, r->acc) != 0)
+        ctl[CTL_OVERFLOW] = 1; /* the step is dropped; its tasks are still taken to the end */
+    if (r->opt->simulated_compute_ms > 0)
+        tide_mlp_simulated_compute(r->opt->simulated_compute_ms);
+}
+
+/* Clears the sums, the overflow and abort flags and the counts for a (re)computation of a step. */
+static void clear_step(run_t *r)
+{
+    int64_t *ctl = r->acc + r->n + 1;
+
+    memset(r->acc, 0, sizeof(int64_t) * (r->n + 1));
+    ctl[CTL_OVERFLOW] = 0;
+    ctl[CTL_ABORT] = 0;
+    memset(ctl + CTL_COUNT, 0, sizeof(int64_t) * r->opt->cfg.micro_batches);
+}
+
+/* The rank's own micro-batches, in order: the way without tide's tasks. Returns how many. */
+static uint32_t run_owned(run_t *r, tide_mlp_shard_t *sh, uint64_t step)
+{
+    for (uint32_t i = 0; i < r->n_owned; i++)
+        run_microbatch(r, sh, step, r->owned[i]);
+    return r->n_owned;
+}
+
+/* The micro-batches tide's task iterator hands out (docs/work-stealing.md). Returns 0 with *ran,
+ * or < 0 when the iteration failed (the step's result is unknown). */
+static int run_tasks(run_t *r, tide_mlp_shard_t *sh, uint64_t step, uint32_t *ran)
+{
+    const uint32_t mbs = r->opt->cfg.micro_batches;
+    tide_task_iter_t it;
+    uint64_t id;
+    int rc;
+
+    *ran = 0;
+    rc = tide_trainer_tasks_begin(r->sdk, &it, (int64_t)step, TIDE_TRAINER_TASK_MEMBER, r->owned,
+                                  r->n_owned, mbs);
+    while (rc == 0) {
+        rc = tide_trainer_next_task(&it, &id);
+        if (rc != 1)
+            break;
+        rc = 0;
+        if (id >= mbs) {
+            fprintf(stderr,
+                    "tide-mlp: rank %d, step %" PRIu64 ": tide handed out micro-batch %" PRIu64
+                    ", but a step has %u\n",
+                    r->rank, step, id, mbs);
+            rc = -ERANGE;
+            break;
+        }
+        run_microbatch(r, sh, step, id);
+        (*ran)++;
+    }
+    return rc;
+}
+
+/* Whether every rank can take its micro-batches from tide: all reach a tide worker (else a rank
+ * that never declares could hold up the others' steals) and a share fits one declaration. */
+static void agree_on_tasks(run_t *r)
+{
+    const uint32_t mbs = r->opt->cfg.micro_batches;
+    bool fits = tide_mlp_max_owned(mbs, (uint32_t)r->world) <= TIDE_TASKS_MAX_SHARE &&
+                mbs <= TIDE_TASKS_MAX_TOTAL;
+    int mine[2] = {r->sdk ? 1 : 0, r->sdk ? -1 : 0}, all[2];
+
+    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* every one; -(any one) */
+    r->use_tasks = all[0] == 1 && fits;
+    if (r->rank != 0)
+        return;
+    if (all[1] == -1 && all[0] == 0)
+        fprintf(stderr, "tide-mlp: not every rank reaches tide: micro-batches run without "
+                        "stealing\n");
+    else if (all[0] == 1 && !fits)
+        fprintf(stderr,
+                "tide-mlp: more than %d micro-batches per rank: they run without "
+                "stealing\n",
+                TIDE_TASKS_MAX_SHARE);
+}
+
 static int train(run_t *r)
 {
     const tide_mlp_options_t *o = r->opt;
@@ -178,20 +282,68 @@ static int train(run_t *r)
             goto done;
         }
     }
+    agree_on_tasks(r);
     tide_trainer_phase(r->sdk, TIDE_PHASE_FORWARD); /* later steps say so in their step report */
     for (uint64_t step = r->steps_done; step < o->steps; step++) {
-        uint32_t mbs = 0;
+        double step_t0 = MPI_Wtime();
+        int64_t want_local, stop_local, times = 0;
+        uint32_t mbs = 0, bad = 0;
         bool want_ckpt, stop;
+        int trc = 0;
 
-        ctl[CTL_OVERFLOW] = 0;
-        if (tide_mlp_shard_run(sh, r->params, step, (uint32_t)r->rank, (uint32_t)r->world, r->acc,
-                               &mbs) != 0)
-            ctl[CTL_OVERFLOW] = 1;
-        ctl[CTL_CHECKPOINT] = tide_trainer_checkpoint_requested(r->sdk, NULL, NULL) ? 1 : 0;
-        ctl[CTL_STOP] = tide_trainer_should_stop(r->sdk, (int64_t)step) ? 1 : 0;
+        clear_step(r);
+        if (r->use_tasks)
+            trc = run_tasks(r, sh, step, &mbs);
+        else
+            mbs = run_owned(r, sh, step);
+        if (trc < 0) {
+            fprintf(stderr,
+                    "tide-mlp: rank %d, step %" PRIu64 ": taking micro-batches from tide failed "
+                    "(%s): which ran elsewhere is unknown, so the run stops\n",
+                    r->rank, step, strerror(-trc));
+            ctl[CTL_ABORT] = 1; /* still joins the allreduce, so that no rank waits for it */
+        }
+        want_local = tide_trainer_checkpoint_requested(r->sdk, NULL, NULL) ? 1 : 0;
+        stop_local = tide_trainer_should_stop(r->sdk, (int64_t)step) ? 1 : 0;
+        ctl[CTL_CHECKPOINT] = want_local;
+        ctl[CTL_STOP] = stop_local;
         tide_trainer_phase(r->sdk, TIDE_PHASE_UPDATE);
-        MPI_Allreduce(MPI_IN_PLACE, r->acc, (int)(r->n + 1 + CTL_COUNT), MPI_INT64_T, MPI_SUM,
+        MPI_Allreduce(MPI_IN_PLACE, r->acc, (int)acc_count(r), MPI_INT64_T, MPI_SUM,
                       MPI_COMM_WORLD);
+        if (ctl[CTL_ABORT]) {
+            if (r->rank == 0)
+                fprintf(stderr,
+                        "tide-mlp: step %" PRIu64 ": %" PRId64 " rank(s) could not finish their "
+                        "micro-batches; the step is dropped and the run stops\n",
+                        step, ctl[CTL_ABORT]);
+            rc = 1;
+            break;
+        }
+        if (!tide_mlp_task_counts_ok(ctl + CTL_COUNT, c->micro_batches, &bad, &times)) {
+            /* Some micro-batch ran twice or never: the sums are wrong. Every rank recomputes its
+             * own share, as without tide's tasks, and the step is reduced again. */
+            if (r->rank == 0)
+                fprintf(stderr,
+                        "tide-mlp: step %" PRIu64
+                        ": task accounting off (micro-batch %u ran %" PRId64
+                        " times); step recomputed without stealing\n",
+                        step, bad, times);
+            clear_step(r);
+            mbs = run_owned(r, sh, step);
+            ctl[CTL_CHECKPOINT] = want_local;
+            ctl[CTL_STOP] = stop_local;
+            MPI_Allreduce(MPI_IN_PLACE, r->acc, (int)acc_count(r), MPI_INT64_T, MPI_SUM,
+                          MPI_COMM_WORLD);
+            if (!tide_mlp_task_counts_ok(ctl + CTL_COUNT, c->micro_batches, &bad, &times)) {
+                if (r->rank == 0)
+                    fprintf(stderr,
+                            "tide-mlp: step %" PRIu64 ": micro-batch %u ran %" PRId64
+                            " times even without stealing; the run stops\n",
+                            step, bad, times);
+                rc = 1;
+                break;
+            }
+        }
         if (ctl[CTL_OVERFLOW]) {
             if (r->rank == 0)
                 fprintf(stderr,
@@ -204,9 +356,11 @@ static int train(run_t *r)
             break;
         }
         tide_mlp_sgd_update(c, r->params, r->velocity, r->acc, r->n);
+        tide_mlp_step_times_add(r->times, (MPI_Wtime() - step_t0) * 1e3);
         r->steps_done = step + 1;
         done_here++;
         loss = tide_mlp_fixed_to_double(r->acc[r->n]) / (double)c->batch;
+        /* per rank: the micro-batches this rank ran, whoever owned them */
         tide_trainer_step(r->sdk, (int64_t)step, TIDE_PHASE_FORWARD, flops_sample * mb_size * mbs,
                           (int64_t)(mb_size * mbs), 0);
         if (r->rank == 0 && !o->quiet && o->log_every &&
@@ -238,10 +392,13 @@ static int train(run_t *r)
     if (r->rank == 0 && !o->quiet && done_here) {
         double el = MPI_Wtime() - t0;
         double step_flops = flops_sample * (double)c->batch;
+        double p50 = 0, p90 = 0, max = 0;
         printf("tide-mlp: %" PRIu64 " steps in %.2fs on %d ranks: %.2f steps/s, %.3f GFLOP/s "
                "(%.1f MFLOP per step, final loss %.6f)\n",
                done_here, el, r->world, done_here / el, step_flops * done_here / el / 1e9,
                step_flops / 1e6, loss);
+        tide_mlp_step_times_summary(r->times, &p50, &p90, &max);
+        printf("tide-mlp: step time p50 %.3f ms p90 %.3f ms max %.3f ms\n", p50, p90, max);
     }
 done:
     tide_mlp_shard_free(sh);
@@ -262,7 +419,13 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
 
     r.params = tide_xmalloc(sizeof(double) * r.n);
     r.velocity = tide_xcalloc(r.n, sizeof(double));
-    r.acc = tide_xcalloc(r.n + 1 + CTL_COUNT, sizeof(int64_t));
+    r.acc = tide_xcalloc(acc_count(&r), sizeof(int64_t));
+    r.owned = tide_xcalloc(tide_mlp_max_owned(o->cfg.micro_batches, (uint32_t)world) + 1,
+                           sizeof(uint64_t));
+    r.n_owned =
+        tide_mlp_owned_microbatches(o->cfg.micro_batches, (uint32_t)rank, (uint32_t)world, r.owned);
+    r.times = tide_mlp_step_times_new(o->steps < STEP_TIMES_KEPT ? (size_t)o->steps + 1
+                                                                 : STEP_TIMES_KEPT);
     tide_mlp_params_init(&o->cfg, r.params);
     if (getenv("TIDE_AGENT_SOCK") && !getenv("RANK")) {
         /* The SDK's hello names the rank by RANK; under mpirun the MPI rank is the one to give. */
@@ -285,6 +448,8 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
     }
     fflush(stdout);
     tide_trainer_close(r.sdk);
+    tide_mlp_step_times_free(r.times);
+    free(r.owned);
     free(r.acc);
     free(r.velocity);
     free(r.params);
@@ -315,7 +480,8 @@ int main(int argc, char **argv)
         if (rank == 0)
             fputs(tide_mlp_usage(), stdout);
         rc = 0;
-    } else if ((uint64_t)tide_mlp_param_count(&o.cfg) + 1 + CTL_COUNT > (uint64_t)INT32_MAX) {
+    } else if ((uint64_t)tide_mlp_param_count(&o.cfg) + 1 + CTL_COUNT + o.cfg.micro_batches >
+               (uint64_t)INT32_MAX) {
         if (rank == 0)
             fprintf(stderr, "tide-mlp: the model has too many parameters for one MPI message\n");
         rc = 2;

@@ -52,6 +52,8 @@ const char *tide_mlp_usage(void)
            "request)\n"
            "  --checkpoint-keep N   newest checkpoints kept (default 2)\n"
            "  --log-every K         progress line every K steps (default 10; 0: none)\n"
+           "  --simulated-compute MS  each micro-batch also costs MS ms of running time (sleeps;\n"
+           "                        a stopped process does not advance it; default 0)\n"
            "  --quiet               print only the final params-sha256 line\n"
            "  --help                this text\n";
 }
@@ -122,6 +124,7 @@ enum {
     OPT_CKPT_EVERY,
     OPT_CKPT_KEEP,
     OPT_LOG_EVERY,
+    OPT_SIM_COMPUTE,
     OPT_QUIET,
     OPT_HELP,
 };
@@ -141,6 +144,7 @@ static const struct option long_options[] = {
     {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
     {"checkpoint-keep", required_argument, NULL, OPT_CKPT_KEEP},
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},
+    {"simulated-compute", required_argument, NULL, OPT_SIM_COMPUTE},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -222,6 +226,9 @@ int tide_mlp_options_parse(tide_mlp_options_t *o, int argc, char **argv, tide_er
             break;
         case OPT_LOG_EVERY:
             rc = parse_u64(flag, optarg, 0, 1ULL << 40, &o->log_every, err);
+            break;
+        case OPT_SIM_COMPUTE:
+            rc = parse_double(flag, optarg, 0, 1e6, false, &o->simulated_compute_ms, err);
             break;
         case OPT_QUIET:
             o->quiet = true;

@@ -31,6 +31,7 @@ typedef struct tide_mlp_options {
     uint64_t checkpoint_every;  /* 0: only at the end, on a stop and on request */
     uint32_t checkpoint_keep;   /* newest checkpoints kept in checkpoint_dir */
     uint64_t log_every;         /* progress line every this many steps (0: none) */
+    double simulated_compute_ms; /* extra running time per micro-batch (>= 0; 0: none) */
     bool quiet;                 /* only the final params-sha256 line */
     bool help;
 } tide_mlp_options_t;

@@ -18,8 +18,17 @@ semantics are those of the C SDK (trainer/tide_trainer.h).
             break
     t.close()
 
-Nothing here raises into the training loop because of the socket: when the worker goes away the
-object turns into a no-op and says so in one line on stderr. Reports with bad values (negative or
+A step's tasks (micro-batches, evaluation shards; docs/work-stealing.md) come from t.tasks(): under
+tide a rank whose share is done steals what slower ranks have not started, and every task of the step
+still runs exactly once; outside tide it yields the rank's own ids in order:
+
+    for mb in t.tasks(step, my_micro_batches, total=n_micro_batches):
+        run_micro_batch(mb)
+
+Nothing here raises into the training loop because of the socket, with one exception: iterating
+tasks() raises TasksLost when the worker goes away in the middle of a step (or refuses a task report),
+because which tasks ran elsewhere is then unknown and the step's result with it. Otherwise, when the
+worker goes away the object turns into a no-op and says so in one line on stderr. Reports with bad values (negative or
 non-finite FLOPs, negative counts, an unknown phase) are not sent either; the first one is named on
 stderr. A step report never blocks: when the worker does not keep up it is dropped. An object is
 used by one thread at a time.
@@ -34,7 +43,8 @@ import socket
 import sys
 import time
 
-__all__ = ["connect", "Trainer", "PHASES"]
+__all__ = ["connect", "Trainer", "TasksLost", "PHASES", "TASK_KINDS", "TASKS_MAX_SHARE",
+           "TASKS_MAX_TOTAL"]
 
 SDK = "python/1"
 PHASES = ("forward", "backward", "update", "eval", "checkpoint", "idle")
@@ -43,6 +53,11 @@ _MAX_EXACT = (1 << 53) - 1  # integers on the wire are exact
 _HELLO_TIMEOUT = 5.0
 _MUST_SEND_TIMEOUT = 5.0
 _MAX_ERRORS_SHOWN = 5
+TASK_KINDS = ("member", "detached")
+TASKS_MAX_SHARE = 4096  # ids one rank may declare per step
+TASKS_MAX_TOTAL = 1048576  # tasks in one step
+_TASKS_SEND_TIMEOUT = 5.0
+_UNSUPPORTED = object()  # what a waiting next_task got from a worker that predates tasks
 _NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
@@ -66,6 +81,35 @@ def _int(v, name, lo=0, hi=_MAX_EXACT):
     if x < lo or x > hi:
         raise ValueError(f"{name} must be an integer from {lo} to {hi}")
     return x
+
+
+class TasksLost(RuntimeError):
+    """Iterating Trainer.tasks() failed in the middle of a step: the worker went away, or refused a
+    task report. Tasks may have moved to other ranks, so the step's result is unknown: stop the run
+    (tide starts a new generation from the last checkpoint)."""
+
+
+def _task_args(step, ids, total, kind):
+    """The validated (step, ids as a list of ints, total, kind); ValueError naming the argument."""
+    step = _int(step, "step")
+    if kind not in TASK_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(TASK_KINDS)}")
+    try:
+        ids = [_int(x, "ids[]") for x in ids]
+    except TypeError:
+        raise ValueError("ids must be an iterable of integers") from None
+    if len(ids) > TASKS_MAX_SHARE:
+        raise ValueError(f"a rank declares at most {TASKS_MAX_SHARE} ids per step")
+    total = _int(total, "total", 1, TASKS_MAX_TOTAL)
+    if total < len(ids):
+        raise ValueError("total must be at least the number of ids")
+    if len(set(ids)) != len(ids):
+        raise ValueError("ids must be distinct")
+    return step, ids, total, kind
+
+
+def _local_tasks(ids):
+    yield from ids
 
 
 def _phase(p):
@@ -97,6 +141,10 @@ class _NoOp:
 
     def should_stop(self, step):
         return False
+
+    def tasks(self, step, ids, total, kind="member"):
+        _, ids, _, _ = _task_args(step, ids, total, kind)
+        return _local_tasks(ids)
 
     def poll(self):
         return 0
@@ -130,6 +178,12 @@ class Trainer(_NoOp):
         self._errors_seen = 0
         self._warned = False
         self.dropped = 0  # step/phase reports dropped because the worker did not keep up
+        # tasks (docs/work-stealing.md)
+        self._tasks_sent = False  # a `tasks` line went out on this connection
+        self._tasks_unsupported = False  # the worker answered unknown_op: iterate locally
+        self._tasks_refused = None  # text of an error ref `tasks` read while nothing waited
+        self._tw = None  # (step, kind) of the next_task waiting for its reply
+        self._tw_result = None  # its reply: an id, False (no_task), ("refused", text), _UNSUPPORTED
 
     # --- connection state -------------------------------------------------------------------
 
@@ -173,18 +227,58 @@ class Trainer(_NoOp):
             if self._stop_step is None or num("step") < self._stop_step:
                 self._stop_step = num("step")
             return 1
+        if op in ("task", "no_task"):
+            self._task_reply(m, op == "task", num("step"), num("id"))
+            return 0
         if op == "welcome":
             self._welcomed = True
             return 0
         if op == "error":
             ref = m.get("ref") or ""
+            if not isinstance(ref, str):
+                ref = ""
             text = f"{m.get('code')}: {m.get('message')}"
             if not self._welcomed and ref in ("", "hello"):
                 self._refusal = text
+            elif self._task_error(m.get("code"), ref, text):
+                pass
             elif self._errors_seen < _MAX_ERRORS_SHOWN:
                 self._errors_seen += 1
                 _say(f"the tide worker rejected a {ref} report: {text}")
         return 0
+
+    def _task_reply(self, m, is_task, step, task_id):
+        """A task/no_task for the waiting next_task (same step and kind; no kind means member)."""
+        kind = m.get("kind") or "member"
+        if self._tw is None or self._tw_result is not None or (step, kind) != self._tw:
+            return  # stale, or not ours
+        if not is_task:
+            self._tw_result = False
+        elif task_id is not None and 0 <= task_id <= _MAX_EXACT:
+            self._tw_result = task_id
+        else:
+            self._tw_result = ("refused", f"a task without a valid id for step {step}")
+
+    def _task_error(self, code, ref, text):
+        """An error about tasks: unknown_op after a `tasks` line is a worker that predates tasks (it
+        never kept the declaration, so local ids are exact); others refuse. True when handled."""
+        about_tasks = ref in ("tasks", "next_task")
+        if code == "unknown_op" and self._tasks_sent and (about_tasks or not ref):
+            if not self._tasks_unsupported:
+                _say("the tide worker does not know tasks (an older worker): each rank runs its own "
+                     "tasks, without stealing")
+            self._tasks_unsupported = True
+            if self._tw is not None and self._tw_result is None:
+                self._tw_result = _UNSUPPORTED
+            return True
+        if not about_tasks:
+            return False
+        _say(f"the tide worker refused a {ref} report: {text}")
+        if self._tw is not None and self._tw_result is None:
+            self._tw_result = ("refused", f"the tide worker refused a {ref} report: {text}")
+        elif ref == "tasks":
+            self._tasks_refused = f"the tide worker refused a tasks report: {text}"
+        return True
 
     def _read(self):
         """Applies what arrived without blocking; the number of commands, or -1 when lost."""
@@ -273,6 +367,23 @@ class Trainer(_NoOp):
         self._pending = line[n:]
         if must and not self._flush(deadline) and self._sock is not None:
             _say("the tide worker does not read its socket: a report is delayed")
+
+    def _queue(self, line):
+        """Sends a line that must not be dropped (tasks, next_task) after whatever is pending; what
+        does not go out now stays pending. False when the connection is lost (the line then did not
+        reach the worker whole)."""
+        if self._sock is None:
+            return False
+        self._flush(None)
+        if self._sock is None:
+            return False
+        if not self._pending:
+            n = self._send_some(line)
+            if n < 0:
+                return False
+            line = line[n:]
+        self._pending += line
+        return True
 
     def _warn(self, e):
         if not self._warned:
@@ -376,6 +487,97 @@ class Trainer(_NoOp):
         value <= step). A stop received before the connection was lost stays in force."""
         self._read()
         return self._stop_step is not None and self._stop_step <= step
+
+    def tasks(self, step, ids, total, kind="member"):
+        """Declares this rank's share of step `step`'s tasks and returns a generator of the task ids
+        to run: `ids` (at most 4096 distinct integers 0 ... 2^53 - 1) is the rank's share, `total`
+        (1 ... 1048576, >= len(ids)) the step's tasks over all ranks, `kind` "member" (joins the
+        step's collective) or "detached". Under tide the ids may include tasks of other ranks
+        (stolen) and miss some of the rank's own; each next() reports the id before as done and
+        blocks while a steal is served, applying commands that arrive meanwhile. Iterate to the end.
+
+        Raises ValueError for bad arguments (here, before anything is sent) and, while iterating,
+        TasksLost when the worker goes away mid-step or refuses a report. Outside tide, after the
+        connection was lost, or with a worker that predates tasks, it yields `ids` in order."""
+        step, ids, total, kind = _task_args(step, ids, total, kind)
+        if self._sock is None or self._tasks_unsupported:
+            return _local_tasks(ids)
+        line = (f'{{"op":"tasks","step":{step},"kind":"{kind}","total":{total},"ids":['
+                + ",".join(map(str, ids)) + "]}\n").encode()
+        if len(line) > LINE_MAX:
+            raise ValueError(f"{len(ids)} ids this large do not fit one line of {LINE_MAX} bytes")
+        self._tasks_refused = None
+        # When the connection is lost before the line went out whole, the worker (which drops a
+        # partial line) holds nothing of this pool: iterating locally is exact then.
+        if not self._queue(line):
+            return _local_tasks(ids)
+        self._tasks_sent = True
+        if self._pending and not self._flush(time.monotonic() + _TASKS_SEND_TIMEOUT):
+            if self._sock is None:
+                return _local_tasks(ids)
+            _say(f"the tide worker is slow to read its socket: the tasks of step {step} are delayed")
+        return self._task_iter(step, kind, ids)
+
+    def _task_iter(self, step, kind, ids):
+        current = None
+        while True:
+            if self._tasks_unsupported and current is None:
+                yield from ids  # the worker rejected the declaration as an unknown op
+                return
+            if self._tasks_refused is not None:
+                text, self._tasks_refused = self._tasks_refused, None
+                raise TasksLost(f"step {step}: {text}")
+            if self._sock is None:
+                self._lost_mid_step(step)
+            req = f'{{"op":"next_task","step":{step},"kind":"{kind}"'
+            if current is not None:
+                req += f',"done":{current}'
+            if not self._queue((req + "}\n").encode()):
+                self._lost_mid_step(step)
+            r = self._wait_task(step, kind)
+            if r is _UNSUPPORTED:
+                if current is None:
+                    yield from ids
+                    return
+                raise TasksLost(f"step {step}: the tide worker forgot tasks after handing one out")
+            if r is None:
+                self._lost_mid_step(step)
+            if r is False:
+                return
+            if isinstance(r, tuple):
+                raise TasksLost(f"step {step}: {r[1]}")
+            current = r
+            yield r
+
+    def _lost_mid_step(self, step):
+        raise TasksLost(f"the connection to the tide worker was lost during the tasks of step {step}: "
+                        "which of them ran elsewhere is unknown")
+
+    def _wait_task(self, step, kind):
+        """Waits (no timeout) for the reply to the next_task just queued, finishing its sending and
+        applying commands meanwhile. The reply (see _tw_result), or None when the connection is
+        lost."""
+        self._tw, self._tw_result = (step, kind), None
+        try:
+            while True:
+                if self._pending and self._sock is not None:
+                    self._flush(None)
+                rc = self._read()
+                if self._tw_result is not None:
+                    return self._tw_result
+                if rc < 0 or self._sock is None:
+                    return None
+                p = select.poll()
+                p.register(self._sock, select.POLLIN | (select.POLLOUT if self._pending else 0))
+                try:
+                    p.poll()
+                except InterruptedError:
+                    pass
+                except OSError as e:
+                    self._lose(e.strerror or str(e))
+                    return None
+        finally:
+            self._tw, self._tw_result = None, None
 
     def poll(self):
         """Reads and applies the commands that arrived, without blocking: the number applied,

@@ -1390,7 +1390,7 @@ static void test_submit_policy(void **state)
 
     fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
     r = run("submit", "--priority", "critical", "--pool", "prod", "--memory-per-rank", "80GB", "--topology", "node",
-            "--device", "h100", "--ckpt-mfu-threshold", "0.25", "--ckpt-deadline", "15m", "--adaptive-target", "-n",
+            "--device", "h100", "--ckpt-mfu-threshold", "0.25", "--ckpt-deadline", "15m", "--adaptive-target", "--no-stealing", "-n",
             "8", "--", "./train", NULL);
     assert_int_equal(r.rc, 0);
     expect_str(r.out, "17\n");
@@ -1403,6 +1403,7 @@ static void test_submit_policy(void **state)
     assert_float_equal(seen->checkpoint_mfu_threshold, 0.25, 0);
     assert_int_equal(seen->checkpoint_deadline_seconds, 900);
     assert_true(seen->adaptive_target);
+    assert_true(seen->no_stealing);
     tide__v1__job_spec__free_unpacked(seen, NULL);
     result_free(&r);
 

@@ -558,6 +558,61 @@ static void test_render_job_progress(void **state)
     assert_ptr_equal(tide_cli_job_progress(&j), &p[0]);
 }
 
+/* Work stealing (docs/work-stealing.md): the Stealing line and the Tasks table, top's task lines. */
+static void test_render_job_tasks(void **state)
+{
+    Tide__V1__JobSpec s = make_spec();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__JobRank r[2] = {TIDE__V1__JOB_RANK__INIT, TIDE__V1__JOB_RANK__INIT};
+    Tide__V1__JobRank *ranks[] = {&r[0], &r[1]};
+    Tide__V1__TrainerProgress p[2] = {TIDE__V1__TRAINER_PROGRESS__INIT, TIDE__V1__TRAINER_PROGRESS__INIT};
+    Tide__V1__Job *jobs[] = {&j};
+    tide_buf_t b = TIDE_BUF_INIT;
+    const char *view;
+    (void)state;
+
+    r[0].rank = 0, r[0].worker_id = "node1/gpu0", r[0].phase = TIDE__V1__RANK_PHASE__RANK_PHASE_RUNNING;
+    r[1].rank = 1, r[1].worker_id = "node1/gpu1\x1b[2J", r[1].phase = TIDE__V1__RANK_PHASE__RANK_PHASE_RUNNING;
+    j.id = "17", j.spec = &s, j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j.generation = 1;
+    j.n_ranks = 2, j.ranks = ranks, j.failed_rank = -1;
+    /* No task reports: nothing about stealing. */
+    tide_cli_render_job(&j, NOW_MS, false, &b);
+    assert_null(strstr(tide_buf_cstr(&b), "Stealing:"));
+    assert_false(tide_cli_job_uses_tasks(&j));
+    tide_cli_render_top_tasks(jobs, 1, NOW_MS, &b);
+    assert_null(strstr(tide_buf_cstr(&b), "tasks:"));
+    tide_buf_reset(&b);
+
+    p[0].sdk = 1, p[0].step = 40, p[0].step_seconds = 0.036, p[0].task_seconds = 0.0041, p[0].tasks_run = 330;
+    p[0].tasks_stolen = 12, p[0].busy_fraction = 0.93;
+    p[1].sdk = 1, p[1].step = 40, p[1].step_seconds = 0.036, p[1].task_seconds = 0.0082, p[1].tasks_run = 150;
+    p[1].tasks_given = 12, p[1].busy_fraction = 0.97;
+    r[0].progress = &p[0], r[1].progress = &p[1];
+    r[0].slowness = 0.67;
+    r[1].slowness = 1.33, r[1].straggler = TIDE__V1__STRAGGLER_STATE__STRAGGLER_STATE_STRAGGLER;
+    r[1].slow_since_ms = NOW_MS - 45000;
+    j.tasks_stolen = 12, j.steal_requests = 20, j.tasks_committed = 480, j.stragglers = 1;
+    tide_cli_render_job(&j, NOW_MS, false, &b);
+    view = tide_buf_cstr(&b);
+    assert_non_null(strstr(view,
+                           "Stealing:     12 tasks stolen for 20 steal requests, 480 committed; 1 straggler\n"
+                           "Tasks:\n"
+                           "  RANK   WORKER           STEP-TIME   TASK-TIME   TASKS   STOLEN   GIVEN   BUSY   SLOWNESS   STATE\n"
+                           "  0      node1/gpu0       36.0ms      4.10ms      330     12       0       93%    0.67x      -\n"
+                           "  1      node1/gpu1 [2J   36.0ms      8.20ms      150     0        12      97%    1.33x      "
+                           "STRAGGLER\n"));
+    tide_buf_reset(&b);
+    tide_cli_render_top_tasks(jobs, 1, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "\ntasks: job 17: 12 stolen, 480 committed; busy 93%..97% (mean 95%)\n"
+                                  "  rank 1 on node1/gpu1 [2J: STRAGGLER, 8.20ms per task (1.33x the median) for 45s, "
+                                  "12 tasks given away\n");
+    tide_buf_reset(&b);
+    s.no_stealing = 1;
+    tide_cli_render_job(&j, NOW_MS, false, &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "480 committed (stealing off for this job); 1 straggler\n"));
+    tide_buf_free(&b);
+}
+
 static void test_render_workers(void **state)
 {
     Tide__V1__Worker w0 = TIDE__V1__WORKER__INIT, w1 = TIDE__V1__WORKER__INIT;
@@ -1184,6 +1239,7 @@ int main(void)
         cmocka_unit_test(test_render_jobs),
         cmocka_unit_test(test_render_job),
         cmocka_unit_test(test_render_job_progress),
+        cmocka_unit_test(test_render_job_tasks),
         cmocka_unit_test(test_render_workers),
         cmocka_unit_test(test_render_event_status_change),
         cmocka_unit_test(test_small_formats),

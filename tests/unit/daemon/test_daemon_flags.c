@@ -118,6 +118,21 @@ static void test_policy_flags(void **state)
     assert_false(cfg.core.ckpt_flush);
     assert_null(cfg.ckpt_durable_dir);
     assert_int_equal(cfg.core.reserve_gpus, -1);
+    assert_true(cfg.core.stealing);
+    assert_float_equal(cfg.core.straggler_ratio, 1.25, 1e-12);
+    assert_int_equal(cfg.core.straggler_window_ms, 30000);
+    assert_int_equal(cfg.core.straggler_check_ms, 5000);
+
+    /* Work stealing (docs/work-stealing.md): a short window is checked four times per window. */
+    assert_int_equal(parse(&cfg, &err, "--no-stealing", "--straggler-ratio", "1.5", "--straggler-window", "2s",
+                           NULL),
+                     0);
+    assert_false(cfg.core.stealing);
+    assert_float_equal(cfg.core.straggler_ratio, 1.5, 1e-12);
+    assert_int_equal(cfg.core.straggler_window_ms, 2000);
+    assert_int_equal(cfg.core.straggler_check_ms, 500);
+    assert_int_equal(parse(&cfg, &err, "--straggler-window", "10m", NULL), 0);
+    assert_int_equal(cfg.core.straggler_check_ms, 5000);
 
     assert_int_equal(parse(&cfg, &err, "--pool", "prod=critical", "--pool", "shared", "--pool", "prod=high",
                            "--aging", "0", "--no-preemption", "--preempt-grace", "45s", "--ckpt-durable", "/dur",
@@ -190,6 +205,9 @@ static void test_bad_flags(void **state)
                "--failure-rate: \"inf\" is not a number of failures per 1,000 GPUs per month (0 to 1000000; the "
                "article's is 3)");
     expect_bad("--replacement-lead-time", "0", "--replacement-lead-time: \"0\" is too short (at least 1000 ms)");
+    expect_bad("--straggler-ratio", "1", "--straggler-ratio: \"1\" is not a number above 1 and at most 10");
+    expect_bad("--straggler-ratio", "x2", "--straggler-ratio: \"x2\" is not a number above 1 and at most 10");
+    expect_bad("--straggler-window", "0", "--straggler-window: \"0\" is too short (at least 1000 ms)");
     expect_bad("--lost-restarts", "1001", "--lost-restarts: \"1001\" is not a number from 0 to 1000");
     expect_bad("--pool", "a b", "--pool: pool name \"a b\": only letters, digits, '-', '_' and '.'");
     expect_bad("--pool", "gpu=urgent", "--pool: pool gpu: \"urgent\" is not a class (low, normal, high or critical)");

@@ -34,13 +34,15 @@ static void test_defaults_and_flags(void **state)
     assert_int_equal(o.cfg.width, 128);
     assert_int_equal(o.checkpoint_keep, 2);
     assert_null(o.checkpoint_dir);
+    assert_true(o.simulated_compute_ms == 0);
     assert_int_equal(tide_mlp_config_validate(&o.cfg, &err), 0);
 
     assert_int_equal(PARSE(&o, &err, "tide-mlp", "--steps", "7", "--width", "16", "--depth=5",
                            "--input", "3", "--output", "2", "--batch", "60", "--micro-batches",
                            "12", "--lr", "0.5", "--momentum", "0", "--seed", "18446744073709551615",
                            "--checkpoint-dir", "/x/y", "--checkpoint-every", "3",
-                           "--checkpoint-keep", "4", "--log-every", "0", "--quiet"),
+                           "--checkpoint-keep", "4", "--log-every", "0", "--quiet",
+                           "--simulated-compute", "2.5"),
                      0);
     assert_int_equal(o.steps, 7);
     assert_int_equal(o.cfg.width, 16);
@@ -56,6 +58,19 @@ static void test_defaults_and_flags(void **state)
     assert_int_equal(o.checkpoint_keep, 4);
     assert_int_equal(o.log_every, 0);
     assert_true(o.quiet);
+    assert_true(o.simulated_compute_ms == 2.5);
+    /* it is not part of the trajectory: the checkpoint config does not change */
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--simulated-compute=0"), 0);
+    assert_true(o.simulated_compute_ms == 0);
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--simulated-compute", "1e-3"), 0);
+    assert_true(o.simulated_compute_ms == 1e-3);
+    {
+        tide_mlp_options_t a, b;
+        assert_int_equal(PARSE(&a, &err, "tide-mlp", "--simulated-compute", "40"), 0);
+        assert_int_equal(PARSE(&b, &err, "tide-mlp"), 0);
+        assert_memory_equal(&a.cfg, &b.cfg, sizeof(a.cfg));
+    }
+    assert_non_null(strstr(tide_mlp_usage(), "--simulated-compute MS"));
 
     assert_int_equal(PARSE(&o, &err, "tide-mlp", "--help"), 0);
     assert_true(o.help);
@@ -99,6 +114,13 @@ static void test_bad_flags_are_named(void **state)
     BAD("--momentum", "tide-mlp", "--momentum", "1");
     BAD("--checkpoint-keep", "tide-mlp", "--checkpoint-keep", "0");
     BAD("--checkpoint-dir", "tide-mlp", "--checkpoint-dir", "");
+    BAD("--simulated-compute: expected a number", "tide-mlp", "--simulated-compute", "-1");
+    BAD("--simulated-compute", "tide-mlp", "--simulated-compute", "nan");
+    BAD("--simulated-compute", "tide-mlp", "--simulated-compute", "inf");
+    BAD("--simulated-compute", "tide-mlp", "--simulated-compute", "5ms");
+    BAD("--simulated-compute", "tide-mlp", "--simulated-compute", "");
+    BAD("--simulated-compute", "tide-mlp", "--simulated-compute", "1e6");
+    BAD("--simulated-compute: missing value", "tide-mlp", "--simulated-compute");
     BAD("--micro-batches: 3 does not divide --batch 10", "tide-mlp", "--batch", "10",
         "--micro-batches", "3");
     BAD("--micro-batches", "tide-mlp", "--batch", "4", "--micro-batches", "8");

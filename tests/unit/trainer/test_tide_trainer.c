@@ -505,6 +505,513 @@ static void test_worker_does_not_read(void **state)
     worker_free(w);
 }
 
+/* --- tasks (docs/work-stealing.md) ----------------------------------------------------------- */
+
+/* A thread that plays the worker during blocking calls: reads up to n lines and answers the i-th
+ * with replies[i] (NULL: nothing; EOF_REPLY: shuts its sending side down and stops), keeping the
+ * lines for the test. It answers only after it has read the request, so the SDK really waits. */
+#define EOF_REPLY "<eof>"
+typedef struct script {
+    fake_worker_t *w;
+    const char *replies[8];
+    size_t n;
+    char *lines[8];
+    size_t got;
+    pthread_t thread;
+} script_t;
+
+static void *script_main(void *arg)
+{
+    script_t *s = arg;
+
+    for (size_t i = 0; i < s->n; i++) {
+        char *line = read_line(s->w);
+        if (!line)
+            break;
+        s->lines[s->got++] = line;
+        if (s->replies[i] && !strcmp(s->replies[i], EOF_REPLY)) {
+            shutdown(s->w->fd, SHUT_WR);
+            break;
+        }
+        if (s->replies[i] && write(s->w->fd, s->replies[i], strlen(s->replies[i])) < 0)
+            break;
+    }
+    return NULL;
+}
+
+static void script_start(script_t *s, fake_worker_t *w, size_t n, ...)
+{
+    va_list ap;
+
+    memset(s, 0, sizeof(*s));
+    s->w = w;
+    s->n = n;
+    va_start(ap, n);
+    for (size_t i = 0; i < n; i++)
+        s->replies[i] = va_arg(ap, const char *);
+    va_end(ap);
+    assert_int_equal(pthread_create(&s->thread, NULL, script_main, s), 0);
+}
+
+static void script_join(script_t *s)
+{
+    assert_int_equal(pthread_join(s->thread, NULL), 0);
+}
+
+static void script_free(script_t *s)
+{
+    for (size_t i = 0; i < s->got; i++)
+        free(s->lines[i]);
+    s->got = 0;
+}
+
+/* The script's i-th line is a next_task for (step, kind) with done (-1: without done). */
+static void assert_next_task(script_t *s, size_t i, int64_t step, const char *kind, int64_t done)
+{
+    const cJSON *d;
+    cJSON *j;
+
+    assert_true(i < s->got);
+    j = cJSON_Parse(s->lines[i]);
+    if (!j)
+        fail_msg("not JSON: %s", s->lines[i]);
+    d = cJSON_GetObjectItemCaseSensitive(j, "done");
+    assert_string_equal(jstr(j, "op"), "next_task");
+    assert_true(jnum(j, "step") == (double)step);
+    assert_string_equal(jstr(j, "kind"), kind);
+    if (done < 0)
+        assert_null(d);
+    else
+        assert_true(cJSON_IsNumber(d) && d->valuedouble == (double)done);
+    cJSON_Delete(j);
+}
+
+/* One next_task against a script that answers its request with `reply`; checks the request. */
+static int next_with_reply(fake_worker_t *w, tide_task_iter_t *it, uint64_t *id, const char *reply,
+                           const char *kind, int64_t done)
+{
+    script_t s;
+    int rc;
+
+    script_start(&s, w, 1, reply);
+    rc = tide_trainer_next_task(it, id);
+    script_join(&s);
+    assert_next_task(&s, 0, it->step, kind, done);
+    script_free(&s);
+    return rc;
+}
+
+static void test_tasks_local(void **state)
+{
+    static const uint64_t ids[] = {5, 3, 9};
+    static uint64_t big[TIDE_TASKS_MAX_SHARE + 1];
+    tide_task_iter_t it;
+    uint64_t id = 77;
+    (void)state;
+
+    /* outside tide: the rank's own ids, in order, then 0 for good */
+    assert_int_equal(tide_trainer_tasks_begin(NULL, &it, 0, TIDE_TRAINER_TASK_MEMBER, ids, 3, 3),
+                     0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tide_trainer_next_task(&it, &id), 1);
+        assert_int_equal(id, ids[i]);
+    }
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0);
+    /* an empty share; the largest values */
+    assert_int_equal(tide_trainer_tasks_begin(NULL, &it, 1, TIDE_TRAINER_TASK_DETACHED, NULL, 0, 1),
+                     0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0);
+    for (size_t i = 0; i < TIDE_TASKS_MAX_SHARE; i++)
+        big[i] = ((UINT64_C(1) << 53) - 1) - i;
+    assert_int_equal(tide_trainer_tasks_begin(NULL, &it, (INT64_C(1) << 53) - 1,
+                                              TIDE_TRAINER_TASK_MEMBER, big, TIDE_TASKS_MAX_SHARE,
+                                              TIDE_TASKS_MAX_TOTAL),
+                     0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 1);
+    assert_int_equal(id, (UINT64_C(1) << 53) - 1);
+
+    /* bad arguments: -EINVAL, also from every next_task after it */
+#define BAD_BEGIN(step, kind, ids_, n, total)                                                      \
+    do {                                                                                           \
+        assert_int_equal(tide_trainer_tasks_begin(NULL, &it, step, kind, ids_, n, total),          \
+                         -EINVAL);                                                                 \
+        assert_int_equal(tide_trainer_next_task(&it, &id), -EINVAL);                               \
+        assert_int_equal(tide_trainer_next_task(&it, &id), -EINVAL);                               \
+    } while (0)
+    BAD_BEGIN(-1, TIDE_TRAINER_TASK_MEMBER, ids, 3, 3);
+    BAD_BEGIN(INT64_C(1) << 53, TIDE_TRAINER_TASK_MEMBER, ids, 3, 3);
+    BAD_BEGIN(0, (tide_trainer_task_kind_t)0, ids, 3, 3);
+    BAD_BEGIN(0, (tide_trainer_task_kind_t)3, ids, 3, 3);
+    BAD_BEGIN(0, TIDE_TRAINER_TASK_MEMBER, ids, 3, 2); /* total < n */
+    BAD_BEGIN(0, TIDE_TRAINER_TASK_MEMBER, ids, 0, 0); /* total < 1 */
+    BAD_BEGIN(0, TIDE_TRAINER_TASK_MEMBER, ids, 3, TIDE_TASKS_MAX_TOTAL + 1);
+    BAD_BEGIN(0, TIDE_TRAINER_TASK_MEMBER, NULL, 3, 3);
+    BAD_BEGIN(0, TIDE_TRAINER_TASK_MEMBER, big, TIDE_TASKS_MAX_SHARE + 1, TIDE_TASKS_MAX_TOTAL);
+    big[100] = big[7];
+    BAD_BEGIN(0, TIDE_TRAINER_TASK_MEMBER, big, 200, 200); /* a repeated id */
+    big[0] = UINT64_C(1) << 53;
+    BAD_BEGIN(0, TIDE_TRAINER_TASK_MEMBER, big, 1, 8);
+#undef BAD_BEGIN
+    assert_int_equal(tide_trainer_tasks_begin(NULL, NULL, 0, TIDE_TRAINER_TASK_MEMBER, ids, 3, 3),
+                     -EINVAL);
+    assert_int_equal(tide_trainer_next_task(NULL, &id), -EINVAL);
+    assert_int_equal(tide_trainer_tasks_begin(NULL, &it, 0, TIDE_TRAINER_TASK_MEMBER, ids, 3, 3),
+                     0);
+    assert_int_equal(tide_trainer_next_task(&it, NULL), -EINVAL);
+}
+
+/* The declaration's content, next_task with `done` = the task handed out before, tasks that are not
+ * the rank's own (stolen), no_task ending the iteration for good; bad arguments are not sent. */
+static void test_tasks_protocol(void **state)
+{
+    static const uint64_t ids[] = {0, 7, (UINT64_C(1) << 53) - 1};
+    static uint64_t big[TIDE_TASKS_MAX_SHARE];
+    fake_worker_t *w;
+    tide_trainer_t *t = open_welcomed(&w, NULL);
+    const cJSON *arr;
+    tide_task_iter_t it;
+    uint64_t id = 0;
+    cJSON *j;
+    (void)state;
+
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 4, TIDE_TRAINER_TASK_DETACHED, ids, 3, 10),
+                     0);
+    j = next_json(w); /* begin does not wait for an answer: there is none when it is accepted */
+    assert_string_equal(jstr(j, "op"), "tasks");
+    assert_true(jnum(j, "step") == 4);
+    assert_string_equal(jstr(j, "kind"), "detached");
+    assert_true(jnum(j, "total") == 10);
+    arr = cJSON_GetObjectItemCaseSensitive(j, "ids");
+    assert_true(cJSON_IsArray(arr));
+    assert_int_equal(cJSON_GetArraySize(arr), 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(cJSON_GetArrayItem(arr, i)->valuedouble == (double)ids[i]);
+    cJSON_Delete(j);
+    assert_true(nothing_more(w));
+
+    assert_int_equal(
+        next_with_reply(w, &it, &id,
+                        "{\"op\":\"task\",\"step\":4,\"kind\":\"detached\",\"id\":7}\n", "detached",
+                        -1),
+        1);
+    assert_int_equal(id, 7);
+    /* a task of another rank's share (stolen), near the largest id */
+    assert_int_equal(next_with_reply(w, &it, &id,
+                                     "{\"op\":\"task\",\"step\":4,\"kind\":\"detached\",\"id\":"
+                                     "9007199254740990}\n",
+                                     "detached", 7),
+                     1);
+    assert_int_equal(id, (UINT64_C(1) << 53) - 2);
+    assert_int_equal(next_with_reply(w, &it, &id,
+                                     "{\"op\":\"no_task\",\"step\":4,\"kind\":\"detached\"}\n",
+                                     "detached", (INT64_C(1) << 53) - 2),
+                     0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0); /* done: nothing more is sent */
+    assert_true(nothing_more(w));
+
+    /* member is the default kind of a reply; an empty share may still get tasks */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 5, TIDE_TRAINER_TASK_MEMBER, NULL, 0, 1), 0);
+    j = next_json(w);
+    assert_string_equal(jstr(j, "kind"), "member");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "ids")), 0);
+    cJSON_Delete(j);
+    assert_int_equal(
+        next_with_reply(w, &it, &id, "{\"op\":\"task\",\"step\":5,\"id\":3}\n", "member", -1), 1);
+    assert_int_equal(id, 3);
+    assert_int_equal(next_with_reply(w, &it, &id, "{\"op\":\"no_task\",\"step\":5}\n", "member", 3),
+                     0);
+
+    /* bad arguments are not sent; the largest share that fits one line is */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 6, TIDE_TRAINER_TASK_MEMBER, ids, 3, 2),
+                     -EINVAL);
+    for (size_t i = 0; i < TIDE_TASKS_MAX_SHARE; i++)
+        big[i] = ((UINT64_C(1) << 53) - 1) - i; /* 16 digits each: more than 64 KiB */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 6, TIDE_TRAINER_TASK_MEMBER, big,
+                                              TIDE_TASKS_MAX_SHARE, TIDE_TASKS_MAX_TOTAL),
+                     -EINVAL);
+    assert_int_equal(tide_trainer_next_task(&it, &id), -EINVAL);
+    assert_true(nothing_more(w));
+    for (size_t i = 0; i < TIDE_TASKS_MAX_SHARE; i++)
+        big[i] = UINT64_C(1000000000000) + i; /* 13 digits: about 57 KB */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 6, TIDE_TRAINER_TASK_MEMBER, big,
+                                              TIDE_TASKS_MAX_SHARE, TIDE_TASKS_MAX_TOTAL),
+                     0);
+    j = next_json(w);
+    arr = cJSON_GetObjectItemCaseSensitive(j, "ids");
+    assert_int_equal(cJSON_GetArraySize(arr), TIDE_TASKS_MAX_SHARE);
+    assert_true(cJSON_GetArrayItem(arr, 4095)->valuedouble == (double)big[4095]);
+    cJSON_Delete(j);
+
+    /* reports still flow on the same connection */
+    tide_trainer_step(t, 5, TIDE_PHASE_FORWARD, 1, 1, 0);
+    j = next_json(w);
+    assert_string_equal(jstr(j, "op"), "step");
+    cJSON_Delete(j);
+    tide_trainer_close(t);
+    worker_free(w);
+}
+
+/* next_task blocks until its answer arrives, which the fake sends only after reading the request;
+ * commands arriving meanwhile are applied, and replies for another step or kind (one split across
+ * writes) are not taken for the answer. */
+static void test_tasks_wait_applies_commands(void **state)
+{
+    static const uint64_t ids[] = {1, 2};
+    fake_worker_t *w;
+    tide_trainer_t *t = open_welcomed(&w, NULL);
+    tide_task_iter_t it;
+    int64_t req = 0, deadline = 0;
+    uint64_t id = 0;
+    script_t s;
+    (void)state;
+
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 8, TIDE_TRAINER_TASK_MEMBER, ids, 2, 4), 0);
+    free(read_line(w));
+    put(w, "{\"op\":\"task\",\"step\":7,\"kind\":\"mem"); /* half of a stale reply */
+    assert_int_equal(tide_trainer_poll(t), 0);
+    assert_false(tide_trainer_checkpoint_requested(t, NULL, NULL));
+    assert_false(tide_trainer_should_stop(t, 8));
+    script_start(
+        &s, w, 1,
+        "ber\",\"id\":40}\n"
+        "{\"op\":\"checkpoint_now\",\"id\":12,\"deadline_unix_ms\":1700000000123}\n"
+        "{\"op\":\"task\",\"step\":8,\"kind\":\"detached\",\"id\":41}\n"
+        "{\"op\":\"no_task\",\"step\":9}\n"
+        "{\"op\":\"error\",\"code\":\"step_backwards\",\"message\":\"x\",\"ref\":\"step\"}\n"
+        "{\"op\":\"stop_after_step\",\"step\":8}\n"
+        "{\"op\":\"task\",\"step\":8,\"kind\":\"member\",\"id\":2}\n");
+    assert_int_equal(tide_trainer_next_task(&it, &id), 1);
+    script_join(&s);
+    assert_next_task(&s, 0, 8, "member", -1);
+    script_free(&s);
+    assert_int_equal(id, 2);
+    assert_true(tide_trainer_checkpoint_requested(t, &req, &deadline));
+    assert_int_equal(req, 12);
+    assert_int_equal(deadline, INT64_C(1700000000123));
+    assert_true(tide_trainer_should_stop(t, 8));
+    assert_false(tide_trainer_should_stop(t, 7));
+    tide_trainer_close(t);
+    worker_free(w);
+}
+
+/* A worker slow to read: the tasks line and the request queue behind a partly sent report, never
+ * dropped, never split; the reply comes once the worker has read them. */
+typedef struct drain {
+    fake_worker_t *w;
+    int lines, bad, tasks_ids;
+    bool answered;
+} drain_t;
+
+static void *drain_main(void *arg)
+{
+    drain_t *d = arg;
+    char *line;
+
+    while ((line = read_line(d->w))) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(j, "op");
+        d->lines++;
+        if (!cJSON_IsString(op)) {
+            d->bad++;
+        } else if (!strcmp(op->valuestring, "tasks")) {
+            d->tasks_ids = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "ids"));
+        } else if (!strcmp(op->valuestring, "next_task")) {
+            put(d->w, "{\"op\":\"no_task\",\"step\":3,\"kind\":\"member\"}\n");
+            d->answered = true;
+        }
+        cJSON_Delete(j);
+        free(line);
+        if (d->answered)
+            break;
+    }
+    return NULL;
+}
+
+static void test_tasks_slow_reader(void **state)
+{
+    static uint64_t ids[TIDE_TASKS_MAX_SHARE];
+    fake_worker_t *w;
+    tide_trainer_t *t = open_welcomed(&w, NULL);
+    drain_t d = {.w = w};
+    tide_task_iter_t it;
+    pthread_t th;
+    uint64_t id;
+    (void)state;
+
+    for (size_t i = 0; i < TIDE_TASKS_MAX_SHARE; i++)
+        ids[i] = UINT64_C(1000000000000) + i;
+    for (int i = 0; i < 50000; i++) /* fills the socket; a report is likely left partly sent */
+        tide_trainer_step(t, i, TIDE_PHASE_FORWARD, 1e12, 1, 1);
+    assert_int_equal(pthread_create(&th, NULL, drain_main, &d), 0);
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 3, TIDE_TRAINER_TASK_MEMBER, ids,
+                                              TIDE_TASKS_MAX_SHARE, TIDE_TASKS_MAX_TOTAL),
+                     0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(d.answered);
+    assert_int_equal(d.bad, 0);
+    assert_int_equal(d.tasks_ids, TIDE_TASKS_MAX_SHARE);
+    assert_true(d.lines > 2);
+    tide_trainer_close(t);
+    worker_free(w);
+}
+
+/* The worker refuses: an error with ref next_task or tasks fails the iteration with -EPROTO
+ * (sticky, nothing more sent for it); the connection stays up for the next step. */
+static void test_tasks_refused(void **state)
+{
+    static const uint64_t ids[] = {4, 5};
+    fake_worker_t *w;
+    tide_trainer_t *t = open_welcomed(&w, NULL);
+    tide_task_iter_t it;
+    uint64_t id = 0;
+    (void)state;
+
+    /* the answer to the request */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 1, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    assert_int_equal(
+        next_with_reply(w, &it, &id, "{\"op\":\"task\",\"step\":1,\"id\":4}\n", "member", -1), 1);
+    assert_int_equal(
+        next_with_reply(w, &it, &id,
+                        "{\"op\":\"error\",\"code\":\"unknown_task\",\"message\":\"done: "
+                        "task 4 was not handed to this rank\",\"ref\":\"next_task\"}\n",
+                        "member", 4),
+        -EPROTO);
+    assert_int_equal(tide_trainer_next_task(&it, &id), -EPROTO);
+    assert_true(nothing_more(w));
+
+    /* the declaration refused, seen while waiting */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 2, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    assert_int_equal(
+        next_with_reply(w, &it, &id,
+                        "{\"op\":\"error\",\"code\":\"task_conflict\",\"message\":\"ids: "
+                        "differ from the earlier declaration\",\"ref\":\"tasks\"}\n",
+                        "member", -1),
+        -EPROTO);
+    /* ... and seen before the first next_task: that one is not even sent */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 3, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    put(w, "{\"op\":\"error\",\"code\":\"bad_field\",\"message\":\"total: too large\","
+           "\"ref\":\"tasks\"}\n");
+    assert_int_equal(tide_trainer_poll(t), 0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), -EPROTO);
+    assert_true(nothing_more(w));
+    /* a task reply without a valid id */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 4, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    assert_int_equal(
+        next_with_reply(w, &it, &id, "{\"op\":\"task\",\"step\":4,\"id\":-1}\n", "member", -1),
+        -EPROTO);
+    /* the next step works */
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 5, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    assert_int_equal(
+        next_with_reply(w, &it, &id, "{\"op\":\"task\",\"step\":5,\"id\":5}\n", "member", -1), 1);
+    assert_int_equal(id, 5);
+    assert_int_equal(tide_trainer_poll(t), 0);
+    tide_trainer_close(t);
+    worker_free(w);
+}
+
+/* The worker goes away mid-step: -EPIPE (sticky), never the local ids, since tasks may have moved;
+ * the handle is a no-op afterwards and a later step iterates locally. */
+static void test_tasks_worker_lost(void **state)
+{
+    static const uint64_t ids[] = {4, 5};
+    fake_worker_t *w;
+    tide_trainer_t *t;
+    tide_task_iter_t it;
+    uint64_t id = 0;
+    script_t s;
+    (void)state;
+
+    assert_true(signal(SIGPIPE, SIG_DFL) != SIG_ERR);
+    /* EOF while waiting for the answer */
+    t = open_welcomed(&w, NULL);
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 1, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    assert_int_equal(
+        next_with_reply(w, &it, &id, "{\"op\":\"task\",\"step\":1,\"id\":5}\n", "member", -1), 1);
+    assert_int_equal(next_with_reply(w, &it, &id, EOF_REPLY, "member", 5), -EPIPE);
+    assert_int_equal(tide_trainer_next_task(&it, &id), -EPIPE);
+    assert_int_equal(tide_trainer_poll(t), -1);
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 2, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 1);
+    assert_int_equal(id, 4);
+    tide_trainer_close(t);
+    worker_free(w);
+
+    /* EOF after the declaration went out, before the first next_task */
+    t = open_welcomed(&w, NULL);
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 1, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    close(w->fd);
+    w->fd = -1;
+    assert_int_equal(tide_trainer_next_task(&it, &id), -EPIPE);
+    assert_int_equal(tide_trainer_next_task(&it, &id), -EPIPE);
+    tide_trainer_close(t);
+    worker_free(w);
+
+    /* the answer arrives, then EOF: the answer counts */
+    t = open_welcomed(&w, NULL);
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 1, TIDE_TRAINER_TASK_MEMBER, ids, 2, 2), 0);
+    free(read_line(w));
+    script_start(&s, w, 2, "{\"op\":\"no_task\",\"step\":1}\n", EOF_REPLY);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0);
+    tide_trainer_step(t, 1, TIDE_PHASE_FORWARD, 1, 1, 0); /* the script reads it, then hangs up */
+    script_join(&s);
+    assert_int_equal(s.got, 2);
+    script_free(&s);
+    assert_int_equal(tide_trainer_poll(t), -1);
+    tide_trainer_close(t);
+    worker_free(w);
+}
+
+/* A worker that predates tasks answers unknown_op (without ref) to both lines: the rank runs its
+ * own ids locally, says so once, and declares nothing more on that connection. */
+static void test_tasks_old_worker(void **state)
+{
+    static const uint64_t ids[] = {6, 2};
+    static const char unknown[] =
+        "{\"op\":\"error\",\"code\":\"unknown_op\",\"message\":\"op: must be "
+        "one of hello, step, phase, checkpoint, attach, exited\"}\n";
+    fake_worker_t *w;
+    tide_trainer_t *t = open_welcomed(&w, NULL);
+    tide_task_iter_t it;
+    uint64_t id = 0;
+    script_t s;
+    cJSON *j;
+    (void)state;
+
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 1, TIDE_TRAINER_TASK_MEMBER, ids, 2, 4), 0);
+    put(w, unknown);                       /* the answer to `tasks` */
+    script_start(&s, w, 2, NULL, unknown); /* reads tasks, then next_task and answers it */
+    assert_int_equal(tide_trainer_next_task(&it, &id), 1);
+    assert_int_equal(id, 6);
+    script_join(&s);
+    assert_int_equal(s.got, 2);
+    assert_next_task(&s, 1, 1, "member", -1);
+    script_free(&s);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 1);
+    assert_int_equal(id, 2);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0);
+    assert_int_equal(tide_trainer_poll(t), 0); /* the second unknown_op is swallowed */
+    assert_true(nothing_more(w));
+    assert_int_equal(tide_trainer_tasks_begin(t, &it, 2, TIDE_TRAINER_TASK_MEMBER, ids, 2, 4), 0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 1);
+    assert_int_equal(id, 6);
+    assert_true(nothing_more(w));
+    tide_trainer_step(t, 2, TIDE_PHASE_FORWARD, 1, 1, 0);
+    j = next_json(w);
+    assert_string_equal(jstr(j, "op"), "step");
+    cJSON_Delete(j);
+    tide_trainer_close(t);
+    worker_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,6 +1021,13 @@ int main(void)
         cmocka_unit_test(test_commands),
         cmocka_unit_test(test_worker_closes),
         cmocka_unit_test(test_worker_does_not_read),
+        cmocka_unit_test(test_tasks_local),
+        cmocka_unit_test(test_tasks_protocol),
+        cmocka_unit_test(test_tasks_wait_applies_commands),
+        cmocka_unit_test(test_tasks_slow_reader),
+        cmocka_unit_test(test_tasks_refused),
+        cmocka_unit_test(test_tasks_worker_lost),
+        cmocka_unit_test(test_tasks_old_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

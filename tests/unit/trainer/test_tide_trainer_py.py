@@ -415,5 +415,268 @@ class WorkerDoesNotRead(unittest.TestCase):
             w.close()
 
 
+class Script:
+    """Plays the worker during a blocking call: reads up to len(replies) lines and answers the i-th
+    with replies[i] (None: nothing; EOF: shuts its sending side down and stops). It answers only
+    after it has read the request, so the SDK really waits."""
+
+    EOF = object()
+
+    def __init__(self, w, *replies):
+        self.w, self.replies, self.lines = w, replies, []
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self):
+        for reply in self.replies:
+            line = self.w.read_line()
+            if line is None:
+                return
+            self.lines.append(json.loads(line))
+            if reply is Script.EOF:
+                self.w.conn.shutdown(socket.SHUT_WR)
+                return
+            if reply is not None:
+                self.w.conn.sendall(reply)
+
+    def join(self):
+        self.thread.join(DEADLINE)
+        assert not self.thread.is_alive()
+        return self.lines
+
+
+def next_with_reply(w, it, reply):
+    """next(it) against a script answering its request with reply; (result, the request)."""
+    s = Script(w, reply)
+    try:
+        r = next(it)
+    except StopIteration:
+        r = StopIteration
+    finally:
+        lines = s.join()
+    assert len(lines) == 1, lines
+    return r, lines[0]
+
+
+def quietly(fn, *args):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        r = fn(*args)
+    return r, err.getvalue()
+
+
+class Tasks(unittest.TestCase):
+    def test_local_and_bad_arguments(self):
+        os.environ.pop("TIDE_AGENT_SOCK", None)
+        t = tide_trainer.connect()
+        self.assertEqual(list(t.tasks(0, [5, 3, 9], 3)), [5, 3, 9])
+        self.assertEqual(list(t.tasks(1, [], 1, kind="detached")), [])
+        self.assertEqual(list(t.tasks(2**53 - 1, range(4096), 1048576))[-1], 4095)
+        self.assertEqual(list(t.tasks(0, (2**53 - 1,), 1)), [2**53 - 1])
+        for args, kw in (((-1, [1], 1), {}), ((2**53, [1], 1), {}), ((0, [1], 1), {"kind": "x"}),
+                         ((0, [1, 2, 3], 2), {}), ((0, [], 0), {}), ((0, [1], 1048577), {}),
+                         ((0, range(4097), 1048576), {}), ((0, [1, 1], 2), {}), ((0, [2**53], 1), {}),
+                         ((0, [-1], 1), {}), ((0, [1.5], 2), {}), ((0, [True], 2), {}),
+                         ((0, None, 1), {}), ((0.5, [1], 1), {})):
+            with self.assertRaises(ValueError, msg=(args, kw)):
+                t.tasks(*args, **kw)
+        self.assertTrue(issubclass(tide_trainer.TasksLost, RuntimeError))
+
+    def test_protocol(self):
+        w, t = open_welcomed()
+        try:
+            it = t.tasks(4, [0, 7, 2**53 - 1], 10, kind="detached")
+            self.assertEqual(w.next_json(), {"op": "tasks", "step": 4, "kind": "detached",
+                                             "total": 10, "ids": [0, 7, 2**53 - 1]})
+            self.assertTrue(w.nothing_more())
+            r, req = next_with_reply(w, it, b'{"op":"task","step":4,"kind":"detached","id":7}\n')
+            self.assertEqual(r, 7)
+            self.assertEqual(req, {"op": "next_task", "step": 4, "kind": "detached"})
+            r, req = next_with_reply(w, it, b'{"op":"task","step":4,"kind":"detached",'
+                                            b'"id":9007199254740990}\n')  # stolen
+            self.assertEqual((r, req.get("done")), (2**53 - 2, 7))
+            r, req = next_with_reply(w, it, b'{"op":"no_task","step":4,"kind":"detached"}\n')
+            self.assertEqual((r, req.get("done")), (StopIteration, 2**53 - 2))
+            self.assertEqual(list(it), [])
+            self.assertTrue(w.nothing_more())
+
+            it = t.tasks(5, [], 1)
+            m = w.next_json()
+            self.assertEqual((m["kind"], m["ids"]), ("member", []))
+            r, req = next_with_reply(w, it, b'{"op":"task","step":5,"id":3}\n')  # member by default
+            self.assertEqual((r, req), (3, {"op": "next_task", "step": 5, "kind": "member"}))
+            r, req = next_with_reply(w, it, b'{"op":"no_task","step":5}\n')
+            self.assertEqual((r, req["done"]), (StopIteration, 3))
+
+            with self.assertRaises(ValueError):
+                t.tasks(6, [2**53 - 1 - i for i in range(4096)], 1048576)  # over 64 KiB
+            self.assertTrue(w.nothing_more())
+            ids = [10**12 + i for i in range(4096)]
+            t.tasks(6, ids, 1048576)
+            self.assertEqual(w.next_json()["ids"], ids)
+            t.step(5, flops=1.0)
+            self.assertEqual(w.next_json()["op"], "step")
+        finally:
+            t.close()
+            w.close()
+
+    def test_wait_applies_commands(self):
+        w, t = open_welcomed()
+        try:
+            it = t.tasks(8, [1, 2], 4)
+            w.read_line()
+            w.put(b'{"op":"task","step":7,"kind":"mem')  # half of a stale reply
+            self.assertEqual(t.poll(), 0)
+            self.assertIsNone(t.checkpoint_requested())
+            self.assertFalse(t.should_stop(8))
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                r, req = next_with_reply(
+                    w, it,
+                    b'ber","id":40}\n'
+                    b'{"op":"checkpoint_now","id":12,"deadline_unix_ms":1700000000123}\n'
+                    b'{"op":"task","step":8,"kind":"detached","id":41}\n'
+                    b'{"op":"no_task","step":9}\n'
+                    b'{"op":"error","code":"step_backwards","message":"x","ref":"step"}\n'
+                    b'{"op":"stop_after_step","step":8}\n'
+                    b'{"op":"task","step":8,"kind":"member","id":2}\n')
+            self.assertEqual((r, req), (2, {"op": "next_task", "step": 8, "kind": "member"}))
+            self.assertIn("step_backwards", err.getvalue())
+            self.assertEqual(t.checkpoint_requested(), 12)
+            self.assertEqual(t.checkpoint_deadline_unix_ms, 1700000000123)
+            self.assertTrue(t.should_stop(8))
+        finally:
+            t.close()
+            w.close()
+
+    def test_slow_reader(self):
+        """The tasks line and the request queue behind a partly sent report: never dropped or split."""
+        w, t = open_welcomed()
+        try:
+            for i in range(50000):
+                t.step(i, flops=1e12, samples=1)
+            seen = {}
+
+            def drain():
+                while True:
+                    line = w.read_line()
+                    if line is None:
+                        return
+                    m = json.loads(line)
+                    if m["op"] == "tasks":
+                        seen["ids"] = len(m["ids"])
+                    if m["op"] == "next_task":
+                        w.put(b'{"op":"no_task","step":3}\n')
+                        return
+
+            th = threading.Thread(target=drain)
+            th.start()
+            self.assertEqual(list(t.tasks(3, [10**12 + i for i in range(4096)], 4096)), [])
+            th.join(DEADLINE)
+            self.assertEqual(seen, {"ids": 4096})
+        finally:
+            t.close()
+            w.close()
+
+    def test_refused(self):
+        w, t = open_welcomed()
+        try:
+            it = t.tasks(1, [4, 5], 2)
+            w.read_line()
+            self.assertEqual(next_with_reply(w, it, b'{"op":"task","step":1,"id":4}\n')[0], 4)
+            s = Script(w, b'{"op":"error","code":"unknown_task","message":"done: task 4",'
+                          b'"ref":"next_task"}\n')
+            with self.assertRaises(tide_trainer.TasksLost) as cm:
+                quietly(next, it)
+            self.assertIn("unknown_task", str(cm.exception))
+            self.assertEqual(s.join()[0]["done"], 4)
+            self.assertEqual(list(it), [])  # a generator that raised is finished
+            self.assertTrue(w.nothing_more())
+
+            it = t.tasks(2, [4, 5], 2)
+            w.read_line()
+            s = Script(w, b'{"op":"error","code":"task_conflict","message":"ids differ",'
+                          b'"ref":"tasks"}\n')
+            with self.assertRaises(tide_trainer.TasksLost):
+                quietly(next, it)
+            s.join()
+
+            it = t.tasks(3, [4, 5], 2)
+            w.read_line()
+            w.put(b'{"op":"error","code":"bad_field","message":"total","ref":"tasks"}\n')
+            self.assertEqual(quietly(t.poll)[0], 0)
+            with self.assertRaises(tide_trainer.TasksLost):
+                next(it)
+            self.assertTrue(w.nothing_more())
+
+            it = t.tasks(4, [4, 5], 2)
+            w.read_line()
+            s = Script(w, b'{"op":"task","step":4,"id":-1}\n')
+            with self.assertRaises(tide_trainer.TasksLost):
+                next(it)
+            s.join()
+
+            it = t.tasks(5, [4, 5], 2)
+            w.read_line()
+            self.assertEqual(next_with_reply(w, it, b'{"op":"task","step":5,"id":5}\n')[0], 5)
+            self.assertTrue(t.active)
+        finally:
+            t.close()
+            w.close()
+
+    def test_worker_lost(self):
+        old = signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        try:
+            w, t = open_welcomed()
+            try:
+                it = t.tasks(1, [4, 5], 2)
+                w.read_line()
+                self.assertEqual(next_with_reply(w, it, b'{"op":"task","step":1,"id":5}\n')[0], 5)
+                s = Script(w, Script.EOF)
+                with self.assertRaises(tide_trainer.TasksLost):
+                    quietly(next, it)
+                self.assertEqual(s.join()[0]["done"], 5)
+                self.assertEqual(t.poll(), -1)
+                self.assertEqual(list(t.tasks(2, [4, 5], 2)), [4, 5])  # a no-op object now
+            finally:
+                t.close()
+                w.close()
+
+            w, t = open_welcomed()
+            try:
+                it = t.tasks(1, [4, 5], 2)
+                w.read_line()
+                w.conn.close()
+                w.conn = None
+                with self.assertRaises(tide_trainer.TasksLost):
+                    quietly(next, it)
+            finally:
+                t.close()
+                w.close()
+        finally:
+            signal.signal(signal.SIGPIPE, old)
+
+    def test_old_worker(self):
+        unknown = (b'{"op":"error","code":"unknown_op","message":"op: must be one of hello, step, '
+                   b'phase, checkpoint, attach, exited"}\n')
+        w, t = open_welcomed()
+        try:
+            it = t.tasks(1, [6, 2], 4)
+            w.put(unknown)
+            s = Script(w, None, unknown)
+            r, err = quietly(next, it)
+            self.assertEqual(r, 6)
+            self.assertIn("does not know tasks", err)
+            lines = s.join()
+            self.assertEqual([m["op"] for m in lines], ["tasks", "next_task"])
+            self.assertEqual(list(it), [2])
+            self.assertEqual(quietly(t.poll), (0, ""))  # the second unknown_op is swallowed
+            self.assertEqual(list(t.tasks(2, [6, 2], 4)), [6, 2])
+            self.assertTrue(w.nothing_more())
+        finally:
+            t.close()
+            w.close()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

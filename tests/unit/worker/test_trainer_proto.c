@@ -441,6 +441,128 @@ static void test_decode_attach_and_exited(void **state)
     tide_trainer_msg_free(&m);
 }
 
+static void test_decode_tasks_and_next_task(void **state)
+{
+    tide_trainer_msg_t m = {0};
+    char err[192];
+    const char *ref;
+    tide_buf_t line = TIDE_BUF_INIT;
+
+    assert_int_equal(dec("{\"op\":\"tasks\",\"step\":12,\"ids\":[7,3,9007199254740991,0],"
+                         "\"total\":8}",
+                         &m, err, &ref),
+                     TIDE_TRAINER_OK);
+    assert_string_equal(ref, "tasks");
+    assert_int_equal(m.op, TIDE_TRAINER_OP_TASKS);
+    assert_int_equal(m.step, 12);
+    assert_int_equal(m.kind, TIDE_TRAINER_KIND_MEMBER); /* the default */
+    assert_int_equal(m.total, 8);
+    assert_int_equal(m.n_ids, 4);
+    assert_int_equal(m.ids[0], 7);
+    assert_int_equal(m.ids[1], 3); /* the trainer's order */
+    assert_true(m.ids[2] == UINT64_C(9007199254740991));
+    assert_int_equal(m.ids[3], 0);
+    /* kind, an empty share, and a second decode into the same message (the ids are replaced) */
+    assert_int_equal(dec("{\"op\":\"tasks\",\"step\":0,\"kind\":\"detached\",\"ids\":[],"
+                         "\"total\":1048576}",
+                         &m, err, &ref),
+                     TIDE_TRAINER_OK);
+    assert_int_equal(m.kind, TIDE_TRAINER_KIND_DETACHED);
+    assert_int_equal(m.n_ids, 0);
+    assert_int_equal(m.total, 1048576);
+    /* the largest share */
+    tide_buf_append_str(&line, "{\"op\":\"tasks\",\"step\":1,\"total\":4096,\"ids\":[");
+    for (int i = 0; i < TIDE_TRAINER_TASKS_MAX_IDS; i++)
+        tide_buf_printf(&line, "%s%d", i ? "," : "", i);
+    tide_buf_append_str(&line, "]}");
+    assert_int_equal(tide_trainer_decode((const char *)line.data, line.len, &m, err, sizeof(err),
+                                         &ref),
+                     TIDE_TRAINER_OK);
+    assert_int_equal(m.n_ids, 4096);
+    assert_int_equal(m.ids[4095], 4095);
+    /* one more is too many */
+    line.len -= 2;
+    tide_buf_append_str(&line, ",4096]}");
+    assert_int_equal(tide_trainer_decode((const char *)line.data, line.len, &m, err, sizeof(err),
+                                         &ref),
+                     TIDE_TRAINER_ERR_BAD_FIELD);
+    assert_non_null(strstr(err, "ids:"));
+    assert_int_equal(m.op, 0);
+    assert_null(m.ids);
+    tide_buf_free(&line);
+
+    /* bad fields name the field; repeats and a short total are conflicts */
+    static const struct {
+        const char *line, *field;
+        tide_trainer_err_t code;
+    } bad[] = {
+        {"{\"op\":\"tasks\",\"ids\":[1],\"total\":1}", "step:", TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":-1,\"ids\":[1],\"total\":1}", "step:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"total\":1}", "ids:", TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":{},\"total\":1}", "ids:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":\"1,2\",\"total\":2}", "ids:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[1,-2],\"total\":2}", "ids[1]:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[1.5],\"total\":2}", "ids[0]:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[9007199254740992],\"total\":2}", "ids[0]:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[\"1\"],\"total\":2}", "ids[0]:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[null],\"total\":2}", "ids[0]:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[1]}", "total:", TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[],\"total\":0}", "total:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[],\"total\":1048577}", "total:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"kind\":\"eval\",\"ids\":[],\"total\":1}", "kind:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"kind\":1,\"ids\":[],\"total\":1}", "kind:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[4,5,4],\"total\":9}", "4 appears",
+         TIDE_TRAINER_ERR_TASK_CONFLICT},
+        {"{\"op\":\"tasks\",\"step\":1,\"ids\":[1,2,3],\"total\":2}", "total:",
+         TIDE_TRAINER_ERR_TASK_CONFLICT},
+        {"{\"op\":\"next_task\"}", "step:", TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"next_task\",\"step\":1,\"done\":-1}", "done:", TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"next_task\",\"step\":1,\"done\":\"3\"}", "done:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"next_task\",\"step\":1,\"done\":9007199254740992}", "done:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+        {"{\"op\":\"next_task\",\"step\":1,\"kind\":\"Member\"}", "kind:",
+         TIDE_TRAINER_ERR_BAD_FIELD},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(dec(bad[i].line, &m, err, &ref), bad[i].code);
+        assert_non_null(strstr(err, bad[i].field));
+        assert_int_equal(m.op, 0);
+        assert_null(m.ids);
+        assert_non_null(ref);
+    }
+
+    assert_int_equal(dec("{\"op\":\"next_task\",\"step\":5}", &m, err, &ref), TIDE_TRAINER_OK);
+    assert_string_equal(ref, "next_task");
+    assert_int_equal(m.op, TIDE_TRAINER_OP_NEXT_TASK);
+    assert_int_equal(m.step, 5);
+    assert_int_equal(m.kind, TIDE_TRAINER_KIND_MEMBER);
+    assert_int_equal(m.done, -1);
+    assert_int_equal(dec("{\"op\":\"next_task\",\"step\":5,\"kind\":\"detached\","
+                         "\"done\":9007199254740991}",
+                         &m, err, &ref),
+                     TIDE_TRAINER_OK);
+    assert_int_equal(m.kind, TIDE_TRAINER_KIND_DETACHED);
+    assert_true(m.done == INT64_C(9007199254740991));
+    assert_int_equal(dec("{\"op\":\"next_task\",\"step\":5,\"done\":0}", &m, err, &ref),
+                     TIDE_TRAINER_OK);
+    assert_int_equal(m.done, 0);
+    tide_trainer_msg_free(&m);
+    tide_trainer_msg_free(&m); /* twice is fine */
+}
+
 static void test_decode_bad_json_and_unknown_op(void **state)
 {
     tide_trainer_msg_t m = {0};
@@ -545,6 +667,28 @@ static void test_encoders_round_trip(void **state)
     assert_string_equal(tide_trainer_err_name(TIDE_TRAINER_ERR_NOT_HELLO), "not_hello");
     assert_string_equal(tide_trainer_err_name(TIDE_TRAINER_ERR_UNKNOWN_RANK), "unknown_rank");
     assert_string_equal(tide_trainer_err_name(TIDE_TRAINER_ERR_STEP_BACKWARDS), "step_backwards");
+    assert_string_equal(tide_trainer_err_name(TIDE_TRAINER_ERR_UNKNOWN_TASK), "unknown_task");
+    assert_string_equal(tide_trainer_err_name(TIDE_TRAINER_ERR_UNKNOWN_STEP), "unknown_step");
+    assert_string_equal(tide_trainer_err_name(TIDE_TRAINER_ERR_TASK_CONFLICT), "task_conflict");
+    assert_string_equal(tide_trainer_err_name(TIDE_TRAINER_ERR_BUSY), "busy");
+    assert_string_equal(tide_trainer_err_name((tide_trainer_err_t)99), "internal");
+    assert_string_equal(tide_trainer_kind_name(TIDE_TRAINER_KIND_MEMBER), "member");
+    assert_string_equal(tide_trainer_kind_name(TIDE_TRAINER_KIND_DETACHED), "detached");
+    assert_null(tide_trainer_kind_name((tide_trainer_kind_t)0));
+
+    /* task and no_task */
+    tide_buf_reset(&b);
+    tide_trainer_encode_task(&b, 12, TIDE_TRAINER_KIND_DETACHED, UINT64_C(9007199254740991));
+    assert_string_equal(tide_buf_cstr(&b), "{\"op\":\"task\",\"step\":12,\"kind\":\"detached\","
+                                           "\"id\":9007199254740991}\n");
+    j = parse_line(&b);
+    assert_true(cJSON_GetObjectItem(j, "id")->valuedouble == 9007199254740991.0);
+    cJSON_Delete(j);
+    tide_buf_reset(&b);
+    tide_trainer_encode_no_task(&b, 0, TIDE_TRAINER_KIND_MEMBER);
+    assert_string_equal(tide_buf_cstr(&b), "{\"op\":\"no_task\",\"step\":0,\"kind\":\"member\"}\n");
+    j = parse_line(&b);
+    cJSON_Delete(j);
 
     /* integers print exactly (no exponent, no rounding through a double) */
     tide_buf_reset(&b);
@@ -581,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_decode_step),
         cmocka_unit_test(test_decode_phase_and_checkpoint),
         cmocka_unit_test(test_decode_attach_and_exited),
+        cmocka_unit_test(test_decode_tasks_and_next_task),
         cmocka_unit_test(test_decode_bad_json_and_unknown_op),
         cmocka_unit_test(test_encoders_round_trip),
     };

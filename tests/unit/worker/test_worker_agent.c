@@ -42,6 +42,7 @@ typedef struct fixture {
     uint64_t last_seq;
     double last_temp;
     uint64_t last_mem_total;
+    uint64_t last_tasks_run, last_tasks_stolen; /* the first rank's, in the last heartbeat */
 } fixture_t;
 
 static void pump_sent(fixture_t *fx)
@@ -57,6 +58,10 @@ static void pump_sent(fixture_t *fx)
             assert_non_null(m->heartbeat->telemetry);
             fx->last_temp = m->heartbeat->telemetry->temperature_c;
             fx->last_mem_total = m->heartbeat->telemetry->mem_total_bytes;
+            if (m->heartbeat->n_progress > 0 && m->heartbeat->progress[0]->progress) {
+                fx->last_tasks_run = m->heartbeat->progress[0]->progress->tasks_run;
+                fx->last_tasks_stolen = m->heartbeat->progress[0]->progress->tasks_stolen;
+            }
             tide__v1__worker_message__free_unpacked(m, NULL);
             continue;
         }
@@ -76,10 +81,12 @@ static bool cond_have_msg(void *arg)
 
 static const char *case_name(int c)
 {
-    static const char *names[] = {"none",     "hello",   "heartbeat",        "rank_started",
-                                  "rank_exited", "log_data", "goodbye", "checkpoint_saved",
-                                  "flush_done"};
-    return c >= 0 && c <= 8 ? names[c] : "?";
+    static const char *names[] = {"none",          "hello",          "heartbeat",
+                                  "rank_started",  "rank_exited",    "log_data",
+                                  "goodbye",       "checkpoint_saved", "flush_done",
+                                  "tasks_declared", "tasks_done",    "steal_request",
+                                  "tasks_released"};
+    return c >= 0 && c <= 12 ? names[c] : "?";
 }
 
 /* Waits for the next non-heartbeat message and checks its kind. Caller frees it. */
@@ -603,6 +610,156 @@ static void test_flush_checkpoint(void **state)
     free(want);
 }
 
+static void send_give(uint64_t epoch, const char *job, int gen, uint64_t steal_id,
+                      const uint64_t *ids, size_t n)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__GiveTasks g = TIDE__V1__GIVE_TASKS__INIT;
+
+    g.job_id = (char *)job;
+    g.generation = gen;
+    g.kind = TIDE__V1__TASK_KIND__TASK_KIND_MEMBER;
+    g.steal_id = steal_id;
+    g.task_ids = (uint64_t *)ids;
+    g.n_task_ids = n;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS;
+    m.give_tasks = &g;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+static void send_release(uint64_t epoch, const char *job, int gen, uint64_t release_id)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__ReleaseTasks r = TIDE__V1__RELEASE_TASKS__INIT;
+
+    r.job_id = (char *)job;
+    r.generation = gen;
+    r.release_id = release_id;
+    r.max_tasks = 4;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS;
+    m.release_tasks = &r;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+typedef struct tasks_cond {
+    fixture_t *fx;
+    uint64_t run;
+} tasks_cond_t;
+
+static bool cond_tasks_run(void *arg)
+{
+    tasks_cond_t *c = arg;
+
+    pump_sent(c->fx);
+    return c->fx->last_tasks_run >= c->run;
+}
+
+/* Work stealing through the whole shell (docs/work-stealing.md): a trainer speaking the protocol
+ * declares one task, runs it, and waits on its empty deque while the worker asks the scheduler; the
+ * request survives a lost stream (sent again with its id after the new Welcome), the GiveTasks
+ * answer reaches the trainer, an empty one ends its step; ReleaseTasks are answered; heartbeats
+ * carry the task figures. */
+static void test_tasks_steal(void **state)
+{
+    fixture_t *fx = *state;
+    Tide__V1__WorkerMessage *m;
+    static const uint64_t stolen[] = {2};
+    tasks_cond_t tc = {fx, 2};
+    char *script, *cmd, *outp, *ran;
+    int serial;
+
+    assert_true(asprintf(&script, "%s/tasks.py", fx->tmp) > 0);
+    assert_true(asprintf(&outp, "%s/ran", fx->tmp) > 0);
+    assert_true(asprintf(&cmd, "/usr/bin/python3 %s %s", script, outp) > 0);
+    wt_write_file(script,
+                  "import json, os, socket, sys\n"
+                  "s = socket.socket(socket.AF_UNIX)\n"
+                  "s.connect(os.environ['TIDE_AGENT_SOCK'])\n"
+                  "rd = s.makefile('rb')\n"
+                  "def send(o):\n"
+                  "    s.sendall((json.dumps(o) + '\\n').encode())\n"
+                  "def recv():\n"
+                  "    return json.loads(rd.readline())\n"
+                  "send({'op': 'hello', 'v': 1, 'job': os.environ['TIDE_JOB_ID'],\n"
+                  "      'generation': int(os.environ['TIDE_GENERATION']),\n"
+                  "      'rank': int(os.environ['RANK']), 'pid': os.getpid()})\n"
+                  "assert recv()['op'] == 'welcome'\n"
+                  "send({'op': 'tasks', 'step': 0, 'ids': [1], 'total': 3})\n"
+                  "ran, done = [], None\n"
+                  "while True:\n"
+                  "    m = {'op': 'next_task', 'step': 0}\n"
+                  "    if done is not None:\n"
+                  "        m['done'] = done\n"
+                  "    send(m)\n"
+                  "    r = recv()\n"
+                  "    if r['op'] == 'no_task':\n"
+                  "        break\n"
+                  "    assert r['op'] == 'task', r\n"
+                  "    ran.append(r['id'])\n"
+                  "    done = r['id']\n"
+                  "open(sys.argv[1], 'w').write(' '.join(map(str, ran)))\n");
+    register_worker(fx, 5, 50);
+    send_launch(5, "jt", 1, cmd, fx->tmp);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL));
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED, NULL);
+    assert_string_equal(m->tasks_declared->job_id, "jt");
+    assert_int_equal(m->tasks_declared->generation, 1);
+    assert_int_equal(m->tasks_declared->n_task_ids, 1);
+    assert_int_equal(m->tasks_declared->total, 3);
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
+    assert_int_equal(m->tasks_done->n_task_ids, 1);
+    assert_int_equal(m->tasks_done->task_ids[0], 1);
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, NULL);
+    assert_int_equal(m->steal_request->steal_id, 1);
+    drop(m);
+    /* a victim's answer: nothing queued here; a rank that does not run here releases nothing */
+    send_release(5, "jt", 1, 70);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED, NULL);
+    assert_int_equal(m->tasks_released->release_id, 70);
+    assert_int_equal(m->tasks_released->n_task_ids, 0);
+    drop(m);
+    send_release(5, "jt", 2, 71);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED, NULL);
+    assert_int_equal(m->tasks_released->release_id, 71);
+    assert_int_equal(m->tasks_released->generation, 2);
+    drop(m);
+    /* the stream is lost while the trainer waits; the request goes again after the new Welcome */
+    assert_true(fake_rpc_end(TIDE_GRPC_UNAVAILABLE, "gone"));
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, &serial));
+    assert_int_equal(serial, 2);
+    send_welcome(5, 50);
+    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL)); /* completions again */
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, &serial);
+    assert_int_equal(serial, 2);
+    assert_int_equal(m->steal_request->steal_id, 1);
+    drop(m);
+    send_give(4, "jt", 1, 1, stolen, 1); /* a deposed leader's: ignored */
+    send_give(5, "jt", 1, 1, stolen, 1);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
+    assert_int_equal(m->tasks_done->task_ids[0], 2);
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, NULL);
+    assert_int_equal(m->steal_request->steal_id, 2);
+    drop(m);
+    assert_true(wt_run_until(&fx->loop, cond_tasks_run, &tc, WAIT_MS));
+    assert_int_equal(fx->last_tasks_stolen, 1);
+    send_give(5, "jt", 1, 2, NULL, 0); /* nothing left: no_task ends its step */
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->exit_code, 0);
+    drop(m);
+    ran = wt_read_file(outp);
+    assert_non_null(ran);
+    assert_string_equal(ran, "1 2");
+    free(ran);
+    free(script);
+    free(cmd);
+    free(outp);
+}
+
 static void test_shutdown_force_kills(void **state)
 {
     fixture_t *fx = *state;
@@ -821,6 +978,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shutdown_stops_ranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_force_kills, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tasks_steal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_logs_backpressure_and_follow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_failures_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unauthenticated_is_fatal, setup, teardown),

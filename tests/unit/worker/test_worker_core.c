@@ -37,6 +37,9 @@ typedef struct fake {
     uint64_t last_request;
     int flushes;
     int64_t last_flush_step;
+    int tasks;      /* ReleaseTasks / GiveTasks handed to the op */
+    int tasks_rc;   /* what the op returns */
+    Tide__V1__SchedulerMessage__MsgCase last_tasks;
 } fake_t;
 
 static int f_send(void *ud, const Tide__V1__WorkerMessage *msg)
@@ -127,9 +130,19 @@ static void f_flush(void *ud, const Tide__V1__FlushCheckpoint *req)
     f->last_flush_step = req->step;
 }
 
+static int f_tasks(void *ud, const Tide__V1__SchedulerMessage *msg)
+{
+    fake_t *f = ud;
+
+    f->tasks++;
+    f->last_tasks = msg->msg_case;
+    return f->tasks_rc;
+}
+
 static const tide_worker_core_ops_t fake_ops = {
     f_send,    f_spawn,      f_stop,        f_forget,          f_save_epoch,
     f_log_request, f_welcomed, f_end_stream, f_trainer_command, f_flush,
+    f_tasks,
 };
 
 static void fake_clear_sent(fake_t *f)
@@ -678,6 +691,128 @@ static void test_flush(void **state)
     assert_non_null(strstr(d->error, "does not copy checkpoints"));
 }
 
+static int deliver_release(fixture_t *fx, uint64_t epoch, const char *job, int32_t gen,
+                           tide_error_t *err)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__ReleaseTasks r = TIDE__V1__RELEASE_TASKS__INIT;
+
+    r.job_id = (char *)job;
+    r.generation = gen;
+    r.rank = 0;
+    r.kind = TIDE__V1__TASK_KIND__TASK_KIND_DETACHED;
+    r.step = 17;
+    r.release_id = 900;
+    r.max_tasks = 4;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS;
+    m.release_tasks = &r;
+    return tide_worker_core_handle(fx->core, &m, err);
+}
+
+static int deliver_give(fixture_t *fx, uint64_t epoch, const char *job, int32_t gen)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__GiveTasks g = TIDE__V1__GIVE_TASKS__INIT;
+    uint64_t ids[] = {3, 4};
+
+    g.job_id = (char *)job;
+    g.generation = gen;
+    g.rank = 0;
+    g.step = 17;
+    g.steal_id = 2;
+    g.task_ids = ids;
+    g.n_task_ids = 2;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS;
+    m.give_tasks = &g;
+    return tide_worker_core_handle(fx->core, &m, NULL);
+}
+
+/* The empty TasksReleased the core answers with itself. */
+static void assert_released_none(fixture_t *fx, size_t i, const char *job, int32_t gen)
+{
+    const Tide__V1__TasksReleased *t =
+        sent(fx, i, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED)->tasks_released;
+
+    assert_string_equal(t->job_id, job);
+    assert_int_equal(t->generation, gen);
+    assert_int_equal(t->rank, 0);
+    assert_int_equal(t->kind, TIDE__V1__TASK_KIND__TASK_KIND_DETACHED);
+    assert_int_equal(t->step, 17);
+    assert_int_equal(t->release_id, 900);
+    assert_int_equal(t->n_task_ids, 0);
+}
+
+/* ReleaseTasks / GiveTasks (docs/work-stealing.md) pass the epoch check and go to the tasks op for
+ * a rank that runs here; otherwise (or without an op, or when the op does not know the rank) a
+ * release is answered with no tasks, so the scheduler moves on, and a give is dropped. */
+static void test_tasks_routing(void **state)
+{
+    fixture_t *fx = *state;
+    tide_worker_core_ops_t ops = fake_ops;
+    tide_error_t err;
+
+    connect_welcome(fx);
+    assert_int_equal(deliver_launch(fx, 5, (launch_args_t){.job = "j1", .gen = 1}, NULL), 0);
+    fake_clear_sent(&fx->f);
+    assert_int_equal(deliver_release(fx, 5, "j1", 1, &err), 0);
+    assert_int_equal(deliver_give(fx, 6, "j1", 1), 0);
+    assert_int_equal(fx->f.tasks, 2);
+    assert_int_equal(fx->f.last_tasks, TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS);
+    assert_int_equal(fx->f.n_sent, 0); /* the op answers, not the core */
+    /* a deposed leader's */
+    assert_int_equal(deliver_release(fx, 5, "j1", 1, &err), -ESTALE);
+    assert_int_equal(deliver_give(fx, 5, "j1", 1), -ESTALE);
+    assert_int_equal(fx->f.tasks, 2);
+    assert_int_equal(fx->f.n_sent, 0);
+    /* a rank that does not run here */
+    assert_int_equal(deliver_release(fx, 6, "j1", 2, &err), -ENOENT);
+    assert_non_null(strstr(err.text, "does not run here"));
+    assert_int_equal(fx->f.n_sent, 1);
+    assert_released_none(fx, 0, "j1", 2);
+    assert_int_equal(deliver_give(fx, 6, "j2", 1), -ENOENT);
+    assert_int_equal(fx->f.n_sent, 1);
+    assert_int_equal(fx->f.tasks, 2);
+    /* the op does not know the rank */
+    fx->f.tasks_rc = -ENOENT;
+    assert_int_equal(deliver_release(fx, 6, "j1", 1, &err), -ENOENT);
+    assert_int_equal(fx->f.tasks, 3);
+    assert_int_equal(fx->f.n_sent, 2);
+    assert_released_none(fx, 1, "j1", 1);
+    assert_int_equal(deliver_give(fx, 6, "j1", 1), -ENOENT);
+    assert_int_equal(fx->f.n_sent, 2);
+    /* a rank that exited */
+    fx->f.tasks_rc = 0;
+    tide_worker_core_rank_exited(fx->core, 1, 0, 0);
+    fake_clear_sent(&fx->f);
+    assert_int_equal(deliver_release(fx, 6, "j1", 1, &err), -ENOENT);
+    assert_released_none(fx, 0, "j1", 1);
+    assert_int_equal(fx->f.tasks, 4);
+
+    /* No tasks op. */
+    fake_clear_sent(&fx->f);
+    tide_worker_core_free(fx->core);
+    ops.tasks = NULL;
+    {
+        tide_worker_core_config_t cfg = {.worker_id = "n1/gpu0", .max_epoch_seen = 5};
+        tide_worker_core_new(&cfg, &ops, &fx->f, &fx->core);
+    }
+    connect_welcome(fx);
+    assert_int_equal(deliver_launch(fx, 5, (launch_args_t){.job = "j1", .gen = 1}, NULL), 0);
+    fake_clear_sent(&fx->f);
+    assert_int_equal(deliver_release(fx, 5, "j1", 1, &err), -ENOTSUP);
+    assert_int_equal(fx->f.n_sent, 1);
+    assert_released_none(fx, 0, "j1", 1);
+    assert_int_equal(deliver_give(fx, 5, "j1", 1), -ENOTSUP);
+    assert_int_equal(fx->f.n_sent, 1);
+    assert_int_equal(fx->f.tasks, 4);
+    /* not welcomed: the empty answer cannot go out, and nothing breaks */
+    tide_worker_core_stream_ended(fx->core, TIDE_GRPC_UNAVAILABLE, NULL, &(int64_t){0});
+    assert_int_equal(deliver_release(fx, 5, "j1", 1, &err), -ENOTSUP);
+    assert_int_equal(fx->f.n_sent, 1);
+}
+
 static void test_shutdown(void **state)
 {
     fixture_t *fx = *state;
@@ -860,6 +995,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tasks_routing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_launch, setup, teardown),

@@ -1,0 +1,587 @@
+/* Loop tests of the trainer socket's task operations (worker/trainer_server.c,
+ * docs/work-stealing.md) over a real Unix socket in a temporary directory: a fake trainer declares
+ * its share, pops tasks, steals on an empty deque (the StealRequest leaves through the send
+ * callback, the test answers with GiveTasks), answers ReleaseTasks, gets no_task at once without a
+ * stream, and meets each error (unknown_step, unknown_task, task_conflict, busy). Every test ends
+ * leak-clean. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "tide_trainer.h"
+#include "trainer_server.h"
+#include "worker_test_util.h"
+
+#define WAIT_MS  5000
+#define MAX_SENT 64
+
+typedef struct fx {
+    uv_loop_t loop;
+    char *dir;
+    tide_trainer_server_t *s;
+    /* what the server sent the scheduler */
+    Tide__V1__WorkerMessage *sent[MAX_SENT];
+    size_t n_sent, want;
+    int send_fail; /* -errno: no stream */
+    int attaches;
+} fx_t;
+
+typedef struct client {
+    fx_t *fx;
+    int fd;
+    char buf[65536];
+    size_t len;
+} client_t;
+
+static int t_send(void *ud, const Tide__V1__WorkerMessage *m)
+{
+    fx_t *fx = ud;
+    size_t len = tide__v1__worker_message__get_packed_size(m);
+    uint8_t *buf;
+
+    if (fx->send_fail)
+        return fx->send_fail;
+    assert_true(fx->n_sent < MAX_SENT);
+    buf = malloc(len + 1);
+    tide__v1__worker_message__pack(m, buf);
+    fx->sent[fx->n_sent++] = tide__v1__worker_message__unpack(NULL, len, buf);
+    free(buf);
+    return 0;
+}
+
+static void t_attach(void *ud, tide_trainer_conn_t *c, const tide_trainer_msg_t *m)
+{
+    (void)c;
+    (void)m;
+    ((fx_t *)ud)->attaches++;
+}
+
+static void t_attach_closed(void *ud, tide_trainer_conn_t *c)
+{
+    (void)ud;
+    (void)c;
+}
+
+static void clear_sent(fx_t *fx)
+{
+    for (size_t i = 0; i < fx->n_sent; i++)
+        tide__v1__worker_message__free_unpacked(fx->sent[i], NULL);
+    fx->n_sent = 0;
+}
+
+static int setup(void **state)
+{
+    fx_t *fx = calloc(1, sizeof(*fx));
+    tide_trainer_server_ops_t ops = {
+        .send = t_send, .attach = t_attach, .attach_closed = t_attach_closed};
+    tide_trainer_server_config_t cfg = {0};
+    char *path;
+    tide_error_t err;
+
+    assert_int_equal(uv_loop_init(&fx->loop), 0);
+    fx->dir = wt_tmpdir();
+    assert_true(asprintf(&path, "%s/agent.sock", fx->dir) > 0);
+    cfg.path = path;
+    cfg.worker_id = "n1/gpu0";
+    assert_int_equal(tide_trainer_server_new(&fx->loop, &cfg, &ops, fx, &fx->s, &err), 0);
+    free(path);
+    tide_trainer_server_rank_add(fx->s, 7, "job-t", 3, 1);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx_t *fx = *state;
+
+    tide_trainer_server_free(fx->s);
+    assert_int_equal(wt_loop_finish(&fx->loop), 0);
+    clear_sent(fx);
+    wt_rmrf(fx->dir);
+    free(fx->dir);
+    free(fx);
+    return 0;
+}
+
+/* --- the fake trainer --- */
+
+static void client_open(fx_t *fx, client_t *c)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+
+    memset(c, 0, sizeof(*c));
+    c->fx = fx;
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", tide_trainer_server_path(fx->s));
+    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_true(c->fd >= 0);
+    assert_int_equal(connect(c->fd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+}
+
+static void client_close(client_t *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+static void client_send(client_t *c, const char *line)
+{
+    size_t n = strlen(line);
+
+    assert_int_equal(send(c->fd, line, n, MSG_NOSIGNAL), (ssize_t)n);
+    assert_int_equal(send(c->fd, "\n", 1, MSG_NOSIGNAL), 1);
+}
+
+static bool cond_line(void *arg)
+{
+    client_t *c = arg;
+    ssize_t n;
+
+    while (c->len < sizeof(c->buf) &&
+           (n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, MSG_DONTWAIT)) > 0)
+        c->len += (size_t)n;
+    return memchr(c->buf, '\n', c->len) != NULL;
+}
+
+/* The next line the server sent c, parsed (caller deletes). */
+static cJSON *client_read(client_t *c)
+{
+    char *nl;
+    cJSON *j;
+
+    assert_true(wt_run_until(&c->fx->loop, cond_line, c, WAIT_MS));
+    nl = memchr(c->buf, '\n', c->len);
+    j = cJSON_ParseWithLength(c->buf, (size_t)(nl - c->buf));
+    assert_non_null(j);
+    c->len -= (size_t)(nl + 1 - c->buf);
+    memmove(c->buf, nl + 1, c->len);
+    return j;
+}
+
+static const char *jstr(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+
+    assert_true(cJSON_IsString(v));
+    return v->valuestring;
+}
+
+static double jnum(const cJSON *j, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
+
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+/* Reads the next line and checks it is `task` id (step 0, member unless kind says otherwise). */
+static void expect_task(client_t *c, int64_t step, const char *kind, uint64_t id)
+{
+    cJSON *j = client_read(c);
+
+    assert_string_equal(jstr(j, "op"), "task");
+    assert_true(jnum(j, "step") == (double)step);
+    assert_string_equal(jstr(j, "kind"), kind);
+    assert_true(jnum(j, "id") == (double)id);
+    cJSON_Delete(j);
+}
+
+static void expect_no_task(client_t *c, int64_t step, const char *kind)
+{
+    cJSON *j = client_read(c);
+
+    assert_string_equal(jstr(j, "op"), "no_task");
+    assert_true(jnum(j, "step") == (double)step);
+    assert_string_equal(jstr(j, "kind"), kind);
+    cJSON_Delete(j);
+}
+
+static void expect_error(client_t *c, const char *code, const char *ref, const char *needle)
+{
+    cJSON *j = client_read(c);
+
+    assert_string_equal(jstr(j, "op"), "error");
+    assert_string_equal(jstr(j, "code"), code);
+    assert_string_equal(jstr(j, "ref"), ref);
+    assert_non_null(strstr(jstr(j, "message"), needle));
+    cJSON_Delete(j);
+}
+
+static void client_hello(fx_t *fx, client_t *c)
+{
+    cJSON *j;
+
+    client_open(fx, c);
+    client_send(
+        c, "{\"op\":\"hello\",\"v\":1,\"job\":\"job-t\",\"generation\":3,\"rank\":1,\"pid\":1}");
+    j = client_read(c);
+    assert_string_equal(jstr(j, "op"), "welcome");
+    cJSON_Delete(j);
+}
+
+static bool cond_sent(void *arg)
+{
+    fx_t *fx = arg;
+
+    return fx->n_sent >= fx->want;
+}
+
+/* Runs the loop until the server sent n messages in all. */
+static void wait_sent(fx_t *fx, size_t n)
+{
+    fx->want = n;
+    assert_true(wt_run_until(&fx->loop, cond_sent, fx, WAIT_MS));
+}
+
+typedef struct conns_arg {
+    fx_t *fx;
+    size_t n;
+} conns_arg_t;
+
+static bool cond_conns(void *arg)
+{
+    conns_arg_t *a = arg;
+
+    return tide_trainer_server_conns(a->fx->s) == a->n;
+}
+
+static Tide__V1__WorkerMessage *sent(fx_t *fx, size_t i, Tide__V1__WorkerMessage__MsgCase mc)
+{
+    assert_true(i < fx->n_sent);
+    assert_int_equal(fx->sent[i]->msg_case, mc);
+    return fx->sent[i];
+}
+
+static int deliver_give(fx_t *fx, int32_t rank, int64_t step, uint64_t steal_id,
+                        const uint64_t *ids, size_t n)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__GiveTasks g = TIDE__V1__GIVE_TASKS__INIT;
+
+    g.job_id = "job-t";
+    g.generation = 3;
+    g.rank = rank;
+    g.kind = TIDE__V1__TASK_KIND__TASK_KIND_MEMBER;
+    g.step = step;
+    g.steal_id = steal_id;
+    g.task_ids = (uint64_t *)ids;
+    g.n_task_ids = n;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS;
+    m.give_tasks = &g;
+    return tide_trainer_server_tasks(fx->s, &m);
+}
+
+static int deliver_release(fx_t *fx, int32_t rank, int64_t step, uint64_t release_id, uint32_t max)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__ReleaseTasks r = TIDE__V1__RELEASE_TASKS__INIT;
+
+    r.job_id = "job-t";
+    r.generation = 3;
+    r.rank = rank;
+    r.step = step; /* kind UNSPECIFIED: member */
+    r.release_id = release_id;
+    r.max_tasks = max;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS;
+    m.release_tasks = &r;
+    return tide_trainer_server_tasks(fx->s, &m);
+}
+
+/* --- tests --- */
+
+/* declare, pop, pop on empty -> StealRequest -> GiveTasks -> task; ReleaseTasks from the tail; an
+ * empty give -> no_task; the figures in the heartbeat's progress. */
+static void test_steal_round_trip(void **state)
+{
+    fx_t *fx = *state;
+    static const uint64_t stolen[] = {30, 31, 32};
+    const Tide__V1__TasksDeclared *td;
+    const Tide__V1__TasksDone *done;
+    const Tide__V1__StealRequest *sr;
+    const Tide__V1__TasksReleased *tr;
+    Tide__V1__RankProgress *progress[4];
+    Tide__V1__SchedulerMessage other = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    client_t c;
+
+    client_hello(fx, &c);
+    client_send(&c, "{\"op\":\"tasks\",\"step\":0,\"ids\":[1,2],\"total\":5}");
+    wait_sent(fx, 1);
+    td = sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED)->tasks_declared;
+    assert_string_equal(td->job_id, "job-t");
+    assert_int_equal(td->generation, 3);
+    assert_int_equal(td->rank, 1);
+    assert_int_equal(td->kind, TIDE__V1__TASK_KIND__TASK_KIND_MEMBER);
+    assert_int_equal(td->n_task_ids, 2);
+    assert_int_equal(td->total, 5);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0}");
+    expect_task(&c, 0, "member", 1);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":1}");
+    expect_task(&c, 0, "member", 2);
+    /* the deque runs empty: completions, then the steal request */
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":2}");
+    wait_sent(fx, 3);
+    done = sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done;
+    assert_int_equal(done->n_task_ids, 2);
+    assert_int_equal(done->task_ids[0], 1);
+    assert_int_equal(done->task_ids[1], 2);
+    sr = sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request;
+    assert_int_equal(sr->steal_id, 1);
+    assert_int_equal(sr->rank, 1);
+    assert_int_equal(sr->step, 0);
+    assert_false(cond_line(&c)); /* it waits */
+    /* a welcome sends the request again with its id */
+    tide_trainer_server_tasks_welcome(fx->s);
+    assert_int_equal(fx->n_sent, 5);
+    sent(fx, 3, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE);
+    assert_int_equal(
+        sent(fx, 4, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 1);
+    /* for another rank or generation: not here */
+    assert_int_equal(deliver_give(fx, 0, 0, 1, stolen, 3), -ENOENT);
+    assert_int_equal(deliver_release(fx, 2, 0, 50, 1), -ENOENT);
+    other.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_WELCOME;
+    assert_int_equal(tide_trainer_server_tasks(fx->s, &other), -EINVAL);
+    /* the answer */
+    assert_int_equal(deliver_give(fx, 1, 0, 1, stolen, 3), 0);
+    expect_task(&c, 0, "member", 30);
+    /* a replay of it is ignored */
+    assert_int_equal(deliver_give(fx, 1, 0, 1, stolen, 3), 0);
+    /* a thief takes the tail of what is queued (31, 32) */
+    clear_sent(fx);
+    assert_int_equal(deliver_release(fx, 1, 0, 50, 1), 0);
+    assert_int_equal(fx->n_sent, 1);
+    tr = sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED)->tasks_released;
+    assert_int_equal(tr->release_id, 50);
+    assert_int_equal(tr->n_task_ids, 1);
+    assert_int_equal(tr->task_ids[0], 32);
+    assert_int_equal(tr->queued, 1);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":30}");
+    expect_task(&c, 0, "member", 31);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":31}");
+    wait_sent(fx, 3); /* TasksDone, StealRequest 2 */
+    assert_int_equal(
+        sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 2);
+    /* nothing left anywhere */
+    assert_int_equal(deliver_give(fx, 1, 0, 2, NULL, 0), 0);
+    expect_no_task(&c, 0, "member");
+    /* the heartbeat's figures */
+    assert_int_equal(
+        tide_trainer_server_progress(fx->s, (int64_t)(uv_hrtime() / 1000000), progress, 4), 1);
+    assert_int_equal(progress[0]->progress->tasks_run, 4);
+    assert_int_equal(progress[0]->progress->tasks_stolen, 2);
+    assert_int_equal(progress[0]->progress->tasks_given, 1);
+    assert_true(progress[0]->progress->steal_wait_seconds >= 0);
+    assert_true(progress[0]->progress->busy_fraction >= 0 &&
+                progress[0]->progress->busy_fraction <= 1);
+    /* all reported: the heartbeat flush has nothing to send */
+    clear_sent(fx);
+    tide_trainer_server_tasks_flush(fx->s);
+    assert_int_equal(fx->n_sent, 0);
+    client_close(&c);
+}
+
+/* Without a stream an empty deque answers no_task at once; the declaration and the completions go
+ * out with the next welcome and heartbeat. */
+static void test_no_stream(void **state)
+{
+    fx_t *fx = *state;
+    client_t c;
+
+    fx->send_fail = -ENOTCONN;
+    client_hello(fx, &c);
+    client_send(&c, "{\"op\":\"tasks\",\"step\":4,\"kind\":\"detached\",\"ids\":[8],\"total\":2}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":4,\"kind\":\"detached\"}");
+    expect_task(&c, 4, "detached", 8);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":4,\"kind\":\"detached\",\"done\":8}");
+    expect_no_task(&c, 4, "detached");
+    tide_trainer_server_tasks_flush(fx->s);
+    assert_int_equal(fx->n_sent, 0);
+    fx->send_fail = 0;
+    tide_trainer_server_tasks_welcome(fx->s);
+    assert_int_equal(fx->n_sent, 2);
+    assert_int_equal(
+        sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED)->tasks_declared->kind,
+        TIDE__V1__TASK_KIND__TASK_KIND_DETACHED);
+    assert_int_equal(sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done->task_ids[0],
+                     8);
+    client_close(&c);
+}
+
+/* unknown_step, unknown_task, task_conflict, busy, bad_field, not_hello; an attached connection
+ * may not use tasks. Each error changes nothing. */
+static void test_errors(void **state)
+{
+    fx_t *fx = *state;
+    client_t c, d, e, a;
+    conns_arg_t ca = {fx, 0};
+    uint64_t rejected = tide_trainer_server_rejected(fx->s);
+
+    client_open(fx, &e);
+    client_send(&e, "{\"op\":\"tasks\",\"step\":0,\"ids\":[1],\"total\":1}");
+    expect_error(&e, "not_hello", "tasks", "hello");
+    client_hello(fx, &c);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":9}");
+    expect_error(&c, "unknown_step", "next_task", "not declared");
+    client_send(&c, "{\"op\":\"tasks\",\"step\":0,\"ids\":[1,2],\"total\":3}");
+    client_send(&c, "{\"op\":\"tasks\",\"step\":0,\"ids\":[1,2],\"total\":3}"); /* ignored */
+    client_send(&c, "{\"op\":\"tasks\",\"step\":0,\"ids\":[2,1],\"total\":3}");
+    expect_error(&c, "task_conflict", "tasks", "differs");
+    client_send(&c, "{\"op\":\"tasks\",\"step\":1,\"ids\":[5,5],\"total\":3}");
+    expect_error(&c, "task_conflict", "tasks", "more than once");
+    client_send(&c, "{\"op\":\"tasks\",\"step\":1,\"ids\":[5],\"total\":0}");
+    expect_error(&c, "bad_field", "tasks", "total:");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":1}");
+    expect_error(&c, "unknown_task", "next_task", "not handed");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0}");
+    expect_task(&c, 0, "member", 1);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":77}");
+    expect_error(&c, "unknown_task", "next_task", "77");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":1}");
+    expect_task(&c, 0, "member", 2);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":2}");
+    wait_sent(fx, 3); /* TasksDeclared, TasksDone, StealRequest */
+    sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST);
+    /* a second connection of the rank while the first waits: busy */
+    client_hello(fx, &d);
+    client_send(&d, "{\"op\":\"next_task\",\"step\":0}");
+    expect_error(&d, "busy", "next_task", "waits");
+    /* an attached connection (tide-rank-exec) does not use tasks */
+    client_open(fx, &a);
+    client_send(&a, "{\"op\":\"attach\",\"v\":1,\"job\":\"job-t\",\"generation\":3,\"rank\":1,"
+                    "\"credential\":\"x\",\"pid\":1}");
+    client_send(&a, "{\"op\":\"next_task\",\"step\":0}");
+    expect_error(&a, "bad_field", "next_task", "only sends exited");
+    assert_int_equal(fx->attaches, 1);
+    assert_int_equal(tide_trainer_server_rejected(fx->s), rejected + 9);
+    /* the waiter still gets its answer */
+    assert_int_equal(deliver_give(fx, 1, 0, 1, NULL, 0), 0);
+    expect_no_task(&c, 0, "member");
+    assert_int_equal(fx->n_sent, 3);
+    client_close(&a);
+    client_close(&c);
+    client_close(&d);
+    client_close(&e);
+    assert_true(wt_run_until(&fx->loop, cond_conns, &ca, WAIT_MS));
+}
+
+/* A waiting connection that closes is forgotten: the steal's answer goes into the deque and the
+ * next connection of the rank takes it. The rank's removal drops what is left. */
+static void test_waiter_closes(void **state)
+{
+    fx_t *fx = *state;
+    static const uint64_t got[] = {40, 41};
+    conns_arg_t ca = {fx, 0};
+    client_t c, d;
+
+    client_hello(fx, &c);
+    client_send(&c, "{\"op\":\"tasks\",\"step\":2,\"ids\":[],\"total\":2}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":2}");
+    wait_sent(fx, 2);
+    sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST);
+    client_close(&c);
+    assert_true(wt_run_until(&fx->loop, cond_conns, &ca, WAIT_MS));
+    assert_int_equal(deliver_give(fx, 1, 2, 1, got, 2), 0);
+    client_hello(fx, &d);
+    client_send(&d, "{\"op\":\"next_task\",\"step\":2}");
+    expect_task(&d, 2, "member", 40);
+    /* a waiter when its rank ends: the connection closes, nothing is answered */
+    client_send(&d, "{\"op\":\"next_task\",\"step\":2,\"done\":40}");
+    expect_task(&d, 2, "member", 41);
+    client_send(&d, "{\"op\":\"next_task\",\"step\":2,\"done\":41}");
+    wait_sent(fx, 4); /* TasksDone, StealRequest 2 */
+    tide_trainer_server_rank_remove(fx->s, 7);
+    assert_int_equal(deliver_give(fx, 1, 2, 2, got, 2), -ENOENT);
+    assert_true(wt_run_until(&fx->loop, cond_conns, &ca, WAIT_MS));
+    client_close(&d);
+}
+
+/* --- the C SDK (trainer/tide_trainer.c) against the server: the wire formats agree --- */
+
+typedef struct sdk_run {
+    uint64_t ran[8];
+    size_t n;
+    int rc; /* the last tide_trainer_next_task's */
+    atomic_bool done;
+} sdk_run_t;
+
+static void *sdk_thread(void *arg)
+{
+    static const uint64_t mine[] = {1, 2};
+    sdk_run_t *r = arg;
+    tide_trainer_t *t = tide_trainer_open();
+    tide_task_iter_t it;
+    uint64_t id;
+
+    r->rc = t ? tide_trainer_tasks_begin(t, &it, 0, TIDE_TRAINER_TASK_MEMBER, mine, 2, 4) : -1;
+    while (r->rc == 0 && (r->rc = tide_trainer_next_task(&it, &id)) == 1 && r->n < 8) {
+        r->ran[r->n++] = id;
+        r->rc = 0;
+    }
+    tide_trainer_close(t);
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+static bool cond_sdk_done(void *arg)
+{
+    return atomic_load(&((sdk_run_t *)arg)->done);
+}
+
+/* The SDK in a thread runs its two tasks, steals two more (the test answers the StealRequest), and
+ * ends its step on an empty answer. */
+static void test_c_sdk(void **state)
+{
+    fx_t *fx = *state;
+    static const uint64_t stolen[] = {3, 4};
+    sdk_run_t run;
+    pthread_t th;
+
+    memset(&run, 0, sizeof(run));
+    setenv("TIDE_AGENT_SOCK", tide_trainer_server_path(fx->s), 1);
+    setenv("TIDE_JOB_ID", "job-t", 1);
+    setenv("TIDE_GENERATION", "3", 1);
+    setenv("RANK", "1", 1);
+    assert_int_equal(pthread_create(&th, NULL, sdk_thread, &run), 0);
+    wait_sent(fx, 3); /* TasksDeclared, TasksDone [1, 2], StealRequest 1 */
+    assert_int_equal(sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done->n_task_ids,
+                     2);
+    assert_int_equal(
+        sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 1);
+    assert_int_equal(deliver_give(fx, 1, 0, 1, stolen, 2), 0);
+    wait_sent(fx, 5); /* TasksDone [3, 4], StealRequest 2 */
+    assert_int_equal(
+        sent(fx, 4, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 2);
+    assert_int_equal(deliver_give(fx, 1, 0, 2, NULL, 0), 0);
+    assert_true(wt_run_until(&fx->loop, cond_sdk_done, &run, WAIT_MS));
+    assert_int_equal(pthread_join(th, NULL), 0);
+    unsetenv("TIDE_AGENT_SOCK");
+    assert_int_equal(run.rc, 0);
+    assert_int_equal(run.n, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(run.ran[i], i + 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_steal_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_waiter_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_c_sdk, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
