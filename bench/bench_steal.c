@@ -30,6 +30,8 @@ typedef struct deque {
 } deque_t;
 
 static uint8_t wire[1 << 20];
+static uint64_t ids_buf[1 << 20]; /* the ids of one batch of GIVE_TASKS actions */
+static tide_action_t acts_buf[1 << 16];
 
 /* The daemon's per-message codec work: pack, then unpack what a peer would receive. */
 static Tide__V1__WorkerMessage *roundtrip_w(Tide__V1__WorkerMessage *m)
@@ -154,24 +156,27 @@ int main(int argc, char **argv)
                         tide__v1__worker_message__free_unpacked(u, NULL);
                     }
                 }
-                /* Carry out the actions the way the workers would, until none are left. */
+                /* Carry out the actions the way the workers would, until none are left. The batch is
+                 * copied (ids too) and cleared first: answering it makes new actions. */
                 for (;;) {
                     size_t na;
                     const tide_action_t *acts = tide_core_actions(core, &na);
-                    tide_action_t copy[256];
-                    uint64_t gids[256][64];
-                    size_t n = na < 256 ? na : 256;
+                    tide_action_t *copy = acts_buf;
+                    uint64_t *gids = ids_buf;
+                    size_t n = na, used = 0;
                     if (na == 0)
                         break;
+                    if (na > sizeof(acts_buf) / sizeof(acts_buf[0]))
+                        abort(); /* more than one round of this bench can produce */
                     for (size_t i = 0; i < n; i++) {
                         copy[i] = acts[i];
                         if (acts[i].type == TIDE_ACT_GIVE_TASKS) {
-                            size_t k = acts[i].n_task_ids < 64 ? acts[i].n_task_ids : 64;
-                            memcpy(gids[i], acts[i].task_ids, k * sizeof(uint64_t));
-                            copy[i].n_task_ids = k;
-                            copy[i].task_ids = gids[i];
+                            memcpy(gids + used, acts[i].task_ids, acts[i].n_task_ids * sizeof(uint64_t));
+                            copy[i].task_ids = gids + used;
+                            used += acts[i].n_task_ids;
                         }
                     }
+                    tide_core_actions_clear(core);
                     for (size_t i = 0; i < n; i++) {
                         Tide__V1__SchedulerMessage sm = TIDE__V1__SCHEDULER_MESSAGE__INIT;
                         const tide_action_t *a = &copy[i];
@@ -198,10 +203,12 @@ int main(int argc, char **argv)
                                 m.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED;
                                 m.tasks_released = &tr;
                                 u = roundtrip_w(&m);
-                                tide_core_tasks_released(core, job->ranks[a->rank].worker, job->id, job->generation,
-                                                         a->rank, TIDE_TASK_MEMBER, s, a->request_id,
-                                                         u->tasks_released->task_ids, u->tasks_released->n_task_ids,
-                                                         (uint32_t)(v->tail - v->head), &err);
+                                int rrc = tide_core_tasks_released(
+                                    core, job->ranks[a->rank].worker, job->id, job->generation, a->rank,
+                                    TIDE_TASK_MEMBER, s, a->request_id, u->tasks_released->task_ids,
+                                    u->tasks_released->n_task_ids, (uint32_t)(v->tail - v->head), &err);
+                                if (rrc < 0)
+                                    rejected++;
                                 tide__v1__worker_message__free_unpacked(u, NULL);
                             }
                         } else if (a->type == TIDE_ACT_GIVE_TASKS) {
@@ -225,7 +232,6 @@ int main(int argc, char **argv)
                             }
                         }
                     }
-                    tide_core_actions_clear(core);
                 }
             }
         }
@@ -234,7 +240,7 @@ int main(int argc, char **argv)
     printf("tide-bench-steal: %d jobs x %d ranks, %d tasks per rank per step, %d steps, one thread\n", jobs, ranks,
            tasks, steps);
     printf("steal requests: %llu in %.3f s = %.0f per second (%.2f us each, with declare/done/release/give and "
-           "their protobuf coding); %llu tasks stolen; %llu declarations refused\n",
+           "their protobuf coding); %llu tasks stolen; %llu reports refused\n",
            (unsigned long long)requests, elapsed, (double)requests / elapsed, elapsed * 1e6 / (double)requests,
            (unsigned long long)given, (unsigned long long)rejected);
     tide_core_free(core);

@@ -5,12 +5,14 @@
 # 2. tide-mlp's step time with one of W workers slowed to 50% (the worker's `slow 50` perturbation), with
 #    and without stealing, against the balanced run of W workers (default 8, 2 per simulated node) with
 #    --simulated-compute so that micro-batches cost a fixed time and 2 cores are enough.
-#   bench/steal.sh BUILD_DIR [ROUNDS] [WORKERS] [STEPS]
+#   bench/steal.sh BUILD_DIR [ROUNDS] [WORKERS] [STEPS] [MICRO_BATCHES_PER_RANK] [MS_PER_MICRO_BATCH]
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 ROUNDS=${2:-5000}
 W=${3:-8}
-STEPS=${4:-150}
+STEPS=${4:-300}
+MBR=${5:-8}
+MS=${6:-4}
 B=$BUILD/bin
 DIR=$(mktemp -d /tmp/tide-bench-steal.XXXXXX)
 PIDS=()
@@ -18,7 +20,9 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-"$B/tide-scheduler" --listen 127.0.0.1:0 --data-dir "$DIR/s" >"$DIR/s.log" 2>&1 &
+# A short straggler window (ranks compared every 2 s) so that the slowed rank is known as slow, and
+# stops stealing from faster ones, early in these short runs.
+"$B/tide-scheduler" --listen 127.0.0.1:0 --data-dir "$DIR/s" --straggler-window 8s >"$DIR/s.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do [ -s "$DIR/s/scheduler.addr" ] && break; sleep 0.1; done
 export TIDE_SCHEDULER=$(cat "$DIR/s/scheduler.addr") TIDE_TOKEN_FILE=$DIR/s/token
@@ -47,10 +51,10 @@ id=$("$B/tidectl" submit --workers 2 --topology node -- "$B/tide-bench-steal-rtt
 wait_done "$id"
 "$B/tidectl" logs "$id" --rank 1
 
-# 2. Step times. MLP flags: 8 micro-batches per rank, 4 ms of simulated compute each.
-MB=$((W * 8))
+# 2. Step times. MLP flags: MBR micro-batches per rank, MS ms of simulated compute each.
+MB=$((W * MBR))
 FLAGS=(--steps "$STEPS" --width 32 --depth 2 --input 16 --output 2 --batch $((MB * 8)) --micro-batches "$MB"
-    --log-every 0 --simulated-compute 4)
+    --log-every 0 --simulated-compute "$MS")
 run() { # run LABEL WORKERS [SUBMIT FLAGS...]: prints the step-time line of rank 0
     local label=$1 n=$2
     shift 2
@@ -60,7 +64,7 @@ run() { # run LABEL WORKERS [SUBMIT FLAGS...]: prints the step-time line of rank
     "$B/tidectl" logs "$id" --rank 0 | grep params-sha256
 }
 echo
-echo "tide-mlp, $MB micro-batches of 4 ms (simulated) per step, $STEPS steps"
+echo "tide-mlp, $MB micro-batches of $MS ms (simulated) per step, $STEPS steps"
 slow="node$((W / 2))/gpu$((W % 2))" last="node$(((W - 1) / 2))/gpu$(((W - 1) % 2))"
 "$B/tidectl" cordon "$slow" >/dev/null
 run "balanced: $W workers at full speed" "$W"

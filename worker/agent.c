@@ -214,11 +214,16 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
                   job_id, rank, (long long)m->step);
 }
 
-#define SLOW_PERIOD_MS 100
-
 /* The `slow PERCENT` perturbation: the ranks' process groups (launched ones directly, attached MPI
- * ranks through their tide-rank-exec) run speed x SLOW_PERIOD_MS and stop for the rest of each
- * period. */
+ * ranks through their tide-rank-exec) run speed x the period and stop for the rest of each period.
+ * The period is short (20 ms) so that work of a few milliseconds (a micro-batch) really runs at that
+ * speed rather than now at full speed, now frozen for longer than it takes; below 10% speed it is
+ * 100 ms, so that the run phase stays at least a millisecond. */
+static uint64_t slow_period_ms(double speed)
+{
+    return speed < 0.1 ? 100 : 20;
+}
+
 static void signal_ranks(tide_worker_agent_t *a, int sig)
 {
     tide_launcher_signal_all(a->launcher, sig);
@@ -229,7 +234,7 @@ static void signal_ranks(tide_worker_agent_t *a, int sig)
 static void on_slow(uv_timer_t *t)
 {
     tide_worker_agent_t *a = t->data;
-    uint64_t run = (uint64_t)(a->speed * SLOW_PERIOD_MS);
+    uint64_t period = slow_period_ms(a->speed), run = (uint64_t)(a->speed * (double)period + 0.5);
 
     if (a->done || !a->launcher)
         return;
@@ -241,7 +246,7 @@ static void on_slow(uv_timer_t *t)
     }
     a->slow_stopped = !a->slow_stopped;
     signal_ranks(a, a->slow_stopped ? SIGSTOP : SIGCONT);
-    uv_timer_start(&a->slow, on_slow, a->slow_stopped ? SLOW_PERIOD_MS - run : run, 0);
+    uv_timer_start(&a->slow, on_slow, a->slow_stopped ? period - run : run, 0);
 }
 
 static void set_speed(tide_worker_agent_t *a, double speed)

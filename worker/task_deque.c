@@ -155,6 +155,7 @@ typedef struct pool {
     size_t n_done, cap_done, n_done_sent;
     size_t n_handed;
     uint64_t steal_id; /* the steal out for this pool; 0: none */
+    bool exhausted;    /* a steal was answered with none: nothing is left for this rank */
     void *waiter;      /* the next_task waiting for it; NULL: none */
     int64_t wait_since;
 } pool_t;
@@ -408,12 +409,14 @@ int tide_task_deque_stats(const tide_task_deque_t *d, uint64_t rank_id, int64_t 
         out->busy_fraction = 0;
     if (tasks > 0) {
         out->task_seconds = (double)task_ms / tasks / 1000.0;
-    } else {
-        /* No task ended in the window: the recent mean, or the task under way when it already
-         * took longer (a rank stuck in one slow task is slow, not idle). */
+    } else if (r->n_handed > 0) {
+        /* No task ended in the window but one is under way: the recent mean, or that task's time
+         * when it already took longer (a rank stuck in one slow task is slow, not idle). */
         out->task_seconds = r->ewma;
-        if (r->n_handed > 0 && (double)(now_ms - r->busy_since) / 1000.0 > out->task_seconds)
+        if ((double)(now_ms - r->busy_since) / 1000.0 > out->task_seconds)
             out->task_seconds = (double)(now_ms - r->busy_since) / 1000.0;
+    } else {
+        out->task_seconds = 0; /* no tasks lately (evaluation, a checkpoint): not measured */
     }
     wait_ms = r->steal_wait_ms;
     tide_list_for_each(pos, &r->pools)
@@ -450,6 +453,39 @@ static int send_declared(tide_task_deque_t *d, const rank_t *r, pool_t *p)
     rc = d->ops.send(d->ud, &m);
     if (rc == 0)
         p->declared_sent = true;
+    return rc;
+}
+
+/* After a Welcome: declares again what the rank holds of the pool now — queued, handed or done, not
+ * what it released — so that a declaration lost with a stream reaches the scheduler, and a new
+ * scheduler (a restart, a new leader) learns where every task is, stolen ones included. For the
+ * scheduler that has the pool already it is a repeat that changes nothing. */
+static int send_holding(tide_task_deque_t *d, const rank_t *r, pool_t *p)
+{
+    uint64_t *ids, *saved = p->decl;
+    size_t n = 0, saved_n = p->n_decl;
+    bool moved = false;
+    int rc;
+
+    for (size_t i = 0; i < p->map.cap; i++) {
+        const entry_t *e = &p->map.slots[i];
+        if (e->id != EMPTY_KEY && (e->state == TIDE_TASK_RELEASED || e->stolen))
+            moved = true;
+    }
+    if (!moved)
+        return send_declared(d, r, p);
+    ids = tide_xmalloc((p->map.n ? p->map.n : 1) * sizeof(*ids));
+    for (size_t i = 0; i < p->map.cap; i++) {
+        const entry_t *e = &p->map.slots[i];
+        if (e->id != EMPTY_KEY && e->state != TIDE_TASK_RELEASED && e->state != TIDE_TASK_UNKNOWN)
+            ids[n++] = e->id;
+    }
+    p->decl = ids;
+    p->n_decl = n;
+    rc = send_declared(d, r, p);
+    p->decl = saved;
+    p->n_decl = saved_n;
+    free(ids);
     return rc;
 }
 
@@ -600,8 +636,13 @@ int tide_task_deque_declare(tide_task_deque_t *d, uint64_t rank_id, int kind, in
         return -EINVAL;
     }
     p = find_pool(r, kind, step);
+    cur = current_pool(r, kind);
+    if (!p && cur && step < cur->step) {
+        tide_errprintf(err, "step %lld (%s) is older than step %lld, declared already: steps only move "
+                       "forward in a generation", (long long)step, kind_name(kind), (long long)cur->step);
+        return -EEXIST;
+    }
     if (p && p->retired) {
-        cur = current_pool(r, kind);
         tide_errprintf(err, "step %lld (%s) was replaced by step %lld", (long long)step,
                        kind_name(kind), cur ? (long long)cur->step : -1LL);
         return -EEXIST;
@@ -685,6 +726,26 @@ static void mark_done(rank_t *r, pool_t *p, entry_t *e, int64_t now)
     }
 }
 
+/* Steal ahead: the trainer was just handed the last queued task of the pool, so the steal for its
+ * next one goes out now, while it runs that task, and the answer is usually there (in the deque)
+ * before it asks. Without a stream nothing is sent (the trainer's next next_task decides). */
+static void steal_ahead(tide_task_deque_t *d, rank_t *r, pool_t *p)
+{
+    uint64_t steal_id;
+
+    if (p->queue.len > 0 || p->steal_id || p->exhausted || p->retired)
+        return;
+    if (ensure_declared(d, r, p) < 0)
+        return;
+    if (p->n_done_sent < p->n_done && send_done(d, r, p, p->n_done_sent) < 0)
+        return;
+    steal_id = r->steal_seq + 1;
+    if (send_steal(d, r, p, steal_id) < 0)
+        return;
+    r->steal_seq = steal_id;
+    p->steal_id = steal_id;
+}
+
 int tide_task_deque_next(tide_task_deque_t *d, uint64_t rank_id, int kind, int64_t step,
                          int64_t done, void *waiter, int64_t now_ms, uint64_t *id,
                          tide_error_t *err)
@@ -724,7 +785,16 @@ int tide_task_deque_next(tide_task_deque_t *d, uint64_t rank_id, int kind, int64
 
         hand(r, p, map_find(&p->map, head), now_ms);
         *id = head;
+        if (p->queue.len == 0)
+            steal_ahead(d, r, p);
         return TIDE_TASK_NEXT_TASK;
+    }
+    if (p->exhausted) {
+        /* The rank's part of the step is over: its last completions go now, not with the next
+         * heartbeat, so the scheduler sees the pool complete. */
+        if (p->n_done_sent < p->n_done)
+            (void)send_done(d, r, p, p->n_done_sent);
+        return TIDE_TASK_NEXT_NONE;
     }
     if (p->steal_id) {
         /* A steal is out already (its waiter went away): wait for its answer. */
@@ -765,11 +835,15 @@ void tide_task_deque_forget_waiter(tide_task_deque_t *d, uint64_t rank_id, void 
     }
 }
 
-static const release_t *find_release(const rank_t *r, uint64_t release_id)
+/* The answer kept for a release id of the same pool (a new leader could reuse an id for another
+ * pool: that one is a new release, not a replay). */
+static const release_t *find_release(const rank_t *r, uint64_t release_id, int kind, int64_t step)
 {
-    for (unsigned i = 0; i < RELEASES_KEPT; i++)
-        if (r->releases[i].release_id == release_id && release_id != 0)
-            return &r->releases[i];
+    for (unsigned i = 0; i < RELEASES_KEPT; i++) {
+        const release_t *rel = &r->releases[i];
+        if (rel->release_id == release_id && release_id != 0 && rel->kind == kind && rel->step == step)
+            return rel;
+    }
     return NULL;
 }
 
@@ -784,7 +858,7 @@ int tide_task_deque_release(tide_task_deque_t *d, const Tide__V1__ReleaseTasks *
 
     if (!r)
         return -ENOENT;
-    old = find_release(r, req->release_id);
+    old = find_release(r, req->release_id, kind, req->step);
     p = find_pool(r, kind, req->step);
     if (old) {
         /* A replay (the answer may have been lost with a stream): the same ids again. */
@@ -833,6 +907,11 @@ int tide_task_deque_give(tide_task_deque_t *d, const Tide__V1__GiveTasks *g, int
     ans->kind = kind;
     ans->step = p->step;
     wait_end(r, p, now_ms);
+    if (g->n_task_ids == 0) {
+        p->exhausted = true; /* the scheduler has nothing left for this rank in this pool */
+        if (p->n_done_sent < p->n_done) /* and it may as well know every completion so far */
+            (void)send_done(d, r, p, p->n_done_sent);
+    }
     for (size_t i = 0; i < g->n_task_ids; i++) {
         uint64_t id = g->task_ids[i];
         entry_t *e;
@@ -857,6 +936,8 @@ int tide_task_deque_give(tide_task_deque_t *d, const Tide__V1__GiveTasks *g, int
             ring_push_back(&p->queue, id);
         }
     }
+    if (ans->has_task && p->queue.len == 0)
+        steal_ahead(d, r, p); /* the waiter got the only task: steal for the next one now */
     return 0;
 }
 
@@ -872,7 +953,8 @@ void tide_task_deque_welcome(tide_task_deque_t *d)
         tide_list_for_each(pos, &r->pools)
         {
             pool_t *p = tide_list_entry(pos, pool_t, link);
-            if (ensure_declared(d, r, p) == 0 && p->n_done > 0)
+            int rc = p->retired ? ensure_declared(d, r, p) : send_holding(d, r, p);
+            if (rc == 0 && p->n_done > 0)
                 (void)send_done(d, r, p, 0);
         }
         /* Pending steals in the order they were made (steal ids increase per rank). */

@@ -56,9 +56,10 @@ typedef struct tide_task_stats {
     uint64_t tasks_run;        /* tasks its trainer finished */
     uint64_t tasks_stolen;     /* of those, received through GiveTasks */
     uint64_t tasks_given;      /* ids released from its deque */
-    double task_seconds;       /* mean handed -> done over ~10 s; when none ended there, a
-                                  weighted mean of the last ones, or the task under way if it
-                                  already took longer; 0: none yet */
+    double task_seconds;       /* mean handed -> done of the tasks that ended in the last
+                                  ~10 s; when none did but one is under way, the recent
+                                  (weighted) mean, or that task's time if already longer;
+                                  0: not measured (none ended lately and none under way) */
     double busy_fraction;      /* share of the last ~10 s with a task handed (0..1) */
     double steal_wait_seconds; /* total time a next_task waited for a steal's answer */
 } tide_task_stats_t;
@@ -76,21 +77,27 @@ void tide_task_deque_rank_remove(tide_task_deque_t *d, uint64_t rank_id);
 
 /* The trainer declared its share (ids, n distinct ids below 2^53; n <= total) of pool (kind, step)
  * and TasksDeclared goes out (again on the next welcome if it could not). An identical repeat is
- * ignored; another step of the same kind replaces the rank's pool of that kind (the old one is
+ * ignored; a newer step of the same kind replaces the rank's pool of that kind (the old one is
  * kept, bounded, for its unreported completions, releases and steal; a next_task waiting on it is
- * owed `no_task`, filled in *cut). Returns 0, -EEXIST (task_conflict: differs from the earlier
- * declaration, names a replaced step, repeats an id, or n > total), -EINVAL (bad kind), -ENXIO
- * (unknown rank); err says why. Nothing changes on error. ids borrowed; cut may be NULL. */
+ * owed `no_task`, filled in *cut). Steps only move forward in a generation: a step older than the
+ * rank's current one of that kind is refused, whether its pool is kept or already forgotten.
+ * Returns 0, -EEXIST (task_conflict: differs from the earlier declaration, names a replaced or
+ * older step, repeats an id, or n > total), -EINVAL (bad kind), -ENXIO (unknown rank); err says
+ * why. Nothing changes on error (nothing sent, *cut empty). ids borrowed; cut may be NULL. */
 int tide_task_deque_declare(tide_task_deque_t *d, uint64_t rank_id, int kind, int64_t step,
                             const uint64_t *ids, size_t n, uint64_t total, int64_t now_ms,
                             tide_task_answer_t *cut, tide_error_t *err);
-/* next_task: done (>= 0, or -1 for none) is reported done first; then the head of the deque is
- * handed out (TIDE_TASK_NEXT_TASK, *id), or, when it is empty, the trainer waits as `waiter` for
- * the pool's steal: a new one sends TasksDone and a StealRequest (TIDE_TASK_NEXT_WAIT), or, when
- * that cannot be sent, TIDE_TASK_NEXT_NONE. Errors change nothing: -ENOENT (unknown_step: the rank
- * has no current pool (kind, step)), -EBUSY (busy: another next_task waits on the pool), -EINVAL
- * (unknown_task: done was not handed to this rank), -ENXIO (unknown rank). waiter is the caller's
- * token (not NULL), kept until a give answers it or forget_waiter. */
+/* next_task: done (>= 0, or -1 for none) is marked done first (reported later); then the head of
+ * the deque is handed out (TIDE_TASK_NEXT_TASK, *id), and when that was the last queued id of a
+ * pool not exhausted, the steal goes out ahead: TasksDone with the unreported completions, then a
+ * StealRequest with the rank's next steal id (nothing without a stream). On an empty deque:
+ * TIDE_TASK_NEXT_NONE at once when the pool is exhausted (a steal was answered empty; its
+ * unreported completions go now); else the trainer waits as `waiter` (TIDE_TASK_NEXT_WAIT) for the
+ * steal already out, or for a new one (TasksDone, then StealRequest); TIDE_TASK_NEXT_NONE when that
+ * cannot be sent. Errors change nothing: -ENOENT (unknown_step: the rank has no current pool
+ * (kind, step)), -EBUSY (busy: another next_task waits on the pool), -EINVAL (unknown_task: done
+ * was not handed to this rank), -ENXIO (unknown rank). waiter is the caller's token (not NULL),
+ * kept until a give answers it, a newer declaration cuts it short, or forget_waiter. */
 int tide_task_deque_next(tide_task_deque_t *d, uint64_t rank_id, int kind, int64_t step,
                          int64_t done, void *waiter, int64_t now_ms, uint64_t *id,
                          tide_error_t *err);
@@ -98,25 +105,36 @@ int tide_task_deque_next(tide_task_deque_t *d, uint64_t rank_id, int kind, int64
  * goes into the deque). */
 void tide_task_deque_forget_waiter(tide_task_deque_t *d, uint64_t rank_id, void *waiter,
                                    int64_t now_ms);
-/* ReleaseTasks (borrowed): takes up to max_tasks ids from the tail of the pool's deque and answers
- * with TasksReleased; a release_id answered before gets the same ids again; an unknown pool gets
- * none. Returns 0, or -ENOENT when (job, generation, rank) is not a rank here (nothing sent). */
+/* ReleaseTasks (borrowed): takes up to max_tasks queued ids from the tail of the pool's deque
+ * (never a handed one) and answers with TasksReleased. A replay, a release_id answered before (one
+ * of the last 8) for the same kind and step, gets the same ids again and takes nothing; the same
+ * id for another pool is a new release. An unknown pool gets none. Returns 0, or -ENOENT when
+ * (job, generation, rank) is not a rank here (nothing sent). */
 int tide_task_deque_release(tide_task_deque_t *d, const Tide__V1__ReleaseTasks *req);
-/* GiveTasks (borrowed): the answer to the pool's pending steal. The first valid id goes to the
- * waiting next_task (*ans), the rest into the deque; none: the waiter gets no_task. A give whose
- * steal_id is not the pool's pending one (a replay already applied) is ignored. Ids the pool
- * already holds, queued, handed or done, are skipped. Returns 0 (ans->waiter NULL when nobody is
- * to be answered), or -ENOENT when (job, generation, rank) is not a rank here. */
+/* GiveTasks (borrowed): the answer to the pool's pending steal (sent ahead or for a waiter). The
+ * first valid id goes to the waiting next_task (*ans), the rest into the deque; when the waiter got
+ * the only one (nothing queued), the next steal goes out ahead at once (TasksDone with unreported
+ * completions, then a StealRequest with the next steal id; nothing without a stream). An empty
+ * answer marks the pool exhausted (no further steals for it; next_task answers no_task at once),
+ * sends its unreported completions, and the waiter, if any, gets no_task. A give whose steal_id is
+ * not the pool's pending one (a replay already applied) is ignored. Ids the pool already holds
+ * (queued, handed or done) and new ids beyond the pool's total are skipped. Returns 0
+ * (ans->waiter NULL when nobody is to be answered), or -ENOENT when (job, generation, rank) is not
+ * a rank here. */
 int tide_task_deque_give(tide_task_deque_t *d, const Tide__V1__GiveTasks *g, int64_t now_ms,
                          tide_task_answer_t *ans);
-/* A Welcome arrived: sends TasksDeclared for pools whose declaration did not go out, TasksDone with
- * every completion the pools hold (a repeat is a no-op for the scheduler, a loss is not), and the
- * pending StealRequests with their ids, oldest first. */
+/* A Welcome arrived: per rank, pool by pool (oldest first), TasksDeclared (each current pool again:
+ * as declared while none of its tasks moved, else the ids it holds now, queued, handed or done,
+ * stolen ones too, released ones not, same total; a replaced pool only if never sent), then
+ * TasksDone with all its completions (repeats are no-ops for the scheduler, losses are not); then
+ * the rank's pending StealRequests with their ids, oldest first. Sends fail quietly. */
 void tide_task_deque_welcome(tide_task_deque_t *d);
 /* Heartbeat: sends TasksDone for every pool with completions not yet reported. */
 void tide_task_deque_flush(tide_task_deque_t *d);
 
-/* Queries (pure reads). Returns 0 and fills *out, or -ENXIO for an unknown rank. */
+/* Queries (pure reads). */
+/* The rank's task figures at now_ms (see tide_task_stats_t). Returns 0 and fills *out, or -ENXIO
+ * for an unknown rank (*out zeroed). */
 int tide_task_deque_stats(const tide_task_deque_t *d, uint64_t rank_id, int64_t now_ms,
                           tide_task_stats_t *out);
 /* Where id is in the rank's pool (kind, step), current or replaced. */

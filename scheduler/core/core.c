@@ -38,6 +38,7 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->straggler_ratio = 1.25;
     cfg->straggler_window_ms = 30000;
     cfg->straggler_check_ms = 5000;
+    cfg->steal_park_ms = 2000;
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)

@@ -281,6 +281,7 @@ struct tide_job {
     int32_t n_restore_stopping;
     struct tide_task_pools *tasks; /* task_pool.c: the generation's pools; NULL: none */
     int64_t straggler_check_at;    /* mono: next straggler evaluation, 0: none */
+    int64_t steal_park_at;         /* mono: the earliest parked steal's deadline, 0: none */
     uint64_t steals_reported;      /* tasks_stolen at the last job.steals event */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
@@ -373,6 +374,8 @@ typedef struct tide_core_config {
     double straggler_ratio;        /* 1.25: a rank this much slower per task than the job's median is slow */
     int64_t straggler_window_ms;   /* 30000: slow this long makes it a (persistent) straggler */
     int64_t straggler_check_ms;    /* 5000: how often a job's ranks are compared */
+    int64_t steal_park_ms;         /* 2000: a steal that cannot be served yet (a rank has not declared)
+                                      waits at most this long, then gets "none" */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */
@@ -612,8 +615,9 @@ void tide_core_worker_failed(tide_core_t *core, tide_worker_t *w, const char *wh
  * A pool is (job, generation, kind, step). Every call below checks that w runs `rank` of the job's
  * current generation; a report that fails a check returns an error with err naming what is wrong
  * (the shell logs and counts it) and changes nothing. Reports for an older generation return
- * -ESTALE and change nothing. O(tasks in the call + log ranks), no allocation per call beyond the
- * pool's first declaration. */
+ * -ESTALE and change nothing. Cost: O(ids in the call + log ranks) plus a bounded victim scan; the
+ * declaration that opens a pool is O(ranks + total) (it sizes the pool's table once; no allocation
+ * per task after that), and a rank lost with its worker costs a scan of its pools' tables. */
 
 /* Rank `rank` declared its share (ids, n) of a pool of `total` tasks. Creates the pool at the first
  * declaration (-ENOSPC when the job has max_task_pools open ones that are not complete; the oldest

@@ -294,9 +294,13 @@ void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, co
 /* task_pool.c */
 /* Drops the job's task pools (its generation or the job ended) and its straggler timer. No action. */
 void tide__tasks_free(tide_job_t *job);
-/* Rank r of the current generation exited or was lost: the tasks it holds become orphans (given to the
- * next thieves), its steal ends, a thief waiting on its release is served again. */
-void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r);
+/* Rank r of the job's generation left: it is no victim and no thief any more (its steal ends, a
+ * thief waiting on its release is served again). orphan: the tasks it still holds go back to the pool
+ * for the next thief (it was lost with its worker); else (it exited by itself) they stay with it — it
+ * may well have run them, and running them again would break exactly-once. */
+void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r, bool orphan);
+/* The job's steal_park_at passed: parked steals past their deadline are answered "none". */
+void tide__tasks_park_expire(tide_core_t *core, tide_job_t *job);
 /* w's stream ended (it may come back): its rank is asked for no release, and a thief waiting on its
  * outstanding release is served again (the release is re-sent, and its answer orphaned, later). */
 void tide__tasks_worker_down(tide_core_t *core, tide_worker_t *w);

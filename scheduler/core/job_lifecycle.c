@@ -201,6 +201,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->flush_check_at;
         if (job->straggler_check_at && job->straggler_check_at < at)
             at = job->straggler_check_at;
+        if (job->steal_park_at && job->steal_park_at < at)
+            at = job->steal_park_at;
     } else if (job->state == TIDE_JOB_PENDING && job->reconcile_deadline) {
         at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
     } else if (is_final(job->state) && job->prune_at) {
@@ -335,7 +337,7 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
     slot->worker = NULL;
     if (w && w->job == job && w->rank == rank)
         tide__worker_release(core, w);
-    tide__tasks_rank_gone(core, job, rank); /* orphans until the generation ends */
+    tide__tasks_rank_gone(core, job, rank, true); /* orphans until the generation ends */
     if (!started) {
         rollback(core, job, why);
         return;
@@ -629,7 +631,7 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
         tide__job_finish(core, job, TIDE_JOB_SUCCEEDED);
         return;
     }
-    tide__tasks_rank_gone(core, job, rank); /* tasks it still held go to other ranks */
+    tide__tasks_rank_gone(core, job, rank, false); /* it may have run what it held: no rerun */
 }
 
 void tide_core_rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
@@ -749,6 +751,8 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             tide__flush_check(core, job); /* sets the next check, or clears it */
         if (job->straggler_check_at && now >= job->straggler_check_at)
             tide__straggler_check(core, job); /* sets the next check */
+        if (job->steal_park_at && now >= job->steal_park_at)
+            tide__tasks_park_expire(core, job); /* sets the next deadline */
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;

@@ -44,6 +44,7 @@ typedef struct tp_rank {
     int steal_state;       /* enum steal_state */
     int32_t steal_victim;  /* STEAL_PENDING: the rank asked to release */
     tide_list_t park_node; /* pool->parked while STEAL_PARKED */
+    int64_t park_until;    /* mono: a parked steal is answered "none" then (steal_park_ms) */
     uint64_t *given;       /* STEAL_ANSWERED: the ids given for steal_id (replays) */
     size_t n_given, cap_given;
 } tp_rank_t;
@@ -77,6 +78,8 @@ struct tide_task_pools {
     uint64_t *stolen_recent;    /* per victim rank, since the last job.steals event */
     uint64_t *stolen_total;     /* per victim rank, this generation */
     uint64_t requests_reported; /* job->steal_requests at the last job.steals event */
+    int64_t dropped_step[3];    /* per kind: the newest step whose pool was dropped (-1: none);
+                                   reports for it or older ones are stale, not errors */
 };
 
 /* --- the slot table --- */
@@ -173,6 +176,11 @@ static tp_pool_t *pool_new(const tide_job_t *job, tide_task_kind_t kind, int64_t
         tide_list_init(&p->ranks[r].park_node);
         p->ranks[r].release_thief = -1;
         p->ranks[r].steal_victim = -1;
+        /* A rank that left before the pool opened never declares: it must not hold it open. */
+        if (job->ranks[r].state == TIDE_RANK_EXITED || job->ranks[r].state == TIDE_RANK_LOST) {
+            p->ranks[r].gone = true;
+            p->ranks_declared++;
+        }
     }
     tide_heap_init(&p->victims);
     tide_list_init(&p->parked);
@@ -212,6 +220,7 @@ void tide__tasks_free(tide_job_t *job)
     tide_task_pools_t *pools = job->tasks;
 
     job->straggler_check_at = 0;
+    job->steal_park_at = 0;
     job->stragglers = 0;
     if (!pools)
         return;
@@ -277,6 +286,14 @@ static int check_rank(tide_core_t *core, tide_worker_t *w, const char *job_id, i
 
 static int no_pool(tide_error_t *err, const tide_job_t *job, tide_task_kind_t kind, int64_t step)
 {
+    const tide_task_pools_t *pools = job->tasks;
+
+    if (pools && kind >= TIDE_TASK_MEMBER && kind <= TIDE_TASK_DETACHED &&
+        step <= pools->dropped_step[kind]) {
+        tide_errprintf(err, "step: the %s pool of step %" PRId64 " is over", tide_task_kind_name(kind),
+                       step);
+        return -ESTALE;
+    }
     tide_errprintf(err, "step: job %s generation %d has no %s pool of step %" PRId64, job->id,
                    (int)job->generation, tide_task_kind_name(kind), step);
     return -ENOENT;
@@ -414,8 +431,10 @@ static bool drained(const ctx_t *c)
 
     if (pool_complete(p))
         return true;
-    return p->ranks_declared == c->pools->n_ranks && p->declared == p->total && p->n_pos == 0 &&
-           p->n_releases == 0 && p->orphaned == 0;
+    /* Every live rank declared: ids of `total` nobody declared do not exist (or were lost with a
+     * restarted scheduler) and are not waited for. */
+    return p->ranks_declared == c->pools->n_ranks && p->n_pos == 0 && p->n_releases == 0 &&
+           p->orphaned == 0;
 }
 
 static void given_reserve(tp_rank_t *R, size_t n)
@@ -514,6 +533,13 @@ static bool try_serve(ctx_t *c, int32_t t)
         give(c, t);
         return true;
     }
+    /* A rank slower per task than the job's median (straggler.c) does not take work from faster
+     * ranks: a stolen task would take it longer than its victim, and at the end of a step it is what
+     * everyone waits for. Its own tasks still run; "none" is always safe. */
+    if (c->job->ranks[t].straggler != TIDE_STRAGGLER_NONE) {
+        give(c, t);
+        return true;
+    }
     v = pick_victim(c, t);
     if (v >= 0) {
         tp_rank_t *V = &p->ranks[v];
@@ -536,15 +562,25 @@ static bool try_serve(ctx_t *c, int32_t t)
     return false;
 }
 
+/* A thief that cannot be served yet waits for a declaration or a release, at most steal_park_ms:
+ * then it is told there is nothing left (always safe: every task stays with its holder), so a rank
+ * that never declares its share (its trainer lost its worker, a scheduler restarted) costs the others
+ * their stealing, never a hang. front: put back after a failed retry, keeping its deadline. */
 static void park(ctx_t *c, int32_t t, bool front)
 {
     tp_rank_t *T = &c->p->ranks[t];
 
     T->steal_state = STEAL_PARKED;
-    if (front)
+    if (front) {
         tide_list_push_front(&c->p->parked, &T->park_node);
-    else
+    } else {
         tide_list_push_back(&c->p->parked, &T->park_node);
+        T->park_until = c->core->now_mono + c->core->cfg.steal_park_ms;
+        if (!c->job->steal_park_at || T->park_until < c->job->steal_park_at) {
+            c->job->steal_park_at = T->park_until;
+            tide__job_rearm(c->core, c->job);
+        }
+    }
     c->p->steals_parked++;
 }
 
@@ -618,8 +654,32 @@ static tide_task_pools_t *pools_get(tide_core_t *core, tide_job_t *job)
     pools->stolen_recent = tide_xcalloc((size_t)job->n_ranks + 1, sizeof(uint64_t));
     pools->stolen_total = tide_xcalloc((size_t)job->n_ranks + 1, sizeof(uint64_t));
     pools->requests_reported = job->steal_requests;
+    pools->dropped_step[0] = pools->dropped_step[1] = pools->dropped_step[2] = -1;
     job->tasks = pools;
     return pools;
+}
+
+/* Whether every rank still in the generation declared a newer step of pool i's kind (the one rank
+ * declaring `step` now counts): they all finished their part of pool i, so nobody waits on it and
+ * what is still unreported of it never matters again. O(pools x ranks): only when a job's pool table
+ * is full. */
+static bool superseded(const tide_task_pools_t *pools, int32_t i, int32_t rank, tide_task_kind_t kind,
+                       int64_t step)
+{
+    const tp_pool_t *p = pools->pools[i];
+
+    for (int32_t r = 0; r < pools->n_ranks; r++) {
+        bool newer = r == rank && kind == p->kind && step > p->step;
+        if (p->ranks[r].gone)
+            continue;
+        for (int32_t j = 0; !newer && j < pools->n_pools; j++) {
+            const tp_pool_t *q = pools->pools[j];
+            newer = q->kind == p->kind && q->step > p->step && q->ranks[r].declared;
+        }
+        if (!newer)
+            return false;
+    }
+    return true;
 }
 
 /* Drops pool i (complete): thieves still waiting on it are told there is nothing left. */
@@ -638,6 +698,9 @@ static void pool_drop(tide_core_t *core, tide_task_pools_t *pools, int32_t i)
         T->n_given = 0;
         give(&c, t);
     }
+    if (c.p->kind >= TIDE_TASK_MEMBER && c.p->kind <= TIDE_TASK_DETACHED &&
+        c.p->step > pools->dropped_step[c.p->kind])
+        pools->dropped_step[c.p->kind] = c.p->step;
     pool_free(c.p, pools->n_ranks);
     pools->pools[i] = pools->pools[--pools->n_pools];
 }
@@ -699,6 +762,14 @@ int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *jo
             }
             if (same)
                 return 0;
+            /* A worker declares again after a reconnect what its rank holds by then (some ids went to
+             * thieves, some came from victims): every id known to the pool means a repeat, which
+             * changes nothing. */
+            same = true;
+            for (size_t i = 0; same && i < n; i++)
+                same = slot_find(p, ids[i]) != NULL;
+            if (same)
+                return 0;
             tide_errprintf(err,
                            "task_ids: rank %d already declared %" PRIu64
                            " tasks of this pool (%s, step %" PRId64 ")",
@@ -712,11 +783,18 @@ int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *jo
                            p->declared, n, total);
             return -EINVAL;
         }
+    } else if (pools && step <= pools->dropped_step[kind]) {
+        return no_pool(err, job, kind, step); /* over: opening it again would strand its thieves */
     } else {
         if (pools && pools->n_pools >= pools->cap_pools) {
             for (int32_t i = 0; i < pools->n_pools; i++)
                 if (pool_complete(pools->pools[i]) &&
                     (drop < 0 || pools->pools[i]->seq < pools->pools[drop]->seq))
+                    drop = i;
+            /* Completions still on their way (workers batch them) keep a finished step's pool
+             * incomplete: one that every rank has moved on from goes as well. */
+            for (int32_t i = 0; drop < 0 && i < pools->n_pools; i++)
+                if (superseded(pools, i, rank, kind, step))
                     drop = i;
             if (drop < 0) {
                 tide_errprintf(err, "step: job %s has %d task pools open and none is complete",
@@ -938,7 +1016,35 @@ static tide_task_pools_t *pools_of(tide_worker_t *w, int32_t *rank)
     return job->tasks;
 }
 
-void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r)
+/* Parked steals whose steal_park_ms passed are answered "none"; the job's next park deadline is
+ * set again. O(parked thieves). */
+void tide__tasks_park_expire(tide_core_t *core, tide_job_t *job)
+{
+    tide_task_pools_t *pools = job->tasks;
+    int64_t next = 0;
+
+    job->steal_park_at = 0;
+    if (!pools)
+        return;
+    for (int32_t i = 0; i < pools->n_pools; i++) {
+        ctx_t c = {core, job, pools, pools->pools[i]};
+        tide_list_t *pos, *tmp;
+        tide_list_for_each_safe(pos, tmp, &c.p->parked) {
+            tp_rank_t *T = tide_list_entry(pos, tp_rank_t, park_node);
+            int32_t t = (int32_t)(T - c.p->ranks);
+            if (T->park_until <= core->now_mono) {
+                unpark(&c, t);
+                T->n_given = 0;
+                give(&c, t);
+            } else if (!next || T->park_until < next) {
+                next = T->park_until;
+            }
+        }
+    }
+    job->steal_park_at = next;
+}
+
+void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r, bool orphan)
 {
     tide_task_pools_t *pools = job->tasks;
 
@@ -952,7 +1058,8 @@ void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r)
         R->gone = true;
         if (!R->declared)
             c.p->ranks_declared++;
-        orphan_all(c.p, r);
+        if (orphan)
+            orphan_all(c.p, r);
         if (R->steal_state == STEAL_PARKED) {
             unpark(&c, r);
         } else if (R->steal_state == STEAL_PENDING) {

@@ -22,6 +22,7 @@ typedef struct sopt {
     double task_ms, latency_ms, noise, hiccup_p, hiccup_speed, slow_speed, mfu_ideal;
     int slow_rank;
     uint64_t seed;
+    bool no_ahead; /* the worker steals only once the trainer waits */
 } sopt_t;
 
 /* A message in flight or a rank's next pop, ordered by time then sequence. */
@@ -87,12 +88,16 @@ typedef struct srank {
     size_t head, tail, cap;
     double speed;   /* this step */
     double busy_ms; /* this step */
+    uint64_t n_run; /* tasks run this step */
     double done_at; /* no_task received */
     bool running;   /* a task in hand */
     uint64_t cur, steal_id;
     uint64_t done_buf[4096];
     size_t n_done;
     bool finished;
+    bool waiting;   /* the trainer waits for the steal */
+    bool steal_out; /* a StealRequest has no answer yet */
+    bool exhausted; /* a steal was answered with none */
 } srank_t;
 
 typedef struct srun {
@@ -139,6 +144,23 @@ static tide_worker_t *wk(srun_t *s, int r)
 }
 
 /* Rank r's trainer asks for its next task at s->now (having finished cur if running). */
+/* The worker's StealRequest, with the completions first (as worker/task_deque.c sends them). */
+static void steal(srun_t *s, int r, int64_t step)
+{
+    srank_t *k = &s->r[r];
+    tide_error_t err;
+
+    if (k->steal_out || k->exhausted)
+        return;
+    if (k->n_done) {
+        tide_core_tasks_done(s->core, wk(s, r), s->job->id, s->job->generation, r, TIDE_TASK_MEMBER, step,
+                             k->done_buf, k->n_done, (uint32_t)(k->tail - k->head), &err);
+        k->n_done = 0;
+    }
+    k->steal_out = true;
+    push(s, s->now + s->o->latency_ms, EV_STEAL, r, ++k->steal_id, 0, NULL, 0);
+}
+
 static void next_task(srun_t *s, int r, int64_t step)
 {
     srank_t *k = &s->r[r];
@@ -158,21 +180,26 @@ static void next_task(srun_t *s, int r, int64_t step)
         k->cur = k->dq[k->head++];
         k->running = true;
         k->busy_ms += d;
+        k->n_run++;
         push(s, s->now + d, EV_POP, r, 0, 0, NULL, 0);
+        /* The worker steals ahead as the trainer takes its last queued task (worker/task_deque.c). */
+        if (k->head == k->tail && s->stealing && !s->o->no_ahead)
+            steal(s, r, step);
         return;
     }
-    /* Empty: report what is done, then steal (or finish without stealing). */
-    if (k->n_done) {
-        tide_core_tasks_done(s->core, wk(s, r), s->job->id, s->job->generation, r, TIDE_TASK_MEMBER, step,
-                             k->done_buf, k->n_done, 0, &err);
-        k->n_done = 0;
-    }
-    if (!s->stealing) {
+    if (!s->stealing || k->exhausted) {
+        if (k->n_done) { /* the worker reports the last completions at once */
+            tide_core_tasks_done(s->core, wk(s, r), s->job->id, s->job->generation, r, TIDE_TASK_MEMBER, step,
+                                 k->done_buf, k->n_done, 0, &err);
+            k->n_done = 0;
+        }
         k->finished = true;
         k->done_at = s->now;
         return;
     }
-    push(s, s->now + s->o->latency_ms, EV_STEAL, r, ++k->steal_id, 0, NULL, 0);
+    k->waiting = true;
+    if (!k->steal_out)
+        steal(s, r, step);
 }
 
 static void on_event(srun_t *s, ev_t *e, int64_t step)
@@ -204,11 +231,15 @@ static void on_event(srun_t *s, ev_t *e, int64_t step)
         drain(s);
         break;
     case EV_GIVE:
-        if (e->id != k->steal_id)
+        if (e->id != k->steal_id || !k->steal_out)
             break;
+        k->steal_out = false;
         if (e->n == 0) {
-            k->finished = true;
-            k->done_at = s->now;
+            k->exhausted = true;
+            if (k->waiting) {
+                k->finished = true;
+                k->done_at = s->now;
+            }
             break;
         }
         s->stolen += e->n;
@@ -219,7 +250,10 @@ static void on_event(srun_t *s, ev_t *e, int64_t step)
             }
             k->dq[k->tail++] = e->ids[i];
         }
-        next_task(s, e->rank, step);
+        if (k->waiting) {
+            k->waiting = false;
+            next_task(s, e->rank, step);
+        }
         break;
     }
     free(e->ids);
@@ -298,8 +332,9 @@ static void run(const sopt_t *o, bool stealing, sresult_t *res)
             k->speed = sp;
             k->head = k->tail = 0;
             k->busy_ms = 0;
+            k->n_run = 0;
             k->done_at = t0;
-            k->running = k->finished = false;
+            k->running = k->finished = k->waiting = k->steal_out = k->exhausted = false;
             k->n_done = 0;
             for (int t = 0; t < o->tasks; t++)
                 k->dq[k->tail++] = (uint64_t)(r * o->tasks + t);
@@ -315,6 +350,16 @@ static void run(const sopt_t *o, bool stealing, sresult_t *res)
         }
         for (int r = 0; r < o->ranks; r++) {
             srank_t *k = &s.r[r];
+            if (!k->finished) {
+                tide_task_pool_info_t pi;
+                tide_core_task_pool(s.core, s.job, TIDE_TASK_MEMBER, step, &pi);
+                fprintf(stderr, "tide-sim steal: step %d: rank %d never finished (waiting %d, steal out %d, "
+                        "queued %zu; pool: total %llu committed %llu queued %llu orphaned %llu pending %d parked %d)\n",
+                        step, r, k->waiting, k->steal_out, k->tail - k->head, (unsigned long long)pi.total,
+                        (unsigned long long)pi.committed, (unsigned long long)pi.queued,
+                        (unsigned long long)pi.orphaned, pi.steals_pending, pi.steals_parked);
+                abort();
+            }
             if (k->done_at > end)
                 end = k->done_at;
             work += o->task_ms * (double)o->tasks; /* every task's useful work, at full speed */
@@ -325,13 +370,32 @@ static void run(const sopt_t *o, bool stealing, sresult_t *res)
             bmax = b > bmax ? b : bmax;
             bsum += b;
         }
+        /* What each rank's worker reports with its heartbeats: its time per task over the step (the
+         * real worker's ~10 s window is many steps; one step is enough for a model without noise in
+         * the measurement). The core compares the ranks every straggler_check_ms of simulated time. */
+        for (int r = 0; r < o->ranks; r++) {
+            srank_t *k = &s.r[r];
+            tide_trainer_progress_t pr = {.sdk = true, .step = step, .step_seconds = (end - t0) / 1e3};
+            pr.task_seconds = k->n_run ? k->busy_ms / 1e3 / (double)k->n_run : 0;
+            pr.busy_fraction = k->busy_ms / (end - t0);
+            pr.tasks_run = k->n_run;
+            tide_core_rank_progress(s.core, wk(&s, r), s.job->id, s.job->generation, r, &pr);
+        }
+        s.now = end; /* the collective; the next step starts together */
+        tide_core_set_time(s.core, 1000 + (int64_t)s.now, 1000 + (int64_t)s.now);
+        for (int r = 0; r < o->ranks; r++) { /* the workers are alive */
+            tide_telemetry_t tel = {.gpu_util = s.r[r].busy_ms / (end - t0)};
+            tide_core_worker_heartbeat(s.core, wk(&s, r), &tel);
+        }
+        tide_core_tick(s.core);
+        tide_core_actions_clear(s.core);
+        if (s.job->state != TIDE_JOB_RUNNING)
+            abort(); /* the model keeps every worker alive */
         res->step_ms[step] = end - t0;
         /* MFU: the model FLOPs of the step over what the GPUs could do in its time, scaled so that a
          * perfectly balanced step at full speed has mfu_ideal. */
         res->mfu[step] = o->mfu_ideal * work / ((double)o->ranks * (end - t0));
         res->busy_spread[step] = (bmax - bmin) / 2 / (bsum / o->ranks);
-        s.now = end; /* the collective; the next step starts together */
-        tide_core_set_time(s.core, 1000 + (int64_t)s.now, 1000 + (int64_t)s.now);
     }
     res->total_ms = s.now;
     res->stolen = s.stolen;
@@ -367,7 +431,8 @@ static void usage(FILE *f)
                "  --noise SIGMA     log-normal spread of a rank's speed per step (default 0.10)\n"
                "  --hiccup P        chance per rank and step of a transient slowdown to 50%% (default 0.02)\n"
                "  --slow RANK=SPEED one rank slow for good, e.g. 3=0.5 (default none)\n"
-               "  --seed N          (default 1)\n");
+               "  --seed N          (default 1)\n"
+               "  --no-steal-ahead  steal only when the trainer waits (the worker steals ahead by default)\n");
 }
 
 int tide_steal_sim_main(int argc, char **argv)
@@ -378,6 +443,7 @@ int tide_steal_sim_main(int argc, char **argv)
         {"latency-ms", required_argument, NULL, 'l'}, {"noise", required_argument, NULL, 'n'},
         {"hiccup", required_argument, NULL, 'p'},  {"slow", required_argument, NULL, 'w'},
         {"seed", required_argument, NULL, 'e'},    {"help", no_argument, NULL, 'h'},
+        {"no-steal-ahead", no_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
     sopt_t o = {.ranks = 64, .tasks = 16, .steps = 200, .task_ms = 20, .latency_ms = 0.1, .noise = 0.10,
@@ -405,6 +471,10 @@ int tide_steal_sim_main(int argc, char **argv)
                 o.slow_speed = strtod(end + 1, &end);
             else
                 end = optarg; /* error below */
+            break;
+        case 'A':
+            o.no_ahead = true;
+            end = (char *)"";
             break;
         case 'h':
             usage(stdout);

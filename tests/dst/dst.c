@@ -4,7 +4,8 @@
  * world alone until every job must have ended. The same seed replays the same run bit for bit.
  *
  *   tide-dst [--seed K] [--seeds N] [--chaos-ms MS] [--trace] [--no-restarts] [--no-net-faults]
- *            [--no-preemption] [--no-flush] [--no-starvation] [--strict | --strict-kb N ...] [-q]
+ *            [--no-preemption] [--no-flush] [--no-starvation] [--no-tasks] [--strict | --strict-kb N ...]
+ *            [--keep-going] [-q]
  *
  * Without --seed, TIDE_DST_SEED (default 1) is the first seed; without --seeds, TIDE_DST_SEEDS
  * (default 1 with --seed, else 400). */
@@ -97,6 +98,8 @@ void dst_trace(dst_t *d, const char *fmt, ...)
 }
 
 static dst_t *g_cur; /* the seed being run, for the failure report */
+static bool g_keep_going; /* --keep-going: a failing seed is listed and the next one runs */
+static jmp_buf g_seed_jb;
 
 void dst_fail(dst_t *d, const char *fmt, ...)
 {
@@ -115,6 +118,8 @@ void dst_fail(dst_t *d, const char *fmt, ...)
         for (uint64_t i = first; i < d->n_trace; i++)
             fprintf(stderr, "  %s\n", d->trace[i % DST_TRACE_LINES]);
     }
+    if (g_keep_going)
+        longjmp(g_seed_jb, 1);
     fail_msg("DST seed %" PRIu64 " step %" PRIu64 ": %s", d->seed, d->step, msg);
     abort(); /* not reached: fail_msg jumps out of the test */
 }
@@ -145,6 +150,7 @@ static void draw_knobs(dst_t *d)
     k->p_drop = faults ? dst_range(d, 0, 40) / 10000.0 : 0;
     k->p_slow = faults ? dst_range(d, 0, 20) / 1000.0 : 0;
     k->p_dup = dst_range(d, 0, 100) / 1000.0;
+    k->p_late = dst_range(d, 0, 50) / 1000.0;
     k->delay_max_ms = dst_range(d, 1, 60);
     k->w_crash = faults * (int)dst_range(d, 0, 2);
     k->w_leave = faults * (int)dst_range(d, 0, 1);
@@ -160,6 +166,8 @@ static void draw_knobs(dst_t *d)
     k->w_mfu = (int)dst_range(d, 2, 8);
     k->p_flush_fail = dst_range(d, 0, 30) / 100.0;
     k->job_telemetry = dst_chance(d, 0.5);
+    k->p_tasks = d->sw.no_tasks ? 0 : 0.5;
+    k->stealing = dst_chance(d, 0.9);
 }
 
 static const char *const pool_names[] = {"crit", "shared", "scratch"};
@@ -194,6 +202,13 @@ static void draw_config(dst_t *d, tide_core_config_t *cfg)
         break;
     }
     cfg->lost_restarts = dst_chance(d, 0.5) ? (int32_t)dst_range(d, 1, 3) : 0;
+    /* work stealing: few pools (older complete ones are dropped), fast straggler checks */
+    cfg->stealing = d->k.stealing;
+    if (dst_chance(d, 0.3))
+        cfg->max_task_pools = (int32_t)dst_range(d, 2, 4);
+    cfg->straggler_check_ms = dst_range(d, 500, 5000);
+    cfg->straggler_window_ms = dst_range(d, 1000, 30000);
+    cfg->straggler_ratio = dst_range(d, 110, 200) / 100.0;
     /* pools: a critical pool (dedicated or not), a shared one, one for LOW work */
     n_pools = 0;
     if (dst_chance(d, 0.6))
@@ -284,7 +299,22 @@ static void inject_submit(dst_t *d)
     b.peer_timeout_ms = dst_range(d, 500, 8000);
     b.fail_p = dst_range(d, 0, 15) / 100.0;
     b.mfu = dst_range(d, 5, 80) / 100.0;
+    if (b.sdk && dst_chance(d, d->k.p_tasks)) {
+        /* its steps are tasks: about as long as step_ms when balanced */
+        b.tasks = true;
+        b.task_kind = dst_chance(d, 0.8) ? TIDE_TASK_MEMBER : TIDE_TASK_DETACHED;
+        b.n_tasks = (int32_t)dst_range(d, 1, W_MAX_TASKS);
+        b.id_base = dst_chance(d, 0.5) ? 0 : (uint64_t)dst_range(d, 0, (1LL << 52));
+        b.id_stride = (uint64_t)dst_range(d, 1, 1000);
+        b.task_ms = b.step_ms * spec.min_workers / b.n_tasks;
+        if (b.task_ms < 1)
+            b.task_ms = 1;
+        b.p_slow_rank = dst_range(d, 0, 40) / 100.0;
+        b.total_steps = b.total_steps > 120 ? 120 : b.total_steps; /* each step is many events */
+    }
     rc = shell_submit(d, &spec, &b, id, sizeof(id));
+    if (rc == 0 && b.tasks)
+        d->stats->task_jobs++;
     if (rc == 0)
         dst_trace(d, "client: submit -> job %s (%s, %d..%d, pool %s, %llu GiB, %s, device %s)", id,
                   tide_prio_name(spec.priority), spec.min_workers, spec.max_workers, spec.pool ? spec.pool : "-",
@@ -374,10 +404,11 @@ static void inject(dst_t *d)
 static void calm_down(dst_t *d)
 {
     d->calm = true;
+    d->calm_at = d->now;
     dst_trace(d, "dst: the world is left alone");
     for (int i = 0; i < d->world->n; i++) {
         agent_t *a = &d->world->a[i];
-        a->frozen = false;
+        world_thaw(d, a);
         world_join(d, a);
     }
 }
@@ -444,7 +475,7 @@ static void run_seed(uint64_t seed)
     d->sw = opt.sw;
     d->trace_all = opt.trace;
     d->stats = &g_stats;
-    d->world = world_new();
+    d->world = world_new(d);
     d->net = net_new();
     d->store = store_new();
     d->chk = chk_new();
@@ -489,13 +520,34 @@ static void run_seed(uint64_t seed)
 
 /* --- CMocka glue and the command line --- */
 
+static void dst_free(dst_t *d);
+
 static void test_dst(void **state)
 {
+    static uint64_t failed[64];
+    static volatile uint64_t n_failed;
+
     (void)state;
-    for (uint64_t i = 0; i < opt.n; i++) {
+    for (volatile uint64_t i = 0; i < opt.n; i++) {
+        if (g_keep_going && setjmp(g_seed_jb)) {
+            /* the seed failed (dst_fail printed why): note it, drop its world, go on */
+            if (n_failed < 64)
+                failed[n_failed] = g_cur->seed;
+            n_failed++;
+            dst_free(g_cur);
+            g_cur = NULL;
+            continue;
+        }
         run_seed(opt.first + i);
         if (!opt.quiet && opt.n >= 100 && (i + 1) % 100 == 0)
             fprintf(stderr, "dst: %" PRIu64 " of %" PRIu64 " seeds\n", i + 1, opt.n);
+    }
+    if (n_failed) {
+        fprintf(stderr, "dst: %" PRIu64 " of %" PRIu64 " seed(s) failed:", (uint64_t)n_failed, opt.n);
+        for (uint64_t k = 0; k < n_failed && k < 64; k++)
+            fprintf(stderr, " %" PRIu64, failed[k]);
+        fprintf(stderr, "%s\n", n_failed > 64 ? " ..." : "");
+        fail_msg("DST: %" PRIu64 " seed(s) failed", (uint64_t)n_failed);
     }
 }
 
@@ -519,9 +571,11 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tide-dst [--seed K] [--seeds N] [--chaos-ms MS] [--trace] [-q]\n"
                "                [--no-restarts] [--no-net-faults] [--no-preemption] [--no-flush] "
-               "[--no-starvation] [--strict | --strict-kb N ...]\n"
+               "[--no-starvation] [--no-tasks] [--strict | --strict-kb N ...]\n"
+               "                [--keep-going]\n"
                "--strict: no tolerance for the known core bugs KB1..KB%d (tests/dst/README.md); --strict-kb N: for "
                "KBN only\n"
+               "--keep-going: list every failing seed instead of stopping at the first\n"
                "Runs N seeds from K (TIDE_DST_SEED, TIDE_DST_SEEDS; default: seed 1, 400 seeds).\n",
             DST_KNOWN_BUGS);
 }
@@ -548,7 +602,7 @@ static bool parse(int argc, char **argv)
             bool *flag;
         } sws[] = {{"--no-restarts", &opt.sw.no_restarts},     {"--no-net-faults", &opt.sw.no_net_faults},
                    {"--no-preemption", &opt.sw.no_preemption}, {"--no-flush", &opt.sw.no_flush},
-                   {"--no-starvation", &opt.sw.no_starvation}};
+                   {"--no-starvation", &opt.sw.no_starvation}, {"--no-tasks", &opt.sw.no_tasks}};
         bool matched = false;
         for (size_t k = 0; k < sizeof(sws) / sizeof(sws[0]); k++) {
             if (strcmp(a, sws[k].name) == 0) {
@@ -563,6 +617,8 @@ static bool parse(int argc, char **argv)
             for (int k = 1; k <= DST_KNOWN_BUGS; k++)
                 opt.sw.strict[k] = true;
             sl += (size_t)snprintf(opt.switches + sl, sizeof(opt.switches) - sl, " --strict");
+        } else if (strcmp(a, "--keep-going") == 0) {
+            g_keep_going = true;
         } else if (strcmp(a, "--strict-kb") == 0 && i + 1 < argc) {
             int k = atoi(argv[++i]);
             if (k < 1 || k > DST_KNOWN_BUGS) {
@@ -626,13 +682,27 @@ int main(int argc, char **argv)
                 ", requeued %" PRIu64 ", preempting %" PRIu64 ", preempted %" PRIu64 ", aged %" PRIu64 "\n"
                 "dst: checkpoints %" PRIu64 ", held %" PRIu64 ", durable %" PRIu64 ", flush failed %" PRIu64
                 ", requests missed %" PRIu64 ", workers dead %" PRIu64 "\n"
-                "dst: checks: placement %" PRIu64 ", reserve %" PRIu64 ", starvation %" PRIu64 "\n",
+                "dst: checks: placement %" PRIu64 ", reserve %" PRIu64 ", starvation %" PRIu64 "\n"
+                "dst: tasks: %" PRIu64 " jobs, %" PRIu64 " generations; %" PRIu64 " handed; steps %" PRIu64
+                " ended (%" PRIu64 " checked exactly once, %" PRIu64 " complete across a restart, %" PRIu64
+                " lost %" PRIu64 " task(s) to a restart, %" PRIu64 " cut by a generation end); %" PRIu64
+                " handed again after their generation ended\n"
+                "dst: steals: %" PRIu64 " requests sent, %" PRIu64 " gives (%" PRIu64 " tasks, %" PRIu64
+                " empty), %" PRIu64 " releases, %" PRIu64 " waits (longest %lld ms); task messages duplicated %"
+                PRIu64 ", late %" PRIu64 "; refused by the core %" PRIu64 " (%" PRIu64
+                " declarations: no pool room)\n"
+                "dst: task checks: pools %" PRIu64 ", commits %" PRIu64 ", gives %" PRIu64 "\n",
                 s->seeds, secs, secs > 0 ? (double)s->seeds / secs : 0, s->steps, (double)s->sim_ms / 60000.0,
                 s->core_calls, s->restarts, s->lossy_restarts, s->msgs, s->drops, s->slow, s->dups, s->spawns,
                 s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
                 s->ev_rolled_back, s->ev_requeued, s->ev_preempting, s->ev_preempted, s->ev_aged, s->ev_ckpt,
                 s->ev_held, s->ev_durable, s->ev_flush_failed, s->ev_ckpt_missed, s->ev_worker_dead,
-                s->placement_checks, s->reserve_checks, s->starvation_checks);
+                s->placement_checks, s->reserve_checks, s->starvation_checks, s->task_jobs, s->task_trainers,
+                s->tasks_handed, s->task_steps, s->task_steps_exact, s->task_steps_restart, s->task_steps_restart_lost,
+                s->tasks_restart_lost, s->task_steps_gen_cut, s->task_dups_gen_over, s->steals_sent, s->gives,
+                s->gives_ids, s->gives_empty, s->releases, s->waits, (long long)s->wait_max_ms, s->task_msgs_dup,
+                s->task_msgs_late, s->task_rejected, s->declare_nospace, s->pool_checks, s->commit_checks,
+                s->give_checks);
     }
     return rc;
 }

@@ -28,7 +28,8 @@ typedef struct dst_knobs {
     /* network */
     double p_drop;           /* a message breaks its stream */
     double p_slow;           /* a message takes 0.3..3 s */
-    double p_dup;            /* a rank report is sent twice */
+    double p_dup;            /* a rank report or a task message is sent twice */
+    double p_late;           /* a task message to the scheduler also arrives again, late and out of order */
     int64_t delay_max_ms;    /* ordinary per-message delay: 1..this */
     /* faults, as weights among injected actions */
     int w_crash, w_leave, w_join, w_hang, w_blip, w_fail, w_restart;
@@ -36,6 +37,8 @@ typedef struct dst_knobs {
     int w_submit, w_cancel, w_cordon, w_ckpt, w_mfu;
     double p_flush_fail;     /* a durable copy fails */
     bool job_telemetry;      /* the shell reports job-level MFU (tide_core_job_telemetry) */
+    double p_tasks;          /* an SDK job runs its steps as tasks (docs/work-stealing.md) */
+    bool stealing;           /* cfg.stealing (off in a few seeds: every steal is answered "none") */
 } dst_knobs_t;
 
 #define DST_KNOWN_BUGS 4
@@ -47,6 +50,7 @@ typedef struct dst_switches {
     bool no_preemption;   /* cfg.preemption off */
     bool no_flush;        /* cfg.ckpt_flush off */
     bool no_starvation;   /* skip the "no job waits while capacity allows" check */
+    bool no_tasks;        /* no job uses tasks (work stealing) */
     /* Known core bugs the checks tolerate unless --strict or --strict-kb N (tests/dst/README.md has
      * reproductions and proposed fixes). All four are fixed and always checked (strict set by default);
      * the descriptions stay as the record of what the checks guard:
@@ -76,6 +80,12 @@ typedef struct dst_stats {
     uint64_t ev_started, ev_preempting, ev_preempted, ev_requeued, ev_rolled_back, ev_aged;
     uint64_t ev_ckpt, ev_durable, ev_flush_failed, ev_held, ev_succeeded, ev_failed, ev_cancelled;
     uint64_t ev_worker_dead, ev_ckpt_missed, reserve_checks, placement_checks, starvation_checks;
+    /* work stealing */
+    uint64_t task_jobs, task_trainers, tasks_handed, task_steps, task_steps_exact, task_steps_restart,
+        task_steps_restart_lost, tasks_restart_lost, task_steps_gen_cut, task_dups_gen_over;
+    uint64_t steals_sent, gives, gives_ids, gives_empty, releases, task_msgs_dup, task_msgs_late;
+    uint64_t task_rejected, declare_nospace, pool_checks, commit_checks, give_checks, waits;
+    int64_t wait_max_ms;
     int64_t sim_ms;
 } dst_stats_t;
 
@@ -85,6 +95,7 @@ struct dst {
     int64_t now;      /* virtual monotonic ms */
     uint64_t step;    /* iterations of the event loop so far */
     bool calm;        /* the quiesce phase: no faults, a reliable network */
+    int64_t calm_at;  /* when it began */
     bool changed;     /* a core call in this step emitted actions: the core checks run */
     int64_t checked_at; /* when they last ran (they run at least every DST_CHECK_EVERY_MS) */
     dst_knobs_t k;

@@ -14,6 +14,9 @@
 
 #define DST_CHECK_EVERY_MS 250
 
+static void check_job_pools(dst_t *d, const char *job_id);
+static void check_steal_liveness(dst_t *d, bool final);
+
 /* What the checker knows of one job number. */
 typedef struct cjob {
     char id[DST_ID_MAX];
@@ -43,12 +46,34 @@ typedef struct claunch {
     UT_hash_handle hh;
 } claunch_t;
 
+/* The first answer the live core gave to a steal id, which every replay must repeat. */
+typedef struct cgive {
+    char key[80]; /* "job/gen/rank/kind/step/steal_id" */
+    uint64_t *ids;
+    size_t n;
+    UT_hash_handle hh;
+} cgive_t;
+
 struct checker {
     cjob_t *jobs;
     claunch_t *launches;
+    cgive_t *gives;
     char (*dead)[32]; /* workers declared dead in the open turn */
     size_t n_dead, cap_dead;
+    char (*touched)[DST_ID_MAX]; /* jobs named by the open turn's events */
+    size_t n_touched, cap_touched;
 };
+
+static void gives_clear(checker_t *c)
+{
+    cgive_t *g, *gt;
+
+    HASH_ITER(hh, c->gives, g, gt) {
+        HASH_DEL(c->gives, g);
+        free(g->ids);
+        free(g);
+    }
+}
 
 checker_t *chk_new(void)
 {
@@ -70,7 +95,9 @@ void chk_free(checker_t *c)
         HASH_DEL(c->launches, l);
         free(l);
     }
+    gives_clear(c);
     free(c->dead);
+    free(c->touched);
     free(c);
 }
 
@@ -508,6 +535,18 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
             if (j)
                 j->preempting_since = d->now;
         }
+        if (ev[i].job[0]) {
+            bool seen = false;
+            for (size_t k = 0; k < c->n_touched && !seen; k++)
+                seen = strcmp(c->touched[k], ev[i].job) == 0;
+            if (!seen) {
+                if (c->n_touched == c->cap_touched) {
+                    c->cap_touched = c->cap_touched ? c->cap_touched * 2 : 16;
+                    c->touched = tide_xrealloc(c->touched, c->cap_touched * sizeof(*c->touched));
+                }
+                snprintf(c->touched[c->n_touched++], DST_ID_MAX, "%s", ev[i].job);
+            }
+        }
         if (strcmp(t, "worker.dead") == 0 && ev[i].worker[0]) {
             st->ev_worker_dead++;
             if (c->n_dead == c->cap_dead) {
@@ -519,6 +558,16 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
     }
     check_reserve(d, ev, n, reserve_before, usable_before);
     check_gate(d, ev, n);
+    /* a rank that went (lost, exited, its worker dead) holds no task of a pool that is still open */
+    for (size_t i = 0; i < n && d->shell->up; i++) {
+        bool seen = false;
+        if (!ev[i].job[0])
+            continue;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(ev[k].job, ev[i].job) == 0;
+        if (!seen)
+            check_job_pools(d, ev[i].job);
+    }
     /* KB3 (dst.h): a generation that rolls back never started */
     for (size_t i = 0; i < n && d->sw.strict[3]; i++)
         if (strcmp(ev[i].type, "job.running") == 0)
@@ -539,11 +588,23 @@ void chk_turn_committed(dst_t *d)
     for (size_t i = 0; i < c->n_dead; i++)
         world_orphan(d->world, c->dead[i]);
     c->n_dead = 0;
+    /* So is a generation's end: what its ranks run from now on counts for nothing (world_gen_over
+     * remembers it across a crash that follows) */
+    for (size_t i = 0; i < c->n_touched && d->shell->up; i++) {
+        const tide_job_t *job = tide_core_job_find(d->shell->core, c->touched[i]);
+        for (int32_t g = job ? job->generation : 0; g >= 1; g--) {
+            trainer_t *tr = world_trainer(d->world, c->touched[i], g);
+            if (tr)
+                (void)world_gen_over(d, tr);
+        }
+    }
+    c->n_touched = 0;
 }
 
 void chk_turn_lost(dst_t *d)
 {
     d->chk->n_dead = 0;
+    d->chk->n_touched = 0;
 }
 
 void chk_on_submit(dst_t *d, const char *id)
@@ -664,6 +725,7 @@ void chk_on_restart(dst_t *d)
                      !w ? "missing" : (w->cordoned ? "cordoned" : "uncordoned"),
                      sw->cordoned ? "cordoned" : "uncordoned");
     }
+    gives_clear(d->chk); /* a new core: steal ids it never saw get answers of their own */
     HASH_ITER(hh, d->chk->jobs, j, jt) {
         if (!j->committed_state && !j->acked) {
             /* a submit the crash lost: never acknowledged, so never promised */
@@ -678,6 +740,240 @@ void chk_on_restart(dst_t *d)
         j->fit_since = -1;
         j->preempting_since = j->copying_since = j->release_due_since = -1;
         j->recovering = false;
+    }
+}
+
+
+/* --- work stealing (docs/work-stealing.md) --- */
+
+/* Invariant 3 (no task lost when its holder dies; the core's view is consistent): for the pool, the
+ * walk of tide_core_task_holder over the job's task ids agrees with tide_core_task_pool's counts,
+ * committed + held + in flight + orphaned == declared <= total, and no holder is a lost rank or one on
+ * a dead worker (its tasks are orphaned, or the pool went with the generation). A rank that exited
+ * normally keeps what it held: it may have run it (task_pool.c, tide__tasks_rank_gone). */
+static void check_pool(dst_t *d, tide_job_t *job, const wjob_t *wj, tide_task_kind_t kind, int64_t step, bool walk)
+{
+    tide_core_t *core = d->shell->core;
+    tide_task_pool_info_t info;
+    uint64_t held = 0, committed = 0, flying = 0, orphaned = 0, declared = 0;
+
+    if (tide_core_task_pool(core, job, kind, step, &info) < 0)
+        return;
+    d->stats->pool_checks++;
+    if (info.committed + info.queued + info.in_flight + info.orphaned != info.declared || info.declared > info.total)
+        dst_fail(d, "job %s generation %d pool (%s, step %lld): committed %llu + held %llu + in flight %llu + orphaned "
+                    "%llu != declared %llu (total %llu)",
+                 job->id, job->generation, tide_task_kind_name(kind), (long long)step,
+                 (unsigned long long)info.committed, (unsigned long long)info.queued,
+                 (unsigned long long)info.in_flight, (unsigned long long)info.orphaned,
+                 (unsigned long long)info.declared, (unsigned long long)info.total);
+    if (!walk || !wj || !wj->tasks)
+        return;
+    for (int i = 0; i < wj->n_tasks; i++) {
+        uint64_t id = world_task_id(wj, i);
+        int32_t h = tide_core_task_holder(core, job, kind, step, id);
+        if (h == -4)
+            continue;
+        declared++;
+        if (h == -1) {
+            committed++;
+        } else if (h == -2) {
+            flying++;
+        } else if (h == -3) {
+            orphaned++;
+        } else if (h >= 0 && h < job->n_ranks) {
+            const tide_job_rank_t *slot = &job->ranks[h];
+            held++;
+            if (slot->state == TIDE_RANK_LOST || (slot->worker && slot->worker->state == TIDE_WORKER_DEAD))
+                dst_fail(d, "no task lost when its holder dies: job %s generation %d pool (%s, step %lld): task %llu is "
+                            "held by rank %d, which is %s (its tasks should be orphaned)",
+                         job->id, job->generation, tide_task_kind_name(kind), (long long)step, (unsigned long long)id,
+                         h, slot->state == TIDE_RANK_LOST ? "lost" : "on a dead worker");
+        } else {
+            dst_fail(d, "job %s pool (%s, step %lld): task %llu has holder %d", job->id, tide_task_kind_name(kind),
+                     (long long)step, (unsigned long long)id, h);
+        }
+    }
+    if (declared != info.declared || committed != info.committed || held != info.queued ||
+        flying != info.in_flight || orphaned != info.orphaned)
+        dst_fail(d, "job %s generation %d pool (%s, step %lld): the holders say declared %llu, committed %llu, held "
+                    "%llu, in flight %llu, orphaned %llu; tide_core_task_pool says %llu, %llu, %llu, %llu, %llu",
+                 job->id, job->generation, tide_task_kind_name(kind), (long long)step, (unsigned long long)declared,
+                 (unsigned long long)committed, (unsigned long long)held, (unsigned long long)flying,
+                 (unsigned long long)orphaned, (unsigned long long)info.declared, (unsigned long long)info.committed,
+                 (unsigned long long)info.queued, (unsigned long long)info.in_flight,
+                 (unsigned long long)info.orphaned);
+}
+
+void chk_task_pool(dst_t *d, const char *job_id, int32_t gen, tide_task_kind_t kind, int64_t step, bool walk)
+{
+    tide_job_t *job;
+
+    if (!d->shell->up || !(job = tide_core_job_find(d->shell->core, job_id)) || job->generation != gen ||
+        job->state != TIDE_JOB_RUNNING)
+        return;
+    check_pool(d, job, world_job_find(d->world, job_id), kind, step, walk);
+}
+
+typedef struct pool_walk {
+    dst_t *d;
+    tide_job_t *job;
+    const wjob_t *wj;
+    struct {
+        tide_task_kind_t kind;
+        int64_t step;
+    } p[64];
+    int n;
+} pool_walk_t;
+
+static void collect_pool(void *ud, tide_task_kind_t kind, int64_t step)
+{
+    pool_walk_t *pw = ud;
+
+    if (pw->n < 64) {
+        pw->p[pw->n].kind = kind;
+        pw->p[pw->n].step = step;
+        pw->n++;
+    }
+}
+
+static void check_job_pools(dst_t *d, const char *job_id)
+{
+    pool_walk_t pw = {.d = d};
+
+    if (!(pw.job = tide_core_job_find(d->shell->core, job_id)) || pw.job->state != TIDE_JOB_RUNNING || !pw.job->tasks)
+        return;
+    pw.wj = world_job_find(d->world, job_id);
+    tide_core_task_pools_each(d->shell->core, pw.job, collect_pool, &pw);
+    for (int i = 0; i < pw.n; i++)
+        check_pool(d, pw.job, pw.wj, pw.p[i].kind, pw.p[i].step, true);
+}
+
+/* Invariant 1 (at most once), the core's half: a task given to a thief is in no other live rank's
+ * deque (queued or handed to its trainer): the victim released it before the thief gets it. Checked
+ * after the call that gave it, unless that call ended the generation (nothing of it counts then). */
+void chk_on_give(dst_t *d, const tide_action_t *a)
+{
+    tide_job_t *job = a->job;
+    trainer_t *tr;
+    cgive_t *g;
+    char key[80];
+
+    snprintf(key, sizeof(key), "%s/%d/%d/%d/%lld/%llu", a->job_id ? a->job_id : "", a->generation, a->rank,
+             a->task_kind, (long long)a->step, (unsigned long long)a->request_id);
+    HASH_FIND_STR(d->chk->gives, key, g);
+    if (g) {
+        /* a replay (the answer may have been lost): the same ids, which the thief's deque ignores when it
+         * has them already; they may have moved on since */
+        if (g->n != a->n_task_ids || (g->n && memcmp(g->ids, a->task_ids, g->n * sizeof(*g->ids)) != 0))
+            dst_fail(d, "job %s generation %d rank %d step %lld: steal %llu was answered with %zu task(s), and again "
+                        "with %zu different one(s): a repeated steal id must get the same answer",
+                     a->job_id, a->generation, a->rank, (long long)a->step, (unsigned long long)a->request_id, g->n,
+                     a->n_task_ids);
+        return;
+    }
+    g = tide_xcalloc(1, sizeof(*g));
+    snprintf(g->key, sizeof(g->key), "%s", key);
+    g->n = a->n_task_ids;
+    if (g->n) {
+        g->ids = tide_xmalloc(g->n * sizeof(*g->ids));
+        memcpy(g->ids, a->task_ids, g->n * sizeof(*g->ids));
+    }
+    HASH_ADD_STR(d->chk->gives, key, g);
+    if (!job || job->state != TIDE_JOB_RUNNING || job->generation != a->generation ||
+        !(tr = world_trainer(d->world, job->id, a->generation)))
+        return;
+    for (size_t i = 0; i < a->n_task_ids; i++) {
+        uint64_t id = a->task_ids[i];
+        int32_t h = tide_core_task_holder(d->shell->core, job, (tide_task_kind_t)a->task_kind, a->step, id);
+        d->stats->give_checks++;
+        if (h != a->rank && h != -1 && h != -4)
+            dst_fail(d, "job %s generation %d step %lld: the core gives task %llu to rank %d but says rank/state %d "
+                        "holds it",
+                     job->id, a->generation, (long long)a->step, (unsigned long long)id, a->rank, h);
+        for (int r = 0; r < tr->world; r++) {
+            const trank_t *k = &tr->rk[r];
+            tide_task_state_t st;
+            if (r == a->rank || k->agent < 0 || k->phase == TR_OUT)
+                continue;
+            st = tide_task_deque_where(d->world->a[k->agent].deque, k->rid, a->task_kind, a->step, id);
+            if (st == TIDE_TASK_QUEUED || st == TIDE_TASK_HANDED)
+                dst_fail(d, "at most once: job %s generation %d step %lld: the core gives task %llu to rank %d (steal "
+                            "%llu) while rank %d's deque on %s still has it %s: given before the victim released it",
+                         job->id, a->generation, (long long)a->step, (unsigned long long)id, a->rank,
+                         (unsigned long long)a->request_id, r, d->world->a[k->agent].id,
+                         st == TIDE_TASK_QUEUED ? "queued" : "handed to its trainer");
+        }
+    }
+}
+
+void chk_task_holders(dst_t *d, const net_msg_t *m, tide_task_kind_t kind, int32_t *before, size_t max)
+{
+    tide_job_t *job = tide_core_job_find(d->shell->core, m->job);
+
+    for (size_t i = 0; i < m->n_ids && i < max; i++)
+        before[i] = job && job->generation == m->gen ? tide_core_task_holder(d->shell->core, job, kind, m->step, m->ids[i])
+                                                     : -4;
+}
+
+/* Invariant 1, the commit: a task the core committed for rank r was held by r and handed to r's
+ * trainer in that step of that generation. */
+void chk_task_committed(dst_t *d, const net_msg_t *m, tide_task_kind_t kind, const int32_t *before, size_t max)
+{
+    tide_job_t *job = tide_core_job_find(d->shell->core, m->job);
+    trainer_t *tr;
+
+    if (!job || job->generation != m->gen)
+        return;
+    tr = world_trainer(d->world, m->job, m->gen);
+    for (size_t i = 0; i < m->n_ids && i < max; i++) {
+        int32_t after = tide_core_task_holder(d->shell->core, job, kind, m->step, m->ids[i]);
+        const tstep_t *st;
+        int x;
+        if (after != -1 || before[i] == -1)
+            continue;
+        d->stats->commit_checks++;
+        if (before[i] != m->rank)
+            dst_fail(d, "job %s generation %d step %lld: the core committed task %llu for rank %d, but rank/state %d "
+                        "held it",
+                     m->job, m->gen, (long long)m->step, (unsigned long long)m->ids[i], m->rank, before[i]);
+        x = tr ? world_task_index(tr->job, m->ids[i]) : -1;
+        st = tr && m->step >= 0 && m->step < tr->n_steps ? tr->steps[m->step] : NULL;
+        if (x < 0 || !st || !(st->handed[x] & (1u << m->rank)))
+            dst_fail(d, "at most once: job %s generation %d step %lld: the core committed task %llu for rank %d, whose "
+                        "trainer was never handed it",
+                     m->job, m->gen, (long long)m->step, (unsigned long long)m->ids[i], m->rank);
+    }
+}
+
+/* Invariant 4 (liveness): once the world is quiet, a next_task of a live rank waits at most
+ * DST_STEAL_LIVE_MS for its answer; at the end, none waits. */
+static void check_steal_liveness(dst_t *d, bool final)
+{
+    world_t *w = d->world;
+
+    for (int i = 0; i < w->n; i++) {
+        const agent_t *a = &w->a[i];
+        for (int x = 0, left = a->n_running; x < W_ENTRIES && left > 0; x++) {
+            const wentry_t *e = &a->e[x];
+            const trank_t *k;
+            int64_t since;
+            if (!e->used || !e->running)
+                continue;
+            left--;
+            k = &e->tr->rk[e->rank];
+            if (!e->tr->job->tasks || k->rid != (uint64_t)e->pid || k->phase != TR_WAIT)
+                continue;
+            since = k->wait_since > d->calm_at ? k->wait_since : d->calm_at;
+            if (final || d->now - since > DST_STEAL_LIVE_MS)
+                dst_fail(d, "liveness: job %s generation %d rank %d on %s has waited %lld ms for the answer to its "
+                            "next_task (step %lld; pending steal %llu; the world has been quiet for %lld ms)",
+                         e->job, e->gen, e->rank, a->id, (long long)(d->now - k->wait_since),
+                         (long long)e->tr->tstep,
+                         (unsigned long long)tide_task_deque_pending_steal(a->deque, k->rid, e->tr->job->task_kind,
+                                                                           e->tr->tstep),
+                         (long long)(d->now - d->calm_at));
+        }
     }
 }
 
@@ -983,6 +1279,8 @@ void chk_step(dst_t *d)
         return;
     d->changed = false;
     d->checked_at = d->now;
+    if (d->calm)
+        check_steal_liveness(d, false);
     h_check_invariants(&d->shell->h);
     check_jobs(d);
     check_placement(d);
@@ -1035,6 +1333,7 @@ void chk_final(dst_t *d)
         dst_fail(d, "the scheduler is still down at the end");
     core = d->shell->core;
     h_check_invariants(&d->shell->h);
+    check_steal_liveness(d, true);
     model_build(d, &m);
     while ((job = tide_core_job_next(core, job))) {
         if (!job_done(d, &m, job))

@@ -4,8 +4,9 @@
  * states final, numbers never reused); never two generations of a job at once; no job waiting behind a
  * lower class while capacity allows (the pass replayed on a model of the cluster), and every job ended
  * at the end unless it never could run; placement honours pool, class, memory, device and topology; the
- * headroom reserve; checkpoint steps and the checkpoint gate; the core's timers. Known core bugs are
- * tolerated as dst.h describes unless strict. */
+ * headroom reserve; checkpoint steps and the checkpoint gate; the core's timers; work stealing (at most
+ * once, exactly once, no task lost when its holder dies, every waiting next_task answered). Known core
+ * bugs are tolerated as dst.h describes unless strict. */
 #ifndef TIDE_DST_INVARIANTS_H
 #define TIDE_DST_INVARIANTS_H
 
@@ -15,6 +16,7 @@
 #include "world.h"
 
 #define DST_STARVE_MS 5000
+#define DST_STEAL_LIVE_MS 30000 /* in the quiet world, a next_task waits at most this long */
 
 checker_t *chk_new(void);
 void chk_free(checker_t *c);
@@ -37,6 +39,16 @@ void chk_turn_lost(dst_t *d);
 void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc);
 /* The scheduler was rebuilt from the store. */
 void chk_on_restart(dst_t *d);
+/* Work stealing. The core is about to give a thief tasks (a GIVE_TASKS action, after its call). */
+void chk_on_give(dst_t *d, const tide_action_t *a);
+/* Around tide_core_tasks_done of m: the ids' holders before the call (at most max of them), then the
+ * check that what the call committed was held by, and handed to, the reporting rank. */
+void chk_task_holders(dst_t *d, const net_msg_t *m, tide_task_kind_t kind, int32_t *before, size_t max);
+void chk_task_committed(dst_t *d, const net_msg_t *m, tide_task_kind_t kind, const int32_t *before, size_t max);
+/* The core's view of one pool is consistent: its counts add up; walk: they agree with the holders of
+ * the job's task ids, and every holder is alive. */
+void chk_task_pool(dst_t *d, const char *job_id, int32_t gen, tide_task_kind_t kind, int64_t step, bool walk);
+
 /* After every step of the event loop. */
 void chk_step(dst_t *d);
 /* After the world was left alone: everything ended that could. */

@@ -1,6 +1,8 @@
 /* The simulated network (see net.h). Invariants: each direction of a stream delivers in the order
- * messages were sent and never after its CLOSE; due times never decrease along a direction; a stream
- * is freed only once both sides are done with it and nothing is in flight. */
+ * messages were sent and never after its CLOSE (a late copy arrives after its original, possibly
+ * after newer messages, and never reaches a reader that saw the stream end); due times never decrease
+ * along a direction; a stream is freed only once both sides are done with it and nothing is in
+ * flight. */
 #include "net.h"
 
 #include <stdlib.h>
@@ -33,10 +35,23 @@ static void dir_clear(net_dir_t *dr)
     dr->head = dr->tail = NULL;
 }
 
+static void late_clear(net_dir_t *dr)
+{
+    net_msg_t *m = dr->late, *next;
+
+    for (; m; m = next) {
+        next = m->next;
+        net_msg_free(m);
+    }
+    dr->late = NULL;
+}
+
 static void stream_free(net_stream_t *s)
 {
-    dir_clear(&s->dir[0]);
-    dir_clear(&s->dir[1]);
+    for (int i = 0; i < 2; i++) {
+        dir_clear(&s->dir[i]);
+        late_clear(&s->dir[i]);
+    }
     free(s);
 }
 
@@ -148,6 +163,23 @@ void net_send(dst_t *d, net_stream_t *s, net_side_t side, net_msg_t *m)
     dir_push(dr, m, d->now + delay);
 }
 
+void net_send_late(dst_t *d, net_stream_t *s, net_side_t side, const net_msg_t *m, int64_t extra_ms)
+{
+    net_dir_t *dr = &s->dir[side];
+    net_msg_t *c, **pp;
+
+    if (dr->closed)
+        return;
+    c = net_msg_dup(m);
+    /* after everything already sent on the direction (its original included): a re-send never
+     * overtakes what it repeats, but may trail what was sent after it */
+    c->due = quantize(d->now + extra_ms > dr->last_due ? d->now + extra_ms : dr->last_due + QUANTUM_MS);
+    for (pp = &dr->late; *pp && (*pp)->due <= c->due; pp = &(*pp)->next)
+        ;
+    c->next = *pp;
+    *pp = c;
+}
+
 void net_close(dst_t *d, net_stream_t *s, net_side_t closing_reader, bool abort)
 {
     net_dir_t *mine = &s->dir[closing_reader], *other = &s->dir[!closing_reader];
@@ -178,21 +210,31 @@ net_msg_t *net_pop(net_t *n, net_side_t side, int64_t now, bool (*skip)(void *, 
                    void *ud, net_stream_t **from)
 {
     net_stream_t *best = NULL;
-    net_msg_t *m;
+    net_msg_t *m, **best_pp = NULL;
+    bool best_late = false;
 
     for (net_stream_t *s = n->streams; s; s = s->next) {
-        net_msg_t *h = s->dir[side].head;
-        if (!h || h->due > now || (best && h->due >= best->dir[side].head->due))
-            continue;
-        if (skip && skip(ud, s))
-            continue;
-        best = s;
+        net_dir_t *dr = &s->dir[side];
+        bool gone = side == NET_TO_SCHED ? s->sched_gone : s->worker_gone;
+        if (gone)
+            late_clear(dr); /* the reader saw the stream end: late copies are lost */
+        for (int late = 0; late < 2; late++) {
+            net_msg_t **pp = late ? &dr->late : &dr->head;
+            net_msg_t *h = *pp;
+            if (!h || h->due > now || (best_pp && h->due >= (*best_pp)->due))
+                continue;
+            if (skip && skip(ud, s))
+                continue;
+            best = s;
+            best_pp = pp;
+            best_late = late;
+        }
     }
     if (!best)
         return NULL;
-    m = best->dir[side].head;
-    best->dir[side].head = m->next;
-    if (!m->next)
+    m = *best_pp;
+    *best_pp = m->next;
+    if (!best_late && !m->next)
         best->dir[side].tail = NULL;
     m->next = NULL;
     *from = best;
@@ -205,12 +247,14 @@ int64_t net_next_due(net_t *n, bool (*skip)(void *, net_stream_t *), void *ud)
 
     for (net_stream_t *s = n->streams; s; s = s->next) {
         for (int i = 0; i < 2; i++) {
-            const net_msg_t *h = s->dir[i].head;
-            if (!h || h->due >= next)
-                continue;
-            if (i == NET_TO_WORKER && skip && skip(ud, s))
-                continue;
-            next = h->due;
+            for (int late = 0; late < 2; late++) {
+                const net_msg_t *h = late ? s->dir[i].late : s->dir[i].head;
+                if (!h || h->due >= next)
+                    continue;
+                if (i == NET_TO_WORKER && skip && skip(ud, s))
+                    continue;
+                next = h->due;
+            }
         }
     }
     return next;
@@ -223,6 +267,7 @@ void net_gc(net_t *n)
     while (*pp) {
         net_stream_t *s = *pp;
         if (s->sched_gone && s->worker_gone && !s->dir[0].head && !s->dir[1].head) {
+            /* late copies die with the stream: both readers are gone */
             *pp = s->next;
             stream_free(s);
         } else {
@@ -244,6 +289,7 @@ void net_msg_free(net_msg_t *m)
         return;
     free(m->ranks);
     free(m->prog);
+    free(m->ids);
     free(m);
 }
 
@@ -255,6 +301,9 @@ net_msg_t *net_msg_dup(const net_msg_t *m)
     c->next = NULL;
     c->ranks = NULL;
     c->prog = NULL;
+    c->ids = NULL;
+    c->n_ids = 0;
+    net_msg_set_ids(c, m->ids, m->n_ids);
     if (m->n_ranks) {
         c->ranks = tide_xmalloc(m->n_ranks * sizeof(*m->ranks));
         memcpy(c->ranks, m->ranks, m->n_ranks * sizeof(*m->ranks));
@@ -266,10 +315,23 @@ net_msg_t *net_msg_dup(const net_msg_t *m)
     return c;
 }
 
+void net_msg_set_ids(net_msg_t *m, const uint64_t *ids, size_t n)
+{
+    free(m->ids);
+    m->ids = NULL;
+    m->n_ids = n;
+    if (n) {
+        m->ids = tide_xmalloc(n * sizeof(*ids));
+        memcpy(m->ids, ids, n * sizeof(*ids));
+    }
+}
+
 const char *net_kind_name(net_kind_t k)
 {
-    static const char *names[] = {"Hello",   "Heartbeat", "RankStarted", "RankExited", "CheckpointSaved",
-                                  "Flushed", "Goodbye",   "Welcome",     "Launch",     "Stop",
-                                  "CheckpointNow", "Flush", "Close"};
+    static const char *names[] = {"Hello",        "Heartbeat",     "RankStarted",   "RankExited",
+                                  "CheckpointSaved", "Flushed",    "Goodbye",       "TasksDeclared",
+                                  "TasksDone",    "StealRequest",  "TasksReleased", "Welcome",
+                                  "Launch",       "Stop",          "CheckpointNow", "Flush",
+                                  "ReleaseTasks", "GiveTasks",     "Close"};
     return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }

@@ -2,7 +2,9 @@
  * each direction a FIFO (what TCP keeps), every message with its own delay. Faults: a dropped message
  * means its stream died (the rest of that direction is lost, each side notices in its own time); slow
  * messages stall their stream; streams are independent, so an old stream's messages can reach the
- * scheduler after the newer stream's hello. Stream ids are never reused (the core compares them). */
+ * scheduler after the newer stream's hello; a late copy of a task message (net_send_late) arrives out
+ * of order on its stream until the reader saw the stream end. Stream ids are never reused (the core
+ * compares them). */
 #ifndef TIDE_DST_NET_H
 #define TIDE_DST_NET_H
 
@@ -18,12 +20,18 @@ typedef enum net_kind {
     NM_CKPT_SAVED,
     NM_FLUSHED,
     NM_GOODBYE,
+    NM_TASKS_DECLARED, /* work stealing (docs/work-stealing.md) */
+    NM_TASKS_DONE,
+    NM_STEAL,
+    NM_TASKS_RELEASED,
     /* scheduler -> worker */
     NM_WELCOME,
     NM_LAUNCH,
     NM_STOP,
     NM_CKPT_NOW,
     NM_FLUSH,
+    NM_RELEASE_TASKS,
+    NM_GIVE_TASKS,
     /* either way: the stream ended for the reader */
     NM_CLOSE,
 } net_kind_t;
@@ -49,8 +57,14 @@ typedef struct net_msg {
     char job[DST_ID_MAX];
     int32_t gen, rank, code, pid, port, world;
     int64_t step;
-    uint64_t request;
+    uint64_t request; /* also: steal id (NM_STEAL, NM_GIVE_TASKS), release id (NM_*RELEASE*) */
     bool ok;
+    /* task messages */
+    int32_t task_kind;
+    uint64_t total;   /* NM_TASKS_DECLARED */
+    uint32_t queued;  /* NM_TASKS_DONE, NM_TASKS_RELEASED; max_tasks for NM_RELEASE_TASKS */
+    uint64_t *ids;    /* owned */
+    size_t n_ids;
     net_rank_t *ranks; /* HELLO; owned */
     size_t n_ranks;
     net_progress_t *prog; /* HEARTBEAT; owned */
@@ -62,6 +76,7 @@ typedef struct net_dir {
     net_msg_t *head, *tail;
     int64_t last_due;
     bool closed; /* a CLOSE is queued (or the reader is gone): nothing more enters */
+    net_msg_t *late; /* late copies, by due time, outside the FIFO; dropped once the reader is gone */
 } net_dir_t;
 
 typedef enum net_side { NET_TO_SCHED = 0, NET_TO_WORKER = 1 } net_side_t;
@@ -91,6 +106,9 @@ net_stream_t *net_find(net_t *n, uint64_t id);
 /* A message for the NET_TO_* direction side; takes ownership of m (freed when it cannot travel). May
  * break the stream (a drop). */
 void net_send(dst_t *d, net_stream_t *s, net_side_t side, net_msg_t *m);
+/* A copy of m that arrives after extra_ms, and after everything already sent on the direction, but
+ * possibly after messages sent later (m stays the caller's); nothing when the direction is closed. */
+void net_send_late(dst_t *d, net_stream_t *s, net_side_t side, const net_msg_t *m, int64_t extra_ms);
 /* One side ends the stream. The reader of the other direction gets a CLOSE after what is already in
  * flight (abort: a random tail of it is lost); what travels towards the closing side is discarded. */
 void net_close(dst_t *d, net_stream_t *s, net_side_t closing_reader, bool abort);
@@ -110,6 +128,8 @@ void net_gc(net_t *n);
 net_msg_t *net_msg_new(net_kind_t kind);
 void net_msg_free(net_msg_t *m);
 net_msg_t *net_msg_dup(const net_msg_t *m);
+/* Gives m a copy of ids (n may be 0). */
+void net_msg_set_ids(net_msg_t *m, const uint64_t *ids, size_t n);
 const char *net_kind_name(net_kind_t k);
 
 static inline void *net_conn(const net_stream_t *s)

@@ -1,7 +1,9 @@
 /* The scheduler shell (see shell.h). Invariants: the core's action buffer is empty between calls (each
  * call is absorbed at once); outbox items are released in the order they were queued and only after
  * the batch of their turn was committed; a job's record is packed at commit time (the daemon's
- * mark_dirty/persist_job), so the store never holds a state older than one the clients saw. */
+ * mark_dirty/persist_job), so the store never holds a state older than one the clients saw; task
+ * reports are handled as scheduler/daemon/svc_workers.c does (only from the worker's current stream;
+ * a steal the core refuses is answered "none"). */
 #include "shell.h"
 
 #include <errno.h>
@@ -143,10 +145,11 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
     const tide_action_t *acts = tide_core_actions(sh->core, &n);
 
     d->stats->core_calls++;
-    d->changed |= n > 0;
     sh->n_ev = 0;
     for (size_t i = 0; i < n; i++) {
         const tide_action_t *a = &acts[i];
+        /* the full checks after the step look at jobs and workers: a steal's messages change neither */
+        d->changed |= a->type != TIDE_ACT_RELEASE_TASKS && a->type != TIDE_ACT_GIVE_TASKS;
         switch (a->type) {
         case TIDE_ACT_PERSIST_JOB:
             mark_dirty(sh, a->job->id);
@@ -178,7 +181,19 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
             out_msg(sh, a, NM_FLUSH);
             break;
         case TIDE_ACT_RELEASE_TASKS:
+            out_msg(sh, a, NM_RELEASE_TASKS);
+            if (a->conn) {
+                sh->out_tail->msg->task_kind = a->task_kind;
+                sh->out_tail->msg->queued = a->max_tasks;
+            }
+            break;
         case TIDE_ACT_GIVE_TASKS:
+            chk_on_give(d, a);
+            out_msg(sh, a, NM_GIVE_TASKS);
+            if (a->conn) {
+                sh->out_tail->msg->task_kind = a->task_kind;
+                net_msg_set_ids(sh->out_tail->msg, a->task_ids, a->n_task_ids);
+            }
             break;
         case TIDE_ACT_CLOSE_STREAM:
             if (a->conn)
@@ -209,6 +224,63 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
     } while (0)
 
 /* --- the turn --- */
+
+/* Work stealing reports (svc_workers.c on_task_message): the core's answer is checked against the
+ * world (chk_task_*). */
+static void on_task_message(dst_t *d, net_stream_t *s, tide_worker_t *w, const net_msg_t *m)
+{
+    shell_t *sh = d->shell;
+    tide_core_t *core = sh->core;
+    tide_task_kind_t kind = m->task_kind == 0 ? TIDE_TASK_MEMBER : (tide_task_kind_t)m->task_kind;
+    tide_error_t err = {{0}};
+    int32_t before[W_MAX_TASKS * 2];
+    int rc = 0;
+
+    if (w->conn != net_conn(s))
+        return; /* an older stream of a worker that has re-registered */
+    switch (m->kind) {
+    case NM_TASKS_DECLARED:
+        CALL(d, rc = tide_core_tasks_declared(core, w, m->job, m->gen, m->rank, kind, m->step, m->ids, m->n_ids,
+                                              m->total, &err));
+        d->stats->declare_nospace += rc == -ENOSPC;
+        break;
+    case NM_TASKS_DONE:
+        chk_task_holders(d, m, kind, before, W_MAX_TASKS * 2);
+        CALL(d, rc = tide_core_tasks_done(core, w, m->job, m->gen, m->rank, kind, m->step, m->ids, m->n_ids,
+                                          m->queued, &err));
+        chk_task_committed(d, m, kind, before, W_MAX_TASKS * 2);
+        break;
+    case NM_STEAL:
+        CALL(d, rc = tide_core_steal_request(core, w, m->job, m->gen, m->rank, kind, m->step, m->request, &err));
+        if (rc != 0) {
+            /* a steal always gets an answer: one the core cannot serve gets "none left" */
+            out_item_t *o = out_add(sh, OUT_MSG);
+            net_msg_t *g = o->msg = net_msg_new(NM_GIVE_TASKS);
+            o->stream = s->id;
+            g->epoch = sh->epoch;
+            snprintf(g->job, sizeof(g->job), "%s", m->job);
+            g->gen = m->gen;
+            g->rank = m->rank;
+            g->task_kind = m->task_kind;
+            g->step = m->step;
+            g->request = m->request;
+        }
+        break;
+    case NM_TASKS_RELEASED:
+        CALL(d, rc = tide_core_tasks_released(core, w, m->job, m->gen, m->rank, kind, m->step, m->request, m->ids,
+                                              m->n_ids, m->queued, &err));
+        break;
+    default:
+        return;
+    }
+    if (rc != 0 && rc != -ESTALE) {
+        d->stats->task_rejected++;
+        dst_trace(d, "shell: %s from %s refused (%d): %.90s", net_kind_name(m->kind), w->id, rc, err.text);
+    }
+    /* the full walk after what moves tasks or opens a pool; TasksDone (the most frequent) commits only
+     * what chk_task_committed checked */
+    chk_task_pool(d, m->job, m->gen, kind, m->step, m->kind != NM_TASKS_DONE);
+}
 
 static void on_message(dst_t *d, net_stream_t *s, const net_msg_t *m)
 {
@@ -269,6 +341,12 @@ static void on_message(dst_t *d, net_stream_t *s, const net_msg_t *m)
         break;
     case NM_GOODBYE:
         s->goodbye = true;
+        break;
+    case NM_TASKS_DECLARED:
+    case NM_TASKS_DONE:
+    case NM_STEAL:
+    case NM_TASKS_RELEASED:
+        on_task_message(d, s, w, m);
         break;
     case NM_CLOSE:
         s->sched_gone = true;
@@ -335,6 +413,7 @@ static void crash(dst_t *d, bool lossy)
 
     d->stats->restarts++;
     d->stats->lossy_restarts += lossy;
+    sh->crashes++;
     dst_trace(d, "shell: scheduler crashes (%s)", lossy ? "the open batch is lost" : "after its commit");
     if (lossy) {
         chk_turn_lost(d);

@@ -56,6 +56,7 @@ struct shell {
     shell_event_t ev[SHELL_EVENTS_MAX];
     size_t n_ev;
     uint64_t starts;
+    uint64_t crashes;
 };
 
 /* Creates the shell and its first core (pools named by name/dedicated, n_pools of them). */

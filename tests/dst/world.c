@@ -1,10 +1,13 @@
 /* The simulated world (see world.h). Invariants kept here: an agent has at most one table entry per
  * (job, generation, rank); an exit is reported on a welcomed stream or carried by a welcomed hello, and
  * the newest W_KEEP_REPORTED reported exits are repeated in every hello; processes of a generation
- * step together, so every rank of a trainer saves the same checkpoint steps. The checker sees every
- * spawn before it happens (chk_on_spawn). */
+ * step together, so every rank of a trainer saves the same checkpoint steps; a task job's step ends
+ * only when every rank of its generation ended its part, and every handing of a task to a trainer is
+ * counted (the at-most-once and exactly-once checks). The checker sees every spawn before it happens
+ * (chk_on_spawn). */
 #include "world.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +20,14 @@
 #define BACKOFF_MAX_MS 5000
 #define RENDEZVOUS_MS 60000
 
-world_t *world_new(void)
+static int deque_send(void *ud, const Tide__V1__WorkerMessage *msg);
+static const tide_task_deque_ops_t deque_ops = {deque_send};
+
+world_t *world_new(dst_t *d)
 {
     world_t *w = tide_xcalloc(1, sizeof(*w));
 
+    w->d = d;
     w->next_pid = 1000;
     w->stop_grace_ms = 10000;
     w->hb_ms = 500;
@@ -34,14 +41,19 @@ void world_free(world_t *w)
 
     if (!w)
         return;
+    HASH_ITER(hh, w->trainers, t, tt) {
+        HASH_DEL(w->trainers, t);
+        for (int64_t i = 0; i < t->n_steps; i++)
+            free(t->steps[i]);
+        free(t->steps);
+        free(t);
+    }
     HASH_ITER(hh, w->jobs, j, jt) {
         HASH_DEL(w->jobs, j);
         free(j);
     }
-    HASH_ITER(hh, w->trainers, t, tt) {
-        HASH_DEL(w->trainers, t);
-        free(t);
-    }
+    for (int i = 0; i < w->n; i++)
+        tide_task_deque_free(w->a[i].deque);
     HASH_CLEAR(hh, w->by_id);
     free(w);
 }
@@ -72,6 +84,8 @@ agent_t *world_add_agent(world_t *w, const char *node, int gpu, const char *devi
         a->labels[a->n_labels++] = (tide_kv_t){.key = TIDE_LABEL_NEW_ARCH, .value = "true"};
     a->up_at = INT64_MAX;
     a->backoff = BACKOFF_MIN_MS;
+    a->w = w;
+    tide_task_deque_new(&deque_ops, a, &a->deque);
     /* Domains as the core keys them: a worker without a rack label is its node's own rack, one
      * without a switch label its rack's own switch. Same key, same number. */
     for (int l = 0; l < 3; l++) {
@@ -184,9 +198,28 @@ static trainer_t *trainer_get(dst_t *d, const char *job, int32_t gen, int32_t wo
         t->fail_rank = (int32_t)dst_below(d, t->world);
         t->fail_after = dst_range(d, 0, t->job->step_ms * t->job->total_steps);
     }
-    for (int r = 0; r < W_MAX_RANKS; r++)
+    for (int r = 0; r < W_MAX_RANKS; r++) {
         t->saved[r] = -1;
+        t->rk[r] = (trank_t){.tr = t, .r = r, .agent = -1, .slow = 1};
+        if (t->job->tasks && dst_chance(d, t->job->p_slow_rank))
+            t->rk[r].slow = (double)dst_range(d, 20, 50) / 10.0;
+    }
+    if (t->job->tasks) {
+        t->n_steps = t->job->total_steps + 1;
+        t->steps = tide_xcalloc((size_t)t->n_steps, sizeof(*t->steps));
+        d->stats->task_trainers++;
+    }
     HASH_ADD_STR(w->trainers, key, t);
+    return t;
+}
+
+trainer_t *world_trainer(world_t *w, const char *job, int32_t gen)
+{
+    char key[48];
+    trainer_t *t;
+
+    snprintf(key, sizeof(key), "%s/%d", job, gen);
+    HASH_FIND_STR(w->trainers, key, t);
     return t;
 }
 
@@ -196,6 +229,8 @@ int64_t world_step(const dst_t *d, const trainer_t *tr)
 
     if (tr->t0 < 0)
         return tr->resume < 0 ? 0 : tr->resume;
+    if (tr->job->tasks)
+        return tr->tstep < tr->job->total_steps ? tr->tstep : tr->job->total_steps;
     if (tr->stall >= 0 && tr->stall < end)
         end = tr->stall;
     s = (tr->resume < 0 ? 0 : tr->resume) + (end > tr->t0 ? (end - tr->t0) / tr->job->step_ms : 0);
@@ -207,6 +242,8 @@ static int64_t step_time(const trainer_t *tr, int64_t s)
 {
     int64_t base = tr->resume < 0 ? 0 : tr->resume, t;
 
+    if (tr->job->tasks) /* event-driven: a step is reached when the one before it ended */
+        return tr->t0 >= 0 && s <= tr->tstep ? tr->tstep_at : INT64_MAX;
     if (tr->t0 < 0 || s < base)
         return tr->t0 < 0 ? INT64_MAX : tr->t0;
     t = tr->t0 + (s - base) * tr->job->step_ms;
@@ -347,6 +384,399 @@ static net_msg_t *rank_msg(net_kind_t kind, const wentry_t *e)
     return m;
 }
 
+/* --- tasks (docs/work-stealing.md): the agents' deques and the task jobs' steps --- */
+
+uint64_t world_task_id(const wjob_t *j, int i)
+{
+    return j->id_base + (uint64_t)i * j->id_stride;
+}
+
+int world_task_index(const wjob_t *j, uint64_t id)
+{
+    uint64_t i;
+
+    if (id < j->id_base || (id - j->id_base) % j->id_stride != 0)
+        return -1;
+    i = (id - j->id_base) / j->id_stride;
+    return i < (uint64_t)j->n_tasks ? (int)i : -1;
+}
+
+bool world_gen_over(dst_t *d, trainer_t *tr)
+{
+    const tide_job_t *job;
+
+    if (!tr->gen_ended && shell_up(d)) {
+        job = tide_core_job_find(d->shell->core, tr->job->id);
+        tr->gen_ended = !job || job->generation != tr->gen || job->state != TIDE_JOB_RUNNING;
+    }
+    return tr->gen_ended;
+}
+
+/* Sends a task message towards the scheduler: sometimes twice in a row, sometimes with a late copy
+ * that arrives out of order (a duplicate the core must treat as a no-op). */
+static void task_send(dst_t *d, net_stream_t *s, net_msg_t *m)
+{
+    bool faults = !d->calm && !d->sw.no_net_faults;
+    net_msg_t *late = faults && dst_chance(d, d->k.p_late) ? net_msg_dup(m) : NULL;
+
+    if (faults && dst_chance(d, d->k.p_dup)) {
+        d->stats->task_msgs_dup++;
+        net_send(d, s, NET_TO_SCHED, net_msg_dup(m));
+    }
+    net_send(d, s, NET_TO_SCHED, m);
+    if (late) {
+        d->stats->task_msgs_late++;
+        net_send_late(d, s, NET_TO_SCHED, late, dst_range(d, 20, 1500));
+        net_msg_free(late);
+    }
+}
+
+/* The deque's ops.send: what the real agent does (tide_worker_core_send): only on a welcomed stream. */
+static int deque_send(void *ud, const Tide__V1__WorkerMessage *msg)
+{
+    agent_t *a = ud;
+    dst_t *d = a->w->d;
+    net_stream_t *s = a->up && a->welcomed && a->stream ? net_find(d->net, a->stream) : NULL;
+    net_msg_t *m;
+
+    if (!s)
+        return -ENOTCONN;
+    switch (msg->msg_case) {
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED: {
+        const Tide__V1__TasksDeclared *t = msg->tasks_declared;
+        m = net_msg_new(NM_TASKS_DECLARED);
+        snprintf(m->job, sizeof(m->job), "%s", t->job_id);
+        m->gen = t->generation;
+        m->rank = t->rank;
+        m->task_kind = (int32_t)t->kind;
+        m->step = t->step;
+        m->total = t->total;
+        net_msg_set_ids(m, t->task_ids, t->n_task_ids);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE: {
+        const Tide__V1__TasksDone *t = msg->tasks_done;
+        m = net_msg_new(NM_TASKS_DONE);
+        snprintf(m->job, sizeof(m->job), "%s", t->job_id);
+        m->gen = t->generation;
+        m->rank = t->rank;
+        m->task_kind = (int32_t)t->kind;
+        m->step = t->step;
+        m->queued = t->queued;
+        net_msg_set_ids(m, t->task_ids, t->n_task_ids);
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST: {
+        const Tide__V1__StealRequest *t = msg->steal_request;
+        m = net_msg_new(NM_STEAL);
+        snprintf(m->job, sizeof(m->job), "%s", t->job_id);
+        m->gen = t->generation;
+        m->rank = t->rank;
+        m->task_kind = (int32_t)t->kind;
+        m->step = t->step;
+        m->request = t->steal_id;
+        d->stats->steals_sent++;
+        break;
+    }
+    case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED: {
+        const Tide__V1__TasksReleased *t = msg->tasks_released;
+        m = net_msg_new(NM_TASKS_RELEASED);
+        snprintf(m->job, sizeof(m->job), "%s", t->job_id);
+        m->gen = t->generation;
+        m->rank = t->rank;
+        m->task_kind = (int32_t)t->kind;
+        m->step = t->step;
+        m->request = t->release_id;
+        m->queued = t->queued;
+        net_msg_set_ids(m, t->task_ids, t->n_task_ids);
+        break;
+    }
+    default:
+        dst_fail(d, "%s: the deque sent a message of case %d", a->id, (int)msg->msg_case);
+    }
+    dst_trace(d, "world: %s: %s job %s g%d r%d step %lld (%zu ids, id %llu)", a->id, net_kind_name(m->kind),
+              m->job, m->gen, m->rank, (long long)m->step, m->n_ids, (unsigned long long)m->request);
+    task_send(d, s, m);
+    return 0;
+}
+
+static void step_start(dst_t *d, trainer_t *tr);
+
+/* Task id was handed to rank k's trainer: counted; a second handing in the generation's step is a
+ * task run twice (unless the scheduler had already ended the generation: nothing of it counts). */
+static void task_handed(dst_t *d, trank_t *k, uint64_t id)
+{
+    trainer_t *tr = k->tr;
+    wjob_t *j = tr->job;
+    tstep_t *st = tr->steps[tr->tstep];
+    int i = world_task_index(j, id);
+    int64_t dur;
+
+    if (i < 0)
+        dst_fail(d, "job %s generation %d rank %d was handed task %llu in step %lld, which is no task of the job",
+                 j->id, tr->gen, k->r, (unsigned long long)id, (long long)tr->tstep);
+    d->stats->tasks_handed++;
+    if (st->count[i]++ > 0) {
+        if (!world_gen_over(d, tr)) {
+            dst_fail(d, "at most once: task %llu (#%d) of job %s generation %d step %lld was handed to rank %d; "
+                        "ranks 0x%x had it already (a task run twice in a live generation)",
+                     (unsigned long long)id, i, j->id, tr->gen, (long long)tr->tstep, k->r, st->handed[i]);
+        }
+        d->stats->task_dups_gen_over++;
+        dst_trace(d, "world: task %llu of job %s g%d step %lld handed again (rank %d) after the generation ended",
+                  (unsigned long long)id, j->id, tr->gen, (long long)tr->tstep, k->r);
+    }
+    st->handed[i] |= (uint16_t)(1u << k->r);
+    k->phase = TR_RUN;
+    k->cur = id;
+    dur = (int64_t)((double)j->task_ms * k->slow);
+    dur = dst_range(d, dur * 8 / 10, dur * 12 / 10);
+    /* on a 5 ms grid, as the network's due times: fewer distinct instants, the same orders */
+    k->due = (d->now + (dur > 0 ? dur : 1) + 4) / 5 * 5;
+}
+
+/* The step ended for every rank (the collective): check it ran every task once, then the next one. */
+static void step_maybe_done(dst_t *d, trainer_t *tr)
+{
+    tstep_t *st = tr->steps[tr->tstep];
+    bool restarted, over;
+    int missing = 0, first = -1;
+
+    for (int r = 0; r < tr->world; r++)
+        if (tr->rk[r].phase != TR_END)
+            return;
+    for (int i = 0; i < tr->job->n_tasks; i++) {
+        if (st->count[i] == 0 && missing++ == 0)
+            first = i;
+    }
+    restarted = d->shell->crashes != st->crashes;
+    over = world_gen_over(d, tr);
+    d->stats->task_steps++;
+    if (missing) {
+        if (restarted) {
+            d->stats->task_steps_restart_lost++;
+            d->stats->tasks_restart_lost += (uint64_t)missing;
+            dst_trace(d, "world: job %s g%d step %lld ended without %d task(s) after a scheduler restart", tr->job->id,
+                      tr->gen, (long long)tr->tstep, missing);
+        } else if (over) {
+            d->stats->task_steps_gen_cut++;
+        } else {
+            dst_fail(d, "exactly once: job %s generation %d step %lld ended (every rank got no_task) but task %llu "
+                        "(#%d of its share for rank %d) never ran (%d of %d missing; no scheduler restart, the "
+                        "generation still runs)",
+                     tr->job->id, tr->gen, (long long)tr->tstep, (unsigned long long)world_task_id(tr->job, first),
+                     first, st->assign[first], missing, tr->job->n_tasks);
+        }
+    } else if (restarted) {
+        d->stats->task_steps_restart++;
+    } else if (!over) {
+        d->stats->task_steps_exact++;
+    }
+    dst_trace(d, "world: job %s g%d step %lld ends", tr->job->id, tr->gen, (long long)tr->tstep);
+    tr->tstep++;
+    tr->tstep_at = d->now;
+    if (tr->tstep < tr->n_steps - 1)
+        step_start(d, tr);
+}
+
+static void task_end(dst_t *d, trank_t *k)
+{
+    k->phase = TR_END;
+    step_maybe_done(d, k->tr);
+}
+
+/* The SDK's next_task (with the previous task reported done). */
+static void task_next(dst_t *d, agent_t *a, trank_t *k, int64_t done)
+{
+    trainer_t *tr = k->tr;
+    tide_error_t err = {{0}};
+    uint64_t id = 0;
+    int rc = tide_task_deque_next(a->deque, k->rid, tr->job->task_kind, tr->tstep, done, k, d->now, &id, &err);
+
+    switch (rc) {
+    case TIDE_TASK_NEXT_TASK:
+        task_handed(d, k, id);
+        break;
+    case TIDE_TASK_NEXT_WAIT:
+        k->phase = TR_WAIT;
+        k->wait_since = d->now;
+        d->stats->waits++;
+        break;
+    case TIDE_TASK_NEXT_NONE:
+        task_end(d, k);
+        break;
+    default:
+        dst_fail(d, "%s: the deque refused next_task of job %s generation %d rank %d step %lld (done %lld): %d %s",
+                 a->id, tr->job->id, tr->gen, k->r, (long long)tr->tstep, (long long)done, rc, err.text);
+    }
+}
+
+/* Rank k acts when its time came: declares its share and asks for a task, or reports one done. */
+static void task_act(dst_t *d, agent_t *a, trank_t *k)
+{
+    trainer_t *tr = k->tr;
+    wjob_t *j = tr->job;
+
+    if (k->phase == TR_DECLARE) {
+        const tstep_t *st = tr->steps[tr->tstep];
+        uint64_t ids[W_MAX_TASKS];
+        tide_task_answer_t cut;
+        tide_error_t err = {{0}};
+        size_t n = 0;
+        int rc;
+        for (int i = 0; i < j->n_tasks; i++)
+            if (st->assign[i] == k->r)
+                ids[n++] = world_task_id(j, i);
+        rc = tide_task_deque_declare(a->deque, k->rid, j->task_kind, tr->tstep, ids, n, (uint64_t)j->n_tasks,
+                                     d->now, &cut, &err);
+        if (rc < 0)
+            dst_fail(d, "%s: the deque refused the declaration of job %s generation %d rank %d step %lld: %d %s",
+                     a->id, j->id, tr->gen, k->r, (long long)tr->tstep, rc, err.text);
+        if (cut.waiter)
+            dst_fail(d, "%s: declaring step %lld of job %s cut a next_task that waited on step %lld", a->id,
+                     (long long)tr->tstep, j->id, (long long)cut.step);
+        task_next(d, a, k, -1);
+    } else if (k->phase == TR_RUN) {
+        task_next(d, a, k, (int64_t)k->cur);
+    }
+}
+
+/* A step begins: the trainer splits its tasks among the ranks (the same split on every rank), and
+ * every rank declares its share. */
+static void step_start(dst_t *d, trainer_t *tr)
+{
+    tstep_t *st = tr->steps[tr->tstep] = tide_xcalloc(1, sizeof(*st));
+    int mode = (int)dst_below(d, 4), heavy = (int)dst_below(d, tr->world);
+
+    st->crashes = d->shell->crashes;
+    for (int i = 0; i < tr->job->n_tasks; i++) {
+        switch (mode) {
+        case 0: /* round robin */
+            st->assign[i] = (int8_t)(i % tr->world);
+            break;
+        case 1: /* at random */
+            st->assign[i] = (int8_t)dst_below(d, tr->world);
+            break;
+        case 2: /* contiguous blocks */
+            st->assign[i] = (int8_t)((int64_t)i * tr->world / tr->job->n_tasks);
+            break;
+        default: /* one rank holds most of it */
+            st->assign[i] = (int8_t)(dst_chance(d, 0.7) ? heavy : dst_below(d, tr->world));
+            break;
+        }
+    }
+    for (int r = 0; r < tr->world; r++) {
+        if (tr->rk[r].phase == TR_OUT)
+            continue;
+        tr->rk[r].phase = TR_DECLARE;
+        tr->rk[r].due = d->now;
+    }
+}
+
+/* A GiveTasks answered the next_task that waited as k. */
+static void task_answered(dst_t *d, agent_t *a, const tide_task_answer_t *ans)
+{
+    trank_t *k = ans->waiter;
+    trainer_t *tr = k->tr;
+    int64_t waited = d->now - k->wait_since;
+
+    if (k->phase != TR_WAIT || ans->step != tr->tstep || ans->kind != tr->job->task_kind)
+        dst_fail(d, "%s: the deque answered job %s generation %d rank %d for step %lld (kind %d), which does not "
+                    "wait there (phase %d, step %lld)",
+                 a->id, tr->job->id, tr->gen, k->r, (long long)ans->step, ans->kind, k->phase, (long long)tr->tstep);
+    if (waited > d->stats->wait_max_ms)
+        d->stats->wait_max_ms = waited;
+    if (ans->has_task)
+        task_handed(d, k, ans->id);
+    else
+        task_end(d, k);
+}
+
+/* The rank process pid ended: the agent reports its completions and drops its deques (at once, or
+ * when it thaws: a hung agent handles no exit). */
+static void task_rank_gone(agent_t *a, uint64_t pid)
+{
+    if (a->frozen) {
+        if (a->n_rm < W_ENTRIES)
+            a->rm_pending[a->n_rm++] = pid;
+        return;
+    }
+    tide_task_deque_flush(a->deque);
+    tide_task_deque_rank_remove(a->deque, pid);
+}
+
+/* Ranks whose time to act came, on agents that are not hung (a hung agent answers no next_task). A
+ * step that ends starts the next one at once, so this runs until nothing is due. */
+static void run_tasks(dst_t *d)
+{
+    world_t *w = d->world;
+    bool acted = true;
+
+    for (int pass = 0; acted && pass < 64; pass++) {
+        acted = false;
+        for (int i = 0; i < w->n; i++) {
+            agent_t *a = &w->a[i];
+            if (!a->up || a->frozen)
+                continue;
+            for (int x = 0, left = a->n_running; x < W_ENTRIES && left > 0; x++) {
+                wentry_t *e = &a->e[x];
+                trank_t *k;
+                if (!e->used || !e->running)
+                    continue;
+                left--;
+                if (!e->tr->job->tasks)
+                    continue;
+                k = &e->tr->rk[e->rank];
+                if (k->rid != (uint64_t)e->pid || (k->phase != TR_DECLARE && k->phase != TR_RUN) ||
+                    k->due > d->now)
+                    continue;
+                task_act(d, a, k);
+                acted = true;
+            }
+        }
+    }
+}
+
+static void on_release_tasks(dst_t *d, agent_t *a, const net_msg_t *m)
+{
+    Tide__V1__ReleaseTasks rt = TIDE__V1__RELEASE_TASKS__INIT;
+
+    rt.job_id = (char *)m->job;
+    rt.generation = m->gen;
+    rt.rank = m->rank;
+    rt.kind = (Tide__V1__TaskKind)m->task_kind;
+    rt.step = m->step;
+    rt.release_id = m->request;
+    rt.max_tasks = m->queued;
+    d->stats->releases++;
+    dst_trace(d, "world: %s: ReleaseTasks job %s g%d r%d step %lld (max %u, id %llu)", a->id, m->job, m->gen, m->rank,
+              (long long)m->step, m->queued, (unsigned long long)m->request);
+    (void)tide_task_deque_release(a->deque, &rt); /* -ENOENT: not a rank here (nothing is sent) */
+}
+
+static void on_give_tasks(dst_t *d, agent_t *a, const net_msg_t *m)
+{
+    Tide__V1__GiveTasks g = TIDE__V1__GIVE_TASKS__INIT;
+    tide_task_answer_t ans;
+
+    g.job_id = (char *)m->job;
+    g.generation = m->gen;
+    g.rank = m->rank;
+    g.kind = (Tide__V1__TaskKind)m->task_kind;
+    g.step = m->step;
+    g.steal_id = m->request;
+    g.task_ids = m->ids;
+    g.n_task_ids = m->n_ids;
+    d->stats->gives++;
+    d->stats->gives_ids += m->n_ids;
+    d->stats->gives_empty += m->n_ids == 0;
+    dst_trace(d, "world: %s: GiveTasks job %s g%d r%d step %lld (%zu ids%s%llu, steal %llu)", a->id, m->job, m->gen,
+              m->rank, (long long)m->step, m->n_ids, m->n_ids ? ": " : "", m->n_ids ? (unsigned long long)m->ids[0] : 0ULL,
+              (unsigned long long)m->request);
+    if (tide_task_deque_give(a->deque, &g, d->now, &ans) == 0 && ans.waiter)
+        task_answered(d, a, &ans);
+}
+
 static void proc_end(dst_t *d, agent_t *a, wentry_t *e, int32_t code)
 {
     trainer_t *tr = e->tr;
@@ -360,6 +790,8 @@ static void proc_end(dst_t *d, agent_t *a, wentry_t *e, int32_t code)
     tr->live--;
     if (tr->stall < 0)
         tr->stall = d->now;
+    if (tr->rk[e->rank].rid == (uint64_t)e->pid)
+        tr->rk[e->rank].phase = TR_OUT;
     dst_trace(d, "world: %s: job %s g%d r%d exited %d", a->id, e->job, e->gen, e->rank, code);
 }
 
@@ -396,8 +828,10 @@ static void run_procs(dst_t *d, agent_t *a)
             a->to_report = true;
             trainer_saved(e->tr, e->rank, s);
         }
-        if (exit_time(e, &code) <= d->now)
+        if (exit_time(e, &code) <= d->now) {
             proc_end(d, a, e, code);
+            task_rank_gone(a, (uint64_t)e->pid);
+        }
     }
 }
 
@@ -508,8 +942,11 @@ static void run_agent(dst_t *d, agent_t *a)
         send(d, a, m, true);
     }
     if (d->now >= a->next_hb) {
-        net_msg_t *m = net_msg_new(NM_HEARTBEAT);
+        net_msg_t *m;
         size_t n = 0;
+        /* task completions go out in batches, one per pool and heartbeat (worker/agent.c) */
+        tide_task_deque_flush(a->deque);
+        m = net_msg_new(NM_HEARTBEAT);
         m->prog = tide_xcalloc(W_ENTRIES, sizeof(*m->prog));
         for (int i = 0; i < W_ENTRIES; i++) {
             wentry_t *e = &a->e[i];
@@ -526,6 +963,17 @@ static void run_agent(dst_t *d, agent_t *a)
             p->p.peak_flops = W_PEAK_FLOPS;
             p->p.mfu = e->tr->job->mfu;
             p->p.flops_per_s = p->p.flops_per_s_5m = e->tr->job->mfu * W_PEAK_FLOPS;
+            {
+                tide_task_stats_t ts;
+                if (tide_task_deque_stats(a->deque, (uint64_t)e->pid, d->now, &ts) == 0) {
+                    p->p.tasks_run = ts.tasks_run;
+                    p->p.tasks_stolen = ts.tasks_stolen;
+                    p->p.tasks_given = ts.tasks_given;
+                    p->p.task_seconds = ts.task_seconds;
+                    p->p.busy_fraction = ts.busy_fraction;
+                    p->p.steal_wait_seconds = ts.steal_wait_seconds;
+                }
+            }
             n++;
         }
         m->n_prog = n;
@@ -570,8 +1018,21 @@ static void on_launch(dst_t *d, agent_t *a, net_stream_t *s, const net_msg_t *m)
     tr = e->tr = trainer_get(d, m->job, m->gen, m->world);
     tr->spawned++;
     tr->live++;
-    if (tr->spawned >= tr->world && tr->live == tr->world && tr->t0 < 0 && tr->stall < 0)
+    tide_task_deque_rank_add(a->deque, (uint64_t)e->pid, m->job, m->gen, m->rank, d->now);
+    if (m->rank >= 0 && m->rank < tr->world) {
+        tr->rk[m->rank].agent = a->idx;
+        tr->rk[m->rank].rid = (uint64_t)e->pid;
+        tr->rk[m->rank].phase = TR_IDLE;
+    }
+    if (tr->spawned >= tr->world && tr->live == tr->world && tr->t0 < 0 && tr->stall < 0) {
         tr->t0 = d->now;
+        if (tr->job->tasks) {
+            tr->tstep = tr->resume < 0 ? 0 : tr->resume;
+            tr->tstep_at = d->now;
+            if (tr->tstep < tr->n_steps - 1)
+                step_start(d, tr);
+        }
+    }
     a->n_running++;
     d->stats->spawns++;
     dst_trace(d, "world: %s: spawn job %s g%d r%d/%d pid %d", a->id, m->job, m->gen, m->rank, m->world,
@@ -637,6 +1098,7 @@ static void on_welcome(dst_t *d, agent_t *a)
         if (e->used && !e->running && !e->reported && e->hello_stream == a->stream)
             e->reported = true; /* carried by this stream's hello */
     }
+    tide_task_deque_welcome(a->deque); /* declarations, completions, pending steals */
 }
 
 bool world_skip_stream(void *ud, net_stream_t *s)
@@ -674,6 +1136,12 @@ static void deliver(dst_t *d)
             case NM_FLUSH:
                 on_flush(d, a, m);
                 break;
+            case NM_RELEASE_TASKS:
+                on_release_tasks(d, a, m);
+                break;
+            case NM_GIVE_TASKS:
+                on_give_tasks(d, a, m);
+                break;
             default:
                 break;
             }
@@ -690,16 +1158,15 @@ void world_run(dst_t *d)
         agent_t *a = &w->a[i];
         if (!a->up && d->now >= a->up_at)
             world_join(d, a);
-        if (a->frozen && d->now >= a->thaw_at) {
-            a->frozen = false;
-            dst_trace(d, "world: %s: thaws", a->id);
-        }
+        if (a->frozen && d->now >= a->thaw_at)
+            world_thaw(d, a);
         if (a->up)
             run_procs(d, a);
     }
     deliver(d);
     for (int i = 0; i < w->n; i++)
         run_agent(d, &w->a[i]);
+    run_tasks(d);
 }
 
 int64_t world_next_due(dst_t *d)
@@ -734,6 +1201,16 @@ int64_t world_next_due(dst_t *d)
         }
         if (a->frozen)
             continue;
+        for (int k = 0, left = a->n_running; k < W_ENTRIES && left > 0; k++) {
+            const wentry_t *e = &a->e[k];
+            const trank_t *t;
+            if (!e->used || !e->running)
+                continue;
+            left--;
+            t = &e->tr->rk[e->rank];
+            if (e->tr->job->tasks && t->rid == (uint64_t)e->pid && (t->phase == TR_DECLARE || t->phase == TR_RUN))
+                AT(t->due);
+        }
         if (!a->stream)
             AT(a->reconnect_at);
         if (a->welcomed) {
@@ -749,6 +1226,7 @@ int64_t world_next_due(dst_t *d)
 
 /* --- membership and faults --- */
 
+/* The agent process ends: its ranks die with it and its deques are gone (a restart starts empty). */
 static void kill_all(dst_t *d, agent_t *a)
 {
     for (int i = 0; i < W_ENTRIES; i++) {
@@ -759,6 +1237,9 @@ static void kill_all(dst_t *d, agent_t *a)
     }
     memset(a->fl, 0, sizeof(a->fl));
     a->n_flushes = 0;
+    tide_task_deque_free(a->deque);
+    tide_task_deque_new(&deque_ops, a, &a->deque);
+    a->n_rm = 0;
 }
 
 void world_join(dst_t *d, agent_t *a)
@@ -809,6 +1290,18 @@ void world_leave(dst_t *d, agent_t *a)
     a->welcomed = false;
     a->up = false;
     a->up_at = INT64_MAX;
+}
+
+void world_thaw(dst_t *d, agent_t *a)
+{
+    if (!a->frozen)
+        return;
+    a->frozen = false;
+    dst_trace(d, "world: %s: thaws", a->id);
+    /* the exits it missed while it hung */
+    for (int k = 0; k < a->n_rm; k++)
+        task_rank_gone(a, a->rm_pending[k]);
+    a->n_rm = 0;
 }
 
 void world_hang(dst_t *d, agent_t *a, int64_t ms)

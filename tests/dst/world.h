@@ -2,7 +2,13 @@
  * worker (worker/core.c: a LaunchRank is idempotent, exits are kept and repeated in every hello, a
  * StopRank for a rank that does not run is ignored), the processes they run, and one trainer per job
  * generation whose ranks step in lockstep, save checkpoints through the SDK, answer CHECKPOINT_NOW
- * (some jobs), fail, and stall when a peer dies. Workers join, leave, crash and hang. */
+ * (some jobs), fail, and stall when a peer dies. Workers join, leave, crash and hang.
+ *
+ * Work stealing (docs/work-stealing.md): each agent holds the real worker deque (worker/task_deque.c,
+ * one tide_task_deque_t per agent, its messages on the agent's stream). A task job's trainer runs
+ * event-driven steps: every rank declares its share of the step's tasks, pops tasks at its own speed
+ * (some ranks are slow), waits for the scheduler's give when its deque is empty, and ends its part at
+ * no_task; the step ends when every rank ended its part (the collective). */
 #ifndef TIDE_DST_WORLD_H
 #define TIDE_DST_WORLD_H
 
@@ -11,6 +17,7 @@
 #include "core.h"
 #include "dst.h"
 #include "net.h"
+#include "../../worker/task_deque.h" /* not on the include path: worker/core.h would shadow core.h */
 
 #define W_MAX_AGENTS 40
 #define W_ENTRIES 24
@@ -18,6 +25,7 @@
 #define W_FLUSHES 8
 #define W_MAX_RANKS 16
 #define W_PEAK_FLOPS 989e12
+#define W_MAX_TASKS 32 /* tasks in one step of a task job */
 
 /* How a job's trainer behaves; the client that submits it decides. */
 typedef struct wjob {
@@ -28,8 +36,45 @@ typedef struct wjob {
     double fail_p;   /* a generation loses a rank to a fault of its own */
     double mfu;      /* its MFU now (job-level telemetry and the ranks' progress) */
     int64_t resume;  /* the newest step every rank of one generation saved: where the next resumes */
+    /* work stealing: a step is n_tasks tasks, ids id_base + i * id_stride, each task_ms at full speed */
+    bool tasks;
+    int32_t task_kind; /* TIDE_TASK_MEMBER or TIDE_TASK_DETACHED */
+    int32_t n_tasks;
+    uint64_t id_base, id_stride;
+    int64_t task_ms;
+    double p_slow_rank; /* a rank of a generation is slow (2..5x) */
     UT_hash_handle hh;
 } wjob_t;
+
+/* One step of a task job's generation: who was handed each task. */
+typedef struct tstep {
+    int8_t assign[W_MAX_TASKS];    /* the rank whose share it is */
+    uint8_t count[W_MAX_TASKS];    /* times handed to a trainer */
+    uint16_t handed[W_MAX_TASKS];  /* the ranks it was handed to (bit r) */
+    uint64_t crashes;              /* scheduler crashes when the step began */
+} tstep_t;
+
+typedef enum trank_phase {
+    TR_IDLE,    /* not started, or its trainer has not begun */
+    TR_DECLARE, /* declares its share of the step at `due`, then asks for a task */
+    TR_RUN,     /* runs task `cur` until `due`, then reports it done with the next next_task */
+    TR_WAIT,    /* next_task waits for a steal's answer (the deque's give) */
+    TR_END,     /* no_task: its part of the step is done */
+    TR_OUT,     /* its process ended */
+} trank_phase_t;
+
+/* A rank of a task job's trainer: the next_task loop of the SDK (docs/work-stealing.md). */
+typedef struct trank {
+    struct trainer *tr;
+    int32_t r;
+    int agent;    /* where its process runs; -1: none yet */
+    uint64_t rid; /* its id in that agent's deque (the process id) */
+    int phase;    /* trank_phase_t */
+    int64_t due;
+    uint64_t cur;
+    int64_t wait_since;
+    double slow;  /* time per task, as a multiple of the job's task_ms */
+} trank_t;
 
 /* One generation of a job: its ranks share a step clock that runs while all of them live. */
 typedef struct trainer {
@@ -44,6 +89,13 @@ typedef struct trainer {
     int32_t fail_rank;
     int64_t fail_after; /* ms after t0; -1: none */
     int64_t saved[W_MAX_RANKS];
+    /* task jobs */
+    int64_t tstep;    /* the step its ranks work on */
+    int64_t tstep_at; /* when it began */
+    tstep_t **steps;  /* [n_steps]: the steps run so far */
+    int64_t n_steps;  /* the job's total_steps + 1 when the generation began */
+    bool gen_ended;   /* the scheduler was seen to end this generation */
+    trank_t rk[W_MAX_RANKS];
     UT_hash_handle hh;
 } trainer_t;
 
@@ -97,6 +149,10 @@ typedef struct agent {
     int n_running;  /* entries running (a GPU runs one rank; two is what the checker looks for) */
     bool to_report; /* a save or an exit may wait to be relayed */
     int n_flushes;
+    struct world *w;
+    tide_task_deque_t *deque; /* the real worker's task deques (worker/task_deque.c) */
+    uint64_t rm_pending[W_ENTRIES]; /* ranks that exited while it hung: removed from the deque at thaw */
+    int n_rm;
 } agent_t;
 
 struct world {
@@ -107,9 +163,10 @@ struct world {
     trainer_t *trainers;
     int32_t next_pid;
     int64_t stop_grace_ms, hb_ms;
+    dst_t *d;
 };
 
-world_t *world_new(void);
+world_t *world_new(dst_t *d);
 void world_free(world_t *w);
 /* Adds an agent (down until world_join). Labels: pool/rack/switch empty means none. */
 agent_t *world_add_agent(world_t *w, const char *node, int gpu, const char *device, uint64_t mem,
@@ -132,6 +189,7 @@ void world_join(dst_t *d, agent_t *a);
 void world_crash(dst_t *d, agent_t *a, int64_t down_ms); /* ranks die with it */
 void world_leave(dst_t *d, agent_t *a);                  /* goodbye, ranks stopped */
 void world_hang(dst_t *d, agent_t *a, int64_t ms);
+void world_thaw(dst_t *d, agent_t *a);
 void world_blip(dst_t *d, agent_t *a); /* its stream dies */
 /* The scheduler restarted: nothing to do for agents (they notice their streams end). */
 
@@ -144,5 +202,12 @@ void world_unreachable(dst_t *d, agent_t *a, int kb);
 int world_running(const agent_t *a);
 /* The trainer step a rank of tr is at now. */
 int64_t world_step(const dst_t *d, const trainer_t *tr);
+/* The trainer of (job, generation), or NULL. */
+trainer_t *world_trainer(world_t *w, const char *job, int32_t gen);
+/* Task i of job j's steps, and back (-1: not a task of j). */
+uint64_t world_task_id(const wjob_t *j, int i);
+int world_task_index(const wjob_t *j, uint64_t id);
+/* Whether the scheduler has ended tr's generation (sticky once seen). */
+bool world_gen_over(dst_t *d, trainer_t *tr);
 
 #endif

@@ -4,7 +4,9 @@ parameters equal; a rank that fails, at start or killed mid-training, fails the 
 code and leaves nothing running. The SDK example (ddp_train_sdk.py) under tide: it reports every step, a
 cancel (stop_after_step) stops its ranks at the same step with a checkpoint and exit 0, and a second job
 resumes from that checkpoint to the plain script's parameters; outside tide it runs too (every SDK call a
-no-op). The checkpoint_now path is not tested here yet (the scheduler side is being built).
+no-op). The work-stealing example (ddp_steal.py) on a node with one worker slowed to 50%: micro-batches are
+stolen and the parameters are bitwise those of one plain process. The checkpoint_now path is not tested here
+yet (the scheduler side is being built).
 
 Each process spends ~2.4 s importing torch and the machine may have 2 cores, so the jobs are short."""
 
@@ -24,6 +26,7 @@ from tidetest import wait_for, pid_alive  # noqa: E402
 PYTHON = "/usr/bin/python3"
 PLAIN = "examples/pytorch/ddp_train.py"  # relative to the workdir, as a user would type it
 SDK = "examples/pytorch/ddp_train_sdk.py"
+STEAL = "examples/pytorch/ddp_steal.py"
 LINE = re.compile(r"^\[rank (\d+)\] (.*)$")
 
 
@@ -169,6 +172,34 @@ def main():
         assert "tide_trainer" not in r.stderr, r.stderr
         assert not os.path.exists(os.path.join(c.tmp, "ck-local")), "no checkpoint is written without tide"
         print("ok   the SDK example runs outside tide (SDK calls are no-ops)")
+
+        # 7. Work stealing in a PyTorch loop (examples/pytorch/ddp_steal.py, docs/work-stealing.md): 2 ranks on a
+        #    node whose second worker runs at 50% (the worker's `slow` perturbation). Its micro-batches come from
+        #    tide's task iterator: the fast rank takes the slow rank's tail, and the parameters are bitwise those
+        #    of one plain process (the example sums gradients in fixed point).
+        steal_flags = ["--steps", "20", "--micro-batches", "16", "--simulated-compute", "5", "--log-every", "20"]
+        r = subprocess.run([PYTHON, STEAL, *steal_flags], cwd=tidetest.SRC, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0 and "tide off" in r.stdout, (r.stdout, r.stderr)
+        plain = re.search(r"params-sha256 ([0-9a-f]{64})", r.stdout).group(1)
+        slow = os.path.join(c.tmp, "slow.txt")
+        with open(slow, "w") as f:
+            f.write("0 slow 50\n")
+        c.start_worker("node3", 0)
+        c.start_worker("node3", 1, "--perturb", slow)
+        c.wait_workers(6)
+        c.tidectl("cordon", "node1/gpu0", "node1/gpu1", "node2/gpu0", "node2/gpu1")
+        jid, job = run_job(c, "ddp-steal", 2, *steal_flags, script=STEAL)
+        assert sorted(job["workerIds"]) == ["node3/gpu0", "node3/gpu1"], job["workerIds"]
+        lines = rank_lines(c, jid)
+        hashes = {rk: [x.split()[1] for x in ls if x.startswith("params-sha256 ")] for rk, ls in lines.items()}
+        assert hashes == {0: [plain], 1: [plain]}, (hashes, plain, lines)
+        assert not any("task accounting off" in x for ls in lines.values() for x in ls), lines
+        assert any(x.endswith("stealing on") for x in lines[0]), lines[0]
+        assert int(job.get("tasksStolen", 0)) > 0 and int(job.get("tasksCommitted", 0)) == 20 * 16, job
+        c.tidectl("uncordon", "node1/gpu0", "node1/gpu1", "node2/gpu0", "node2/gpu1")
+        print(f"ok   a PyTorch loop on tide's task iterator with one rank at 50%: {job['tasksStolen']} micro-batches "
+              "stolen, parameters bitwise those of one plain process")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
-/* Work stealing in the scheduler core (docs/work-stealing.md): declaration rules and bad input,
- * deque splitting, victim choice, the commit rule, replays of steal and release ids, parked steals,
- * stealing switched off, orphans of a gone holder, the pool limit, pools ending with their
- * generation, stragglers and the job.steals event; then a randomized model of workers, trainers and
- * a lossy stream checked after every call: each task is in one place and committed at most once.
+/* Work stealing in the scheduler core (docs/work-stealing.md): declaration rules, re-declarations
+ * and bad input, deque splitting, victim choice, the commit rule, replays of steal and release ids,
+ * parked steals and their deadline, "none" once every rank declared, stealing switched off, orphans
+ * of a lost holder and the tasks a rank that exited keeps, the pool limit, pools ending with their
+ * generation, pools every rank moved on from, stragglers and the job.steals event; then a
+ * randomized model of workers, trainers and a lossy stream checked after every call: each task is
+ * in one place and runs at most once, and every task runs exactly once except what a rank still
+ * held when it exited (in half the seeds the ranks also hold completions back and go on to the
+ * next steps, so the step's pool may go before it completes and what names it is stale).
  * TIDE_STEAL_SEEDS=N runs N seeds (3000); TIDE_STEAL_SEED=N reruns one (TIDE_STEAL_TRACE=1 prints
  * its messages). */
 #include <errno.h>
@@ -93,6 +97,19 @@ static tide_task_pool_info_t info(h_t *h, tide_job_t *job, int64_t step)
     memset(&i, 0, sizeof(i));
     assert_int_equal(tide_core_task_pool(h->core, job, MEMBER, step, &i), 0);
     return i;
+}
+
+static int n_actions(h_t *h)
+{
+    size_t n;
+    (void)tide_core_actions(h->core, &n);
+    return (int)n;
+}
+
+static bool has_pool(h_t *h, tide_job_t *job, tide_task_kind_t kind, int64_t step)
+{
+    tide_task_pool_info_t i;
+    return tide_core_task_pool(h->core, job, kind, step, &i) == 0;
 }
 
 /* The only action of type in the list (asserts there is exactly one). */
@@ -222,6 +239,118 @@ static void test_declaration_rules(void **state)
     assert_int_equal(i.queued, 8);
     assert_int_equal(declare(&h, job, 2, 5, NULL, 0, 8), 0);
     assert_consistent(&h, job, 5, all, 8);
+    h_fini(&h);
+}
+
+/* What a re-declaration must leave alone: the pool's counters, the job's, and every id's place. */
+typedef struct snap {
+    tide_task_pool_info_t pool;
+    uint64_t committed, stolen, requests;
+    int32_t where[16];
+} snap_t;
+
+static snap_t snapshot(h_t *h, tide_job_t *job, int64_t step, const uint64_t *ids, size_t n)
+{
+    snap_t s;
+
+    memset(&s, 0, sizeof(s));
+    assert_true(n <= 16);
+    s.pool = info(h, job, step);
+    s.committed = job->tasks_committed;
+    s.stolen = job->tasks_stolen;
+    s.requests = job->steal_requests;
+    for (size_t i = 0; i < n; i++)
+        s.where[i] = holder(h, job, step, ids[i]);
+    return s;
+}
+
+static void assert_unchanged(h_t *h, tide_job_t *job, int64_t step, const uint64_t *ids, size_t n,
+                             const snap_t *before)
+{
+    snap_t now = snapshot(h, job, step, ids, n);
+
+    assert_int_equal(n_actions(h), 0);
+    assert_int_equal(now.pool.total, before->pool.total);
+    assert_int_equal(now.pool.declared, before->pool.declared);
+    assert_int_equal(now.pool.committed, before->pool.committed);
+    assert_int_equal(now.pool.queued, before->pool.queued);
+    assert_int_equal(now.pool.orphaned, before->pool.orphaned);
+    assert_int_equal(now.pool.steals_pending, before->pool.steals_pending);
+    assert_int_equal(now.pool.steals_parked, before->pool.steals_parked);
+    assert_int_equal(now.committed, before->committed);
+    assert_int_equal(now.stolen, before->stolen);
+    assert_int_equal(now.requests, before->requests);
+    for (size_t i = 0; i < n; i++)
+        if (now.where[i] != before->where[i])
+            fail_msg("task %" PRIu64 ": held by %d, was %d", ids[i], now.where[i],
+                     before->where[i]);
+    h_check_invariants(h);
+}
+
+/* A rank declares a pool again (its worker reconnected): an identical repeat, or one that names
+ * only ids the pool knows (what the rank holds by then: some went to thieves, some came from
+ * victims), is accepted and changes nothing; one naming an id the pool does not know is refused
+ * and changes nothing either. */
+static void test_redeclaration(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    uint64_t a[6] = {1, 2, 3, 4, 5, 6}, b[2] = {7, 8}, tail[3] = {6, 5, 4}, one[1] = {1};
+    uint64_t all[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t holds0[3] = {1, 2, 3}, holds1[5] = {7, 8, 6, 5, 4}, mixed[4] = {2, 3, 4, 7};
+    uint64_t unknown0[3] = {2, 3, 9}, unknown1[1] = {99};
+    const tide_action_t *act;
+    snap_t before;
+    (void)state;
+
+    h_init(&h, NULL);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    job = run(&h, 2);
+    assert_int_equal(declare(&h, job, 0, 1, a, 6, 8), 0);
+    assert_int_equal(declare(&h, job, 1, 1, b, 2, 8), 0);
+    assert_int_equal(done(&h, job, 1, 1, b, 2, 0), 0);
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    act = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(act->max_tasks, 3);
+    assert_int_equal(released(&h, job, 0, 1, act->request_id, tail, 3, 3), 0);
+    assert_ids(only(&h, TIDE_ACT_GIVE_TASKS), tail, 3);
+    assert_int_equal(done(&h, job, 0, 1, one, 1, 2), 0); /* rank 0 ran 1, has 2 and 3 queued */
+    h_clear(&h);
+    before = snapshot(&h, job, 1, all, 8);
+    assert_int_equal(before.pool.declared, 8);
+    assert_int_equal(before.pool.committed, 3);
+    assert_int_equal(before.where[3], 1); /* 4 went to rank 1 */
+
+    /* an identical repeat */
+    assert_int_equal(declare(&h, job, 0, 1, a, 6, 8), 0);
+    assert_int_equal(declare(&h, job, 1, 1, b, 2, 8), 0);
+    assert_unchanged(&h, job, 1, all, 8, &before);
+    /* what each rank holds after a reconnect: rank 0 lost 4..6 to rank 1, which ran 7 and 8 */
+    assert_int_equal(declare(&h, job, 0, 1, holds0, 3, 8), 0);
+    assert_unchanged(&h, job, 1, all, 8, &before);
+    assert_int_equal(declare(&h, job, 1, 1, holds1, 5, 8), 0);
+    assert_unchanged(&h, job, 1, all, 8, &before);
+    /* ids it does not hold (4 is rank 1's, 7 committed by rank 1) or none at all: known to the
+     * pool, so still a repeat: nobody's task moves */
+    assert_int_equal(declare(&h, job, 0, 1, mixed, 4, 8), 0);
+    assert_unchanged(&h, job, 1, all, 8, &before);
+    assert_int_equal(declare(&h, job, 0, 1, NULL, 0, 8), 0);
+    assert_unchanged(&h, job, 1, all, 8, &before);
+    /* an id the pool does not know: refused, and it does not enter the pool */
+    assert_int_equal(declare(&h, job, 0, 1, unknown0, 3, 8), -EALREADY);
+    assert_contains(err.text, "already declared");
+    assert_unchanged(&h, job, 1, all, 8, &before);
+    assert_int_equal(declare(&h, job, 1, 1, unknown1, 1, 8), -EALREADY);
+    assert_unchanged(&h, job, 1, all, 8, &before);
+    assert_int_equal(holder(&h, job, 1, 9), -4);
+    assert_int_equal(holder(&h, job, 1, 99), -4);
+    /* nor did any of them touch what the core believes is queued: the next thief asks rank 0 for
+     * half of its 2 */
+    assert_int_equal(steal(&h, job, 1, 1, 2), 0);
+    act = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(act->rank, 0);
+    assert_int_equal(act->max_tasks, 1);
+    assert_consistent(&h, job, 1, all, 8);
     h_fini(&h);
 }
 
@@ -720,6 +849,218 @@ static void test_parked_steals(void **state)
     h_fini(&h);
 }
 
+static size_t n_steal_actions(h_t *h)
+{
+    return h_count(h, TIDE_ACT_GIVE_TASKS) + h_count(h, TIDE_ACT_RELEASE_TASKS);
+}
+
+/* A steal that cannot be served (a rank never declares its share) is answered "none" steal_park_ms
+ * after it parked, each thief at its own deadline: the job's timer re-arms for the next one, and
+ * again for a thief that parks after it went idle. A replay gets the same answer; the deadline goes
+ * with the pools. */
+static void test_parked_steal_deadline(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    const tide_action_t *a;
+    tide_job_t *out;
+    int64_t t0;
+    (void)state;
+
+    h_init(&h, NULL);
+    assert_int_equal(tide_core_config(h.core)->steal_park_ms, 2000);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = run(&h, 3);
+    t0 = h.mono;
+    assert_int_equal(job->steal_park_at, 0);
+    /* rank 2 never declares its share */
+    assert_int_equal(declare(&h, job, 0, 1, NULL, 0, 4), 0);
+    assert_int_equal(declare(&h, job, 1, 1, NULL, 0, 4), 0);
+    assert_int_equal(steal(&h, job, 0, 1, 1), 0);
+    assert_int_equal(job->steal_park_at, t0 + 2000);
+    h_jump(&h, 500);
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    assert_int_equal(job->steal_park_at, t0 + 2000); /* the earliest deadline */
+    assert_int_equal(info(&h, job, 1).steals_parked, 2);
+    assert_int_equal(n_steal_actions(&h), 0);
+
+    h_jump(&h, 1499);
+    assert_int_equal(n_steal_actions(&h), 0);
+    h_jump(&h, 1); /* t0 + 2000: rank 0's deadline, not yet rank 1's */
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 0);
+    assert_int_equal(a->request_id, 1);
+    assert_int_equal(a->n_task_ids, 0);
+    assert_int_equal(n_steal_actions(&h), 1);
+    assert_int_equal(info(&h, job, 1).steals_parked, 1);
+    assert_int_equal(job->steal_park_at, t0 + 2500);
+    h_clear(&h);
+    h_jump(&h, 499);
+    assert_int_equal(n_steal_actions(&h), 0);
+    h_jump(&h, 1); /* t0 + 2500 */
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 1);
+    assert_int_equal(a->request_id, 1);
+    assert_int_equal(a->n_task_ids, 0);
+    assert_int_equal(n_steal_actions(&h), 1);
+    assert_int_equal(info(&h, job, 1).steals_parked, 0);
+    assert_int_equal(job->steal_park_at, 0);
+    h_clear(&h);
+
+    /* a replay of an answered steal: the same answer at once, no deadline */
+    assert_int_equal(steal(&h, job, 0, 1, 1), 0);
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 0);
+    assert_int_equal(a->n_task_ids, 0);
+    assert_int_equal(job->steal_park_at, 0);
+    h_clear(&h);
+    h_jump(&h, 5000);
+    assert_int_equal(n_steal_actions(&h), 0);
+
+    /* the timer is idle: a thief that parks now arms it again */
+    t0 = h.mono;
+    assert_int_equal(steal(&h, job, 0, 1, 2), 0);
+    assert_int_equal(n_steal_actions(&h), 0);
+    assert_int_equal(job->steal_park_at, t0 + 2000);
+    h_jump(&h, 1999);
+    assert_int_equal(n_steal_actions(&h), 0);
+    h_jump(&h, 1);
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 0);
+    assert_int_equal(a->request_id, 2);
+    assert_int_equal(a->n_task_ids, 0);
+    h_clear(&h);
+
+    /* the deadline goes with the pools */
+    assert_int_equal(steal(&h, job, 1, 1, 2), 0);
+    assert_int_equal(job->steal_park_at, h.mono + 2000);
+    assert_int_equal(tide_core_job_cancel(h.core, job->id, &out, &err), 0);
+    assert_int_equal(job->steal_park_at, 0);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A parked thief served before its deadline (a declaration brought a victim) is not answered again
+ * when the deadline passes; a thief put back in the queue after a failed retry keeps its own
+ * deadline. steal_park_ms comes from the config. */
+static void test_parked_steal_served_first(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t ids[4] = {1, 2, 3, 4}, tail[2] = {4, 3};
+    const tide_action_t *a;
+    uint64_t rid;
+    int64_t t0;
+    (void)state;
+
+    cfg.steal_park_ms = 700;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = run(&h, 3);
+    t0 = h.mono;
+    assert_int_equal(declare(&h, job, 0, 1, NULL, 0, 4), 0);
+    assert_int_equal(declare(&h, job, 1, 1, NULL, 0, 4), 0);
+    assert_int_equal(steal(&h, job, 0, 1, 1), 0); /* deadline t0 + 700 */
+    h_jump(&h, 100);
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0); /* deadline t0 + 800 */
+    assert_int_equal(job->steal_park_at, t0 + 700);
+    h_jump(&h, 200);
+    /* rank 2's share arrives: the first thief's steal goes to it; the second waits for that
+     * answer (rank 2 is being asked already) */
+    assert_int_equal(declare(&h, job, 2, 1, ids, 4, 4), 0);
+    a = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(a->rank, 2);
+    assert_int_equal(a->max_tasks, 2);
+    rid = a->request_id;
+    assert_int_equal(h_count(&h, TIDE_ACT_GIVE_TASKS), 0);
+    assert_int_equal(info(&h, job, 1).steals_pending, 1);
+    assert_int_equal(info(&h, job, 1).steals_parked, 1);
+    h_clear(&h);
+
+    /* t0 + 700: the served thief's old deadline passes: nothing (it waits on its victim) */
+    h_jump(&h, 400);
+    assert_int_equal(n_steal_actions(&h), 0);
+    assert_int_equal(job->steal_park_at, t0 + 800);
+    h_jump(&h, 99);
+    assert_int_equal(n_steal_actions(&h), 0);
+    /* t0 + 800: the one still parked is told there is none, at its first deadline */
+    h_jump(&h, 1);
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 1);
+    assert_int_equal(a->n_task_ids, 0);
+    assert_int_equal(n_steal_actions(&h), 1);
+    assert_int_equal(info(&h, job, 1).steals_parked, 0);
+    assert_int_equal(info(&h, job, 1).steals_pending, 1);
+    h_clear(&h);
+    h_jump(&h, 3000);
+    assert_int_equal(n_steal_actions(&h), 0);
+
+    /* the victim answers: the first thief's one and only answer */
+    assert_int_equal(released(&h, job, 2, 1, rid, tail, 2, 2), 0);
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 0);
+    assert_int_equal(a->request_id, 1);
+    assert_ids(a, tail, 2);
+    assert_int_equal(n_steal_actions(&h), 1);
+    h_clear(&h);
+    h_jump(&h, 3000);
+    assert_int_equal(n_steal_actions(&h), 0);
+    assert_consistent(&h, job, 1, ids, 4);
+    h_fini(&h);
+}
+
+/* Once every rank declared, nothing is queued anywhere, no release is out and no orphan waits, a
+ * thief is told there is none even though the shares add up to less than the pool's total (ids
+ * nobody declared do not exist, or went with a restarted scheduler). The parked thief answered so
+ * by the last declaration is not answered again at its deadline. */
+static void test_drained_below_total(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    uint64_t a[2] = {1, 2}, b[1] = {3}, all[3] = {1, 2, 3};
+    const tide_action_t *act;
+    tide_task_pool_info_t i;
+    (void)state;
+
+    h_init(&h, NULL);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    job = run(&h, 4);
+    assert_int_equal(declare(&h, job, 0, 1, a, 2, 10), 0);
+    assert_int_equal(done(&h, job, 0, 1, a, 2, 0), 0);
+    /* rank 1's one task is in its trainer's hands: nothing queued */
+    assert_int_equal(declare(&h, job, 1, 1, b, 1, 10), 0);
+    assert_int_equal(done(&h, job, 1, 1, NULL, 0, 0), 0);
+    assert_int_equal(declare(&h, job, 2, 1, NULL, 0, 10), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 2, 1, 1), 0);
+    assert_int_equal(n_steal_actions(&h), 0); /* rank 3 has not declared */
+    assert_int_equal(info(&h, job, 1).steals_parked, 1);
+    /* rank 3's share is empty: 3 of 10 declared, and that is all there is */
+    assert_int_equal(declare(&h, job, 3, 1, NULL, 0, 10), 0);
+    act = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(act->rank, 2);
+    assert_int_equal(act->request_id, 1);
+    assert_int_equal(act->n_task_ids, 0);
+    assert_int_equal(n_steal_actions(&h), 1);
+    i = info(&h, job, 1);
+    assert_int_equal(i.total, 10);
+    assert_int_equal(i.declared, 3);
+    assert_int_equal(i.committed, 2);
+    assert_int_equal(i.steals_parked, 0);
+    h_clear(&h);
+    h_jump(&h, 5000);
+    assert_int_equal(n_steal_actions(&h), 0);
+    /* another thief: none at once */
+    assert_int_equal(steal(&h, job, 0, 1, 1), 0);
+    act = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(act->rank, 0);
+    assert_int_equal(act->n_task_ids, 0);
+    assert_int_equal(holder(&h, job, 1, 3), 1);
+    assert_consistent(&h, job, 1, all, 3);
+    h_fini(&h);
+}
+
 /* --- stealing off --- */
 
 static void test_no_stealing(void **state)
@@ -780,9 +1121,9 @@ static void test_orphans_of_a_gone_holder(void **state)
                      0); /* it ran 6; 7 and 8 were in its hands/deque */
     h_clear(&h);
 
-    /* rank 0's trainer exits (code 0) while its tasks are not done: they become orphans... */
-    tide_core_rank_exited(h.core, W(job, 0), job->id, job->generation, 0, 0, NULL);
-    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    /* rank 0 is lost with its worker while its tasks are not done: they become orphans (the
+     * generation would end with it; the pools see the loss first)... */
+    tide__tasks_rank_gone(h.core, job, 0, true);
     assert_int_equal(info(&h, job, 1).orphaned, 7);
     assert_int_equal(holder(&h, job, 1, 1), -3);
     assert_int_equal(holder(&h, job, 1, 6), -1);
@@ -828,7 +1169,7 @@ static void test_orphans_of_a_dead_rank(void **state)
     assert_int_equal(steal(&h, job, 2, 1, 1), 0);
     assert_int_equal(only(&h, TIDE_ACT_RELEASE_TASKS)->rank, 0);
     h_clear(&h);
-    tide__tasks_rank_gone(h.core, job, 0);
+    tide__tasks_rank_gone(h.core, job, 0, true);
     /* the thief waiting on rank 0 gets its orphans at once */
     assert_int_equal(only(&h, TIDE_ACT_GIVE_TASKS)->n_task_ids, 2);
     assert_int_equal(only(&h, TIDE_ACT_GIVE_TASKS)->rank, 2);
@@ -845,7 +1186,7 @@ static void test_orphans_of_a_dead_rank(void **state)
     assert_int_equal(steal(&h, job, 2, 1, 4), 0); /* now rank 1 is asked */
     rid = only(&h, TIDE_ACT_RELEASE_TASKS)->request_id;
     h_clear(&h);
-    tide__tasks_rank_gone(h.core, job, 2);
+    tide__tasks_rank_gone(h.core, job, 2, true);
     {
         uint64_t six[1] = {6};
         assert_int_equal(released(&h, job, 1, 1, rid, six, 1, 1), 0);
@@ -853,6 +1194,125 @@ static void test_orphans_of_a_dead_rank(void **state)
     assert_int_equal(h_count(&h, TIDE_ACT_GIVE_TASKS), 0);
     assert_int_equal(holder(&h, job, 1, 6), -3);
     assert_consistent(&h, job, 1, all, 6);
+    h_fini(&h);
+}
+
+/* A rank that exits by itself (code 0) while the generation goes on may have run what it still
+ * held: those tasks stay its own, never orphans, never given to a thief. It is no victim and no
+ * thief; its tasks do not keep the others' steals waiting, nor the pool from being dropped once
+ * the live ranks moved on. A rank lost with its worker, by contrast, orphans what it held. */
+static void test_exited_rank_keeps_its_tasks(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8}, r2[4] = {11, 12, 13, 14}, six[1] = {6};
+    uint64_t all[12] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14};
+    uint64_t t1[2] = {14, 13}, t3[1] = {12}, eleven[1] = {11};
+    const tide_action_t *a;
+    uint64_t rid;
+    (void)state;
+
+    cfg.max_task_pools = 2;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    job = run(&h, 4);
+    assert_int_equal(declare(&h, job, 0, 1, ids, 8, 12), 0);
+    assert_int_equal(declare(&h, job, 1, 1, NULL, 0, 12), 0);
+    assert_int_equal(declare(&h, job, 2, 1, r2, 4, 12), 0);
+    assert_int_equal(declare(&h, job, 3, 1, NULL, 0, 12), 0);
+    assert_int_equal(done(&h, job, 0, 1, six, 1, 6), 0);
+    /* rank 3 steals from rank 0 (6 queued, rank 2 has 4)... */
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 3, 1, 1), 0);
+    a = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(a->rank, 0);
+    h_clear(&h);
+
+    /* ...and rank 0's trainer exits (code 0) before answering */
+    tide_core_rank_exited(h.core, W(job, 0), job->id, job->generation, 0, 0, NULL);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(info(&h, job, 1).orphaned, 0);
+    assert_int_equal(info(&h, job, 1).queued, 11);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(holder(&h, job, 1, ids[i]), i == 5 ? -1 : 0);
+    assert_consistent(&h, job, 1, all, 12);
+    /* its thief is served again: by rank 2, not with rank 0's tasks */
+    a = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(a->rank, 2);
+    assert_int_equal(a->max_tasks, 2);
+    rid = a->request_id;
+    assert_int_equal(h_count(&h, TIDE_ACT_GIVE_TASKS), 0);
+    h_clear(&h);
+    assert_int_equal(released(&h, job, 2, 1, rid, t1, 2, 2), 0);
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 3);
+    assert_ids(a, t1, 2);
+    h_clear(&h);
+    /* another thief: rank 2 again (2 queued), never rank 0 (7 held) */
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    a = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(a->rank, 2);
+    assert_int_equal(a->max_tasks, 1);
+    rid = a->request_id;
+    h_clear(&h);
+    assert_int_equal(released(&h, job, 2, 1, rid, t3, 1, 1), 0);
+    assert_ids(only(&h, TIDE_ACT_GIVE_TASKS), t3, 1);
+    assert_int_equal(job->tasks_stolen, 3);
+    assert_consistent(&h, job, 1, all, 12);
+
+    /* the live ranks run what they hold: then there is nothing left for them, though rank 0's
+     * seven tasks are not committed */
+    assert_int_equal(done(&h, job, 2, 1, eleven, 1, 0), 0);
+    assert_int_equal(done(&h, job, 3, 1, t1, 2, 0), 0);
+    assert_int_equal(done(&h, job, 1, 1, t3, 1, 0), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 1, 1, 2), 0);
+    a = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(a->rank, 1);
+    assert_int_equal(a->n_task_ids, 0);
+    assert_int_equal(n_steal_actions(&h), 1);
+    assert_int_equal(info(&h, job, 1).committed, 5);
+    assert_int_equal(info(&h, job, 1).orphaned, 0);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(holder(&h, job, 1, ids[i]), i == 5 ? -1 : 0);
+    assert_consistent(&h, job, 1, all, 12);
+    h_clear(&h);
+
+    /* the live ranks move on: step 1 goes, incomplete (rank 0 does not count) */
+    assert_int_equal(declare(&h, job, 1, 2, NULL, 0, 1), 0);
+    assert_int_equal(declare(&h, job, 3, 2, NULL, 0, 1), 0);
+    assert_int_equal(declare(&h, job, 2, 3, NULL, 0, 1), 0);
+    assert_false(has_pool(&h, job, MEMBER, 1));
+    assert_true(has_pool(&h, job, MEMBER, 3));
+    h_check_invariants(&h);
+    h_fini(&h);
+
+    /* The same shape, but rank 0 is lost with its worker: its tasks are orphans, and its waiting
+     * thief gets them at once (the generation ends just after). */
+    cfg = config();
+    cfg.lost_restarts = 1;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    job = run(&h, 4);
+    assert_int_equal(declare(&h, job, 0, 1, ids, 8, 12), 0);
+    assert_int_equal(declare(&h, job, 1, 1, NULL, 0, 12), 0);
+    assert_int_equal(declare(&h, job, 2, 1, r2, 4, 12), 0);
+    assert_int_equal(declare(&h, job, 3, 1, NULL, 0, 12), 0);
+    assert_int_equal(done(&h, job, 0, 1, six, 1, 6), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 3, 1, 1), 0);
+    assert_int_equal(only(&h, TIDE_ACT_RELEASE_TASKS)->rank, 0);
+    h_clear(&h);
+    tide_core_worker_failed(h.core, W(job, 0), "xid 79");
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    a = h_find(&h, TIDE_ACT_GIVE_TASKS, NULL, 3);
+    assert_non_null(a);
+    assert_int_equal(a->request_id, 1);
+    assert_int_equal(a->n_task_ids, 4); /* ceil(7 / 2) of the orphans */
+    for (size_t i = 0; i < a->n_task_ids; i++)
+        assert_true(a->task_ids[i] >= 1 && a->task_ids[i] <= 8 && a->task_ids[i] != 6);
+    assert_int_equal(h_count(&h, TIDE_ACT_RELEASE_TASKS), 0);
     h_fini(&h);
 }
 
@@ -924,10 +1384,11 @@ static void test_pool_limit(void **state)
     tide_task_pool_info_t i;
     (void)state;
 
+    /* rank 1 declares nothing: it never moves on, so only complete pools make room */
     cfg.max_task_pools = 2;
     h_init(&h, &cfg);
-    h_node(&h, "n1", 1, NULL, 0, NULL);
-    job = run(&h, 1);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    job = run(&h, 2);
     assert_int_equal(declare(&h, job, 0, 1, a, 2, 2), 0);
     assert_int_equal(declare(&h, job, 0, 2, a, 2, 2), 0);
     assert_int_equal(declare(&h, job, 0, 3, a, 2, 2), -ENOSPC);
@@ -954,6 +1415,269 @@ static void test_pool_limit(void **state)
                      0);
     assert_int_equal(tide_core_task_holder(h.core, job, TIDE_TASK_DETACHED, 4, 1), 0);
     assert_int_equal(tide_core_task_pool(h.core, job, MEMBER, 3, &i), -ENOENT);
+    h_fini(&h);
+}
+
+/* --- pools every rank moved on from --- */
+
+static int declare_k(h_t *h, tide_job_t *job, int r, tide_task_kind_t kind, int64_t step,
+                     const uint64_t *ids, size_t n, uint64_t total)
+{
+    memset(&err, 0, sizeof(err));
+    return tide_core_tasks_declared(h->core, W(job, r), job->id, job->generation, r, kind, step,
+                                    ids, n, total, &err);
+}
+
+static int done_k(h_t *h, tide_job_t *job, int r, tide_task_kind_t kind, int64_t step,
+                  const uint64_t *ids, size_t n)
+{
+    memset(&err, 0, sizeof(err));
+    return tide_core_tasks_done(h->core, W(job, r), job->id, job->generation, r, kind, step, ids, n,
+                                0, &err);
+}
+
+/* A report for a pool that is over (-ESTALE, "is over") changes nothing: no action, the same
+ * counters and the same places for the ids of the pools still open. */
+static void assert_stale(h_t *h, tide_job_t *job, int rc, int64_t open_step, const uint64_t *ids,
+                         size_t n)
+{
+    assert_int_equal(rc, -ESTALE);
+    assert_contains(err.text, "is over");
+    assert_int_equal(n_actions(h), 0);
+    if (open_step >= 0)
+        assert_consistent(h, job, open_step, ids, n);
+}
+
+/* Completions still unreported keep step 1 incomplete: it goes for step 3 once every rank declared
+ * step 2, not before; what still names it afterwards is stale and changes nothing. */
+static void test_superseded_pool(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t a[2] = {1, 2}, b[2] = {3, 4}, c[2] = {5, 6}, one[1] = {1}, two[1] = {2}, six[1] = {6};
+    uint64_t a2[2] = {11, 12}, b2[2] = {13, 14}, c2[2] = {15, 16}, a3[1] = {21};
+    uint64_t all1[6] = {1, 2, 3, 4, 5, 6}, all2[6] = {11, 12, 13, 14, 15, 16};
+    uint64_t rid, committed, requests, stolen;
+    const tide_action_t *act;
+    (void)state;
+
+    cfg.max_task_pools = 2;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = run(&h, 3);
+    assert_int_equal(declare(&h, job, 0, 1, a, 2, 6), 0);
+    assert_int_equal(declare(&h, job, 1, 1, b, 2, 6), 0);
+    assert_int_equal(declare(&h, job, 2, 1, c, 2, 6), 0);
+    assert_int_equal(done(&h, job, 0, 1, one, 1, 1), 0); /* 2 runs, its completion withheld */
+    assert_int_equal(done(&h, job, 1, 1, b, 2, 0), 0);
+    h_clear(&h);
+    /* rank 1 steals; rank 2 (two queued) is asked, and its answer is still on the way */
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    act = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(act->rank, 2);
+    rid = act->request_id;
+    h_clear(&h);
+
+    assert_int_equal(declare(&h, job, 0, 2, a2, 2, 6), 0);
+    assert_int_equal(declare(&h, job, 1, 2, b2, 2, 6), 0);
+    /* rank 2 has not declared step 2: step 1 stays, and the table is full */
+    assert_int_equal(declare(&h, job, 0, 3, a3, 1, 1), -ENOSPC);
+    assert_contains(err.text, "none is complete");
+    assert_false(has_pool(&h, job, MEMBER, 3));
+    assert_int_equal(n_actions(&h), 0);
+    assert_int_equal(info(&h, job, 1).steals_pending, 1);
+    assert_int_equal(holder(&h, job, 1, 2), 0);
+    assert_consistent(&h, job, 1, all1, 6);
+    /* nor does any other rank's declaration of step 3 make room (rank 1 counts, rank 2 not) */
+    assert_int_equal(declare(&h, job, 1, 3, NULL, 0, 1), -ENOSPC);
+    assert_int_equal(n_actions(&h), 0);
+
+    /* rank 2 moves on too (its share of step 1 ran; completions withheld) */
+    assert_int_equal(declare(&h, job, 2, 2, c2, 2, 6), 0);
+    committed = job->tasks_committed;
+    assert_int_equal(committed, 3);
+    assert_int_equal(declare(&h, job, 0, 3, a3, 1, 1), 0);
+    assert_false(has_pool(&h, job, MEMBER, 1));
+    assert_int_equal(holder(&h, job, 1, 2), -4);
+    assert_int_equal(info(&h, job, 3).declared, 1);
+    assert_consistent(&h, job, 2, all2, 6);
+    /* the thief waiting on it is told there is nothing left, under its steal id */
+    act = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(act->rank, 1);
+    assert_int_equal(act->step, 1);
+    assert_int_equal(act->request_id, 1);
+    assert_int_equal(act->n_task_ids, 0);
+    assert_int_equal(n_actions(&h), 1);
+    h_clear(&h);
+
+    /* what still names step 1, or an older step, is stale and changes nothing */
+    requests = job->steal_requests;
+    stolen = job->tasks_stolen;
+    assert_stale(&h, job, done(&h, job, 0, 1, two, 1, 0), 2, all2, 6);
+    assert_stale(&h, job, done(&h, job, 2, 1, c, 2, 0), 2, all2, 6);
+    assert_stale(&h, job, done(&h, job, 2, 0, c, 2, 0), 2, all2, 6);
+    assert_stale(&h, job, steal(&h, job, 1, 1, 1), 2, all2, 6);
+    assert_stale(&h, job, steal(&h, job, 1, 1, 2), 2, all2, 6);
+    assert_stale(&h, job, steal(&h, job, 0, 0, 7), 2, all2, 6);
+    assert_stale(&h, job, released(&h, job, 2, 1, rid, six, 1, 1), 2, all2, 6);
+    assert_stale(&h, job, released(&h, job, 2, 0, rid, six, 1, 1), 2, all2, 6);
+    assert_int_equal(job->tasks_committed, committed);
+    assert_int_equal(job->steal_requests, requests);
+    assert_int_equal(job->tasks_stolen, stolen);
+    assert_int_equal(info(&h, job, 3).declared, 1);
+    /* a step never seen above the dropped one is still unknown, as is step 1 of the other kind */
+    assert_int_equal(steal(&h, job, 1, 4, 1), -ENOENT);
+    assert_int_equal(done(&h, job, 1, 4, b2, 1, 0), -ENOENT);
+    assert_int_equal(released(&h, job, 2, 4, rid, six, 1, 0), -ENOENT);
+    assert_int_equal(done_k(&h, job, 0, TIDE_TASK_DETACHED, 1, two, 1), -ENOENT);
+    assert_int_equal(n_actions(&h), 0);
+    assert_int_equal(job->tasks_committed, committed);
+    /* the open pools work as before */
+    assert_int_equal(done(&h, job, 0, 2, a2, 2, 0), 0);
+    assert_int_equal(job->tasks_committed, committed + 2);
+    assert_consistent(&h, job, 2, all2, 6);
+    h_fini(&h);
+}
+
+/* A rank that is gone does not keep a pool: neither one it was in when it went, nor one opened
+ * after it went. */
+static void test_superseded_pool_gone_rank(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t a[2] = {1, 2}, b[2] = {3, 4}, c[2] = {5, 6}, one[1] = {1};
+    uint64_t a2[1] = {11}, a3[1] = {21}, a4[1] = {31};
+    const tide_action_t *act;
+    (void)state;
+
+    cfg.max_task_pools = 2;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = run(&h, 3);
+    assert_int_equal(declare(&h, job, 0, 1, a, 2, 6), 0);
+    assert_int_equal(declare(&h, job, 1, 1, b, 2, 6), 0);
+    assert_int_equal(declare(&h, job, 2, 1, c, 2, 6), 0);
+    assert_int_equal(done(&h, job, 2, 1, c, 2, 0), 0);
+    assert_int_equal(done(&h, job, 0, 1, one, 1, 0), 0);
+    /* rank 2's trainer is done with the job: it exits (code 0), holding nothing */
+    tide_core_rank_exited(h.core, W(job, 2), job->id, job->generation, 2, 0, NULL);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(info(&h, job, 1).orphaned, 0);
+    h_clear(&h);
+
+    /* the others move on; completions 2, 3 and 4 are still on their way */
+    assert_int_equal(declare(&h, job, 0, 2, a2, 1, 1), 0);
+    assert_int_equal(declare(&h, job, 1, 2, NULL, 0, 1), 0);
+    assert_int_equal(declare(&h, job, 0, 3, a3, 1, 1), 0);
+    assert_false(has_pool(&h, job, MEMBER, 1));
+    assert_int_equal(info(&h, job, 2).declared, 1);
+    assert_int_equal(info(&h, job, 3).declared, 1);
+    assert_int_equal(n_actions(&h), 0);
+    assert_int_equal(done(&h, job, 1, 1, b, 2, 0), -ESTALE);
+
+    /* step 2 opened after rank 2 left: its empty-handed thief is told there is nothing left (rank 0
+     * holds its one task in its trainer, nothing queued) rather than waiting for rank 2 */
+    assert_int_equal(done(&h, job, 0, 2, NULL, 0, 0), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 1, 2, 1), 0);
+    act = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(act->rank, 1);
+    assert_int_equal(act->n_task_ids, 0);
+    assert_int_equal(info(&h, job, 2).steals_parked, 0);
+    h_clear(&h);
+    /* and it goes for step 4 once ranks 0 and 1 declared step 3, its task unreported */
+    assert_int_equal(declare(&h, job, 0, 4, a4, 1, 1), -ENOSPC);
+    assert_int_equal(declare(&h, job, 1, 3, NULL, 0, 1), 0);
+    assert_int_equal(declare(&h, job, 0, 4, a4, 1, 1), 0);
+    assert_false(has_pool(&h, job, MEMBER, 2));
+    assert_true(has_pool(&h, job, MEMBER, 3));
+    assert_int_equal(info(&h, job, 4).declared, 1);
+    assert_int_equal(done(&h, job, 0, 2, a2, 1, 0), -ESTALE);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* Moving on is per kind: a rank that declared only a newer pool of the other kind still keeps
+ * the older one. */
+static void test_superseded_pool_per_kind(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t a[2] = {1, 2}, b[2] = {3, 4}, d[1] = {7}, m2[1] = {11}, m3[1] = {21};
+    (void)state;
+
+    cfg.max_task_pools = 3;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    job = run(&h, 2);
+    assert_int_equal(declare(&h, job, 0, 1, a, 2, 4), 0);
+    assert_int_equal(declare(&h, job, 1, 1, b, 2, 4), 0);
+    /* rank 1 opens a detached pool of a newer step, rank 0 a member one */
+    assert_int_equal(declare_k(&h, job, 1, TIDE_TASK_DETACHED, 5, d, 1, 1), 0);
+    assert_int_equal(declare(&h, job, 0, 2, m2, 1, 2), 0);
+    /* the table is full: member step 1 is kept (rank 1 has no newer member pool), and detached
+     * step 5 too (a newer member step is not a newer detached one) */
+    assert_int_equal(declare(&h, job, 0, 3, m3, 1, 1), -ENOSPC);
+    assert_int_equal(declare_k(&h, job, 0, TIDE_TASK_DETACHED, 6, NULL, 0, 1), -ENOSPC);
+    assert_true(has_pool(&h, job, MEMBER, 1));
+    assert_true(has_pool(&h, job, TIDE_TASK_DETACHED, 5));
+    assert_int_equal(n_actions(&h), 0);
+    /* rank 1 declares member step 3 (skipping step 2): its own declaration counts, rank 0 is at
+     * step 2, so member step 1 goes; the detached pool stays */
+    assert_int_equal(declare(&h, job, 1, 3, NULL, 0, 1), 0);
+    assert_false(has_pool(&h, job, MEMBER, 1));
+    assert_true(has_pool(&h, job, TIDE_TASK_DETACHED, 5));
+    assert_true(has_pool(&h, job, MEMBER, 2));
+    assert_int_equal(declare(&h, job, 0, 3, m3, 1, 1), 0);
+    assert_int_equal(info(&h, job, 3).declared, 1);
+    assert_int_equal(done(&h, job, 1, 1, b, 2, 0), -ESTALE);
+    /* dropping member step 1 says nothing about detached steps */
+    assert_int_equal(done_k(&h, job, 1, TIDE_TASK_DETACHED, 1, d, 1), -ENOENT);
+    assert_int_equal(done_k(&h, job, 1, TIDE_TASK_DETACHED, 5, d, 1), 0);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A declaration for a pool that is over does not open it again: the thief of such a pool would wait
+ * for shares nobody declares any more (and it would take a newer step's room). */
+static void test_declaration_of_a_dropped_pool(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t a[2] = {1, 2}, a2[1] = {11}, a3[1] = {21}, a4[1] = {31};
+    (void)state;
+
+    cfg.max_task_pools = 2;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    job = run(&h, 2);
+    /* rank 1's share of step 1 is empty and its declaration late: the pool completes without it */
+    assert_int_equal(declare(&h, job, 0, 1, a, 2, 2), 0);
+    assert_int_equal(done(&h, job, 0, 1, a, 2, 0), 0);
+    assert_int_equal(declare(&h, job, 0, 2, a2, 1, 1), 0);
+    assert_int_equal(done(&h, job, 0, 2, a2, 1, 0), 0);
+    assert_int_equal(declare(&h, job, 0, 3, a3, 1, 1), 0); /* step 1 (complete, oldest) goes */
+    assert_false(has_pool(&h, job, MEMBER, 1));
+    assert_int_equal(declare(&h, job, 0, 4, a4, 1, 1), 0); /* step 2 (complete) goes */
+    assert_false(has_pool(&h, job, MEMBER, 2));
+    assert_int_equal(done(&h, job, 0, 3, a3, 1, 0), 0);
+    h_clear(&h);
+    /* rank 1 declares step 1 now, and then steals: both stale, nothing reopened or dropped */
+    assert_stale(&h, job, declare(&h, job, 1, 1, NULL, 0, 2), 3, a3, 1);
+    assert_stale(&h, job, declare(&h, job, 1, 2, NULL, 0, 1), 3, a3, 1);
+    assert_stale(&h, job, steal(&h, job, 1, 1, 1), 3, a3, 1);
+    assert_false(has_pool(&h, job, MEMBER, 1));
+    assert_true(has_pool(&h, job, MEMBER, 3));
+    assert_true(has_pool(&h, job, MEMBER, 4));
+    assert_int_equal(job->steal_requests, 0);
+    /* a step that never had a pool above the dropped ones opens as usual */
+    assert_int_equal(declare(&h, job, 1, 5, NULL, 0, 1), 0); /* step 3 (complete) goes */
+    assert_true(has_pool(&h, job, MEMBER, 5));
+    h_check_invariants(&h);
     h_fini(&h);
 }
 
@@ -1113,6 +1837,45 @@ static void test_stragglers(void **state)
     h_fini(&h);
 }
 
+/* A slow rank does not steal from faster ones (it would finish their tasks later than they would);
+ * it still gets tasks of a dead holder, and steals again once it is no longer slow. */
+static void test_slow_ranks_do_not_steal(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {9, 10, 11, 12};
+    const tide_action_t *act;
+    (void)state;
+
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = run(&h, 3);
+    progress(&h, job, 0, 0.0100);
+    progress(&h, job, 1, 0.0200);
+    progress(&h, job, 2, 0.0100);
+    h_jump(&h, 5000);
+    assert_int_equal(job->ranks[1].straggler, TIDE_STRAGGLER_SLOW);
+    assert_int_equal(declare(&h, job, 0, 1, a, 4, 12), 0);
+    assert_int_equal(declare(&h, job, 1, 1, b, 4, 12), 0);
+    assert_int_equal(declare(&h, job, 2, 1, c, 4, 12), 0);
+    assert_int_equal(done(&h, job, 1, 1, b, 4, 0), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    act = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(act->n_task_ids, 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_RELEASE_TASKS), 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(holder(&h, job, 1, a[i]), 0);
+    /* a fast rank steals as usual */
+    assert_int_equal(done(&h, job, 2, 1, c, 4, 0), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 2, 1, 1), 0);
+    act = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(act->rank, 0);
+    h_fini(&h);
+}
+
 static void test_job_steals_event(void **state)
 {
     h_t h;
@@ -1181,6 +1944,8 @@ typedef struct rt_rank {
     bool declared, decl_delivered;
     uint64_t waiting, last_steal;
     bool finished, exited, connected;
+    bool moved_any; /* it released tasks or was given some: a reconnect declares what it holds */
+    int moved;      /* newer steps declared after its no_task (move-on seeds) */
     struct {
         uint64_t rid;
         uint64_t ids[RT_TASKS];
@@ -1207,6 +1972,11 @@ typedef struct rt {
     size_t n_rids;
     uint64_t given_upto[RT_RANKS]; /* the newest steal id answered per rank */
     bool none_given;               /* the core told a rank there is nothing left */
+    bool move_on;                  /* ranks hold completions back and declare steps + 1 and + 2 */
+    bool dropped;                  /* the step's pool went for step + 2 */
+    int lost_with[RT_TASKS];       /* the exited rank that still held it (-1: none) */
+    int lost_runs[RT_TASKS];       /* and how often it had run then (0, or 1 unreported) */
+    int n_lost;
 } rt_t;
 
 static bool rt_trace;
@@ -1214,6 +1984,11 @@ static bool rt_trace;
 /* What the randomized runs exercised, summed over seeds: the test insists on each. */
 static struct {
     uint64_t stolen, orphaned_seen, release_resent, give_replayed, steals_none, exits, disconnects;
+    uint64_t superseded, stale; /* pools dropped incomplete; reports refused as stale */
+    uint64_t lost, lost_ran, finished_exits, redeclared; /* tasks left with exited ranks (of them
+                                                            run, unreported); exits after the
+                                                            rank's no_task; declarations of
+                                                            holdings */
 } cover;
 
 static uint64_t rnd(rt_t *t)
@@ -1262,6 +2037,8 @@ static void rt_route(rt_t *t)
         assert_int_equal(a[i].task_kind, t->kind);
         assert_true(a[i].rank >= 0 && a[i].rank < t->n);
         R = &t->r[a[i].rank];
+        if (R->exited)
+            fail_msg("core -> rank %d, which exited: type %d", a[i].rank, (int)a[i].type);
         if (rt_trace)
             fprintf(stderr, "  core -> rank %d: %s id %" PRIu64 " max %u n %zu%s\n", a[i].rank,
                     a[i].type == TIDE_ACT_RELEASE_TASKS ? "RELEASE" : "GIVE", a[i].request_id,
@@ -1348,6 +2125,23 @@ static void rt_deliver_core(rt_t *t, int r, const rt_msg_t *m)
                                       t->step, m->rid, m->ids, m->n, m->queued, &e);
         break;
     }
+    if (rc == -ESTALE && t->dropped &&
+        tide_core_task_pool(t->h.core, t->job, t->kind, t->step, &(tide_task_pool_info_t){0}) ==
+            -ENOENT) {
+        /* the step's pool is over: the report changes nothing; a steal gets "none" from the
+         * daemon (svc_workers.c), as for any steal the core refuses */
+        assert_int_equal(h_count(&t->h, TIDE_ACT_RELEASE_TASKS), 0);
+        assert_int_equal(h_count(&t->h, TIDE_ACT_GIVE_TASKS), 0);
+        cover.stale++;
+        rc = 0;
+        if (m->type == M_STEAL && R->connected && !R->exited) {
+            rt_msg_t none;
+            memset(&none, 0, sizeof(none));
+            none.type = M_GIVE;
+            none.rid = m->rid;
+            q_push(&R->to_worker, &none);
+        }
+    }
     if (rc != 0)
         fail_msg("rank %d message %d refused (%d): %s", r, m->type, rc, e.text);
     rt_route(t);
@@ -1374,6 +2168,7 @@ static void rt_deliver_worker(rt_t *t, int r, const rt_msg_t *m)
             R->ans[k].n = 0;
             while (R->ans[k].n < m->max && R->dn > 0)
                 R->ans[k].ids[R->ans[k].n++] = R->deque[--R->dn];
+            R->moved_any |= R->ans[k].n > 0;
         }
         memcpy(ans.ids, R->ans[k].ids, R->ans[k].n * sizeof(uint64_t));
         ans.n = R->ans[k].n;
@@ -1384,10 +2179,60 @@ static void rt_deliver_worker(rt_t *t, int r, const rt_msg_t *m)
             return; /* a replay of an answer it already has */
         for (size_t i = 0; i < m->n; i++)
             R->deque[R->dn++] = m->ids[i];
+        R->moved_any |= m->n > 0;
         R->waiting = 0;
         if (m->n == 0)
             R->finished = true;
     }
+}
+
+/* After its no_task (move-on seeds), rank r reports completions it held back (a heartbeat), or its
+ * trainer declares the next step (steps + 1, then + 2; an empty share). Two pools are allowed: step
+ * + 2 finds the table full, and the step's pool goes once every live rank declared a newer step
+ * (the one declaring counts), complete or not; until then the declaration is refused (-ENOSPC). */
+static int rt_not_moved_on(const rt_t *t)
+{
+    int k = 0;
+    for (int r = 0; r < t->n; r++)
+        k += !t->r[r].exited && t->r[r].moved == 0;
+    return k;
+}
+
+static void rt_move_on(rt_t *t, int r)
+{
+    rt_rank_t *R = &t->r[r];
+    tide_error_t e = {{0}};
+    tide_task_pool_info_t pi = {0};
+    bool open, complete;
+    int rc;
+
+    if (R->done_sent < R->ndone && rnd(t) % 2) {
+        rt_send_done(t, r, false);
+        return;
+    }
+    if (R->moved == 2 || !R->connected || R->to_core.n > 0)
+        return; /* a declaration now would overtake what the stream still carries */
+    open = tide_core_task_pool(t->h.core, t->job, t->kind, t->step, &pi) == 0;
+    complete = open && pi.committed == pi.total;
+    rc = tide_core_tasks_declared(t->h.core, W(t->job, r), t->job->id, t->job->generation, r,
+                                  t->kind, t->step + 1 + R->moved, NULL, 0, 1, &e);
+    if (rt_trace)
+        fprintf(stderr, "core <- rank %d: declares step +%d: %d\n", r, 1 + R->moved, rc);
+    if (rc == -ENOSPC && R->moved == 1) {
+        assert_true(open && !complete && rt_not_moved_on(t) > 0);
+        assert_int_equal(h_count(&t->h, TIDE_ACT_GIVE_TASKS), 0);
+        return;
+    }
+    if (rc != 0)
+        fail_msg("rank %d: step + %d refused (%d): %s", r, 1 + R->moved, rc, e.text);
+    R->moved++;
+    if (open && tide_core_task_pool(t->h.core, t->job, t->kind, t->step, &pi) == -ENOENT) {
+        if (!complete)
+            assert_int_equal(rt_not_moved_on(t), 0); /* an incomplete one: once all moved on */
+        t->dropped = true;
+        cover.superseded += !complete;
+    }
+    rt_route(t);
 }
 
 /* One trainer move of rank r: finish the task in hand, take the next, or ask for a steal. */
@@ -1395,6 +2240,8 @@ static void rt_trainer(rt_t *t, int r)
 {
     rt_rank_t *R = &t->r[r];
 
+    if (R->finished && !R->exited && t->move_on)
+        rt_move_on(t, r);
     if (R->exited || R->finished || !R->declared)
         return;
     if (R->has_hand) {
@@ -1411,7 +2258,8 @@ static void rt_trainer(rt_t *t, int r)
         R->has_hand = true;
     } else if (!R->waiting) {
         rt_msg_t m;
-        rt_send_done(t, r, false);
+        if (!t->move_on || rnd(t) % 2)
+            rt_send_done(t, r, false); /* or held back: batched */
         memset(&m, 0, sizeof(m));
         m.type = M_STEAL;
         m.rid = ++R->last_steal;
@@ -1438,7 +2286,8 @@ static void rt_declare(rt_t *t, int r)
 }
 
 /* The worker's stream to the scheduler comes back (or is replaced): it re-registers and sends again
- * its declaration, every completion and the steal it waits for. */
+ * its declaration (once tasks moved: what it holds by then, as task_deque.c does), every
+ * completion and the steal it waits for. */
 static void rt_reconnect(rt_t *t, int r)
 {
     rt_rank_t *R = &t->r[r];
@@ -1451,8 +2300,19 @@ static void rt_reconnect(rt_t *t, int r)
         rt_msg_t m;
         memset(&m, 0, sizeof(m));
         m.type = M_DECL;
-        memcpy(m.ids, R->decl, R->ndecl * sizeof(uint64_t));
-        m.n = R->ndecl;
+        if (R->moved_any) {
+            /* what it ran, has in hand and has queued; not what it released */
+            for (size_t i = 0; i < R->ndone; i++)
+                m.ids[m.n++] = R->done_ids[i];
+            if (R->has_hand)
+                m.ids[m.n++] = R->hand;
+            for (size_t i = 0; i < R->dn; i++)
+                m.ids[m.n++] = R->deque[i];
+            cover.redeclared++;
+        } else {
+            memcpy(m.ids, R->decl, R->ndecl * sizeof(uint64_t));
+            m.n = R->ndecl;
+        }
         rt_send(t, r, &m);
         rt_send_done(t, r, true);
         if (R->waiting) {
@@ -1476,22 +2336,42 @@ static void rt_disconnect(rt_t *t, int r)
     rt_route(t);
 }
 
-/* Its trainer exits (code 0) with what it holds: everything it sent arrives first. */
+/* Its trainer exits (code 0): everything it sent arrives first, but completions not sent yet may
+ * never be (the exit overtakes them). What it still holds in the core (queued, in its hands, on its
+ * way to it, or run and unreported) stays its own: it may have run it, so nobody else may.
+ * A rank whose part is done (its no_task) may exit any time; one that exits early only while no
+ * rank was told the step is done: a victim's answer that came back after its stream broke makes
+ * orphans, and a rank still running takes them only while some rank steals. */
 static void rt_exit(rt_t *t, int r)
 {
     rt_rank_t *R = &t->r[r];
     tide_worker_t *w = W(t->job, r);
     rt_msg_t m;
 
-    if (R->declared)
+    if (R->declared && rnd(t) % 2)
         rt_send_done(t, r, false);
     while (q_pop(&R->to_core, &m))
         rt_deliver_core(t, r, &m);
-    if (t->none_given)
+    if (!R->finished && t->none_given)
         return; /* what it sent made the core answer "nothing left": it stays */
+    for (int i = 0; i < t->total; i++) {
+        bool mine = tide_core_task_holder(t->h.core, t->job, t->kind, t->step, t->ids[i]) == r;
+        for (size_t k = 0; k < R->dn; k++)
+            mine |= idx_of(R->deque[k]) == i;
+        mine |= R->has_hand && idx_of(R->hand) == i;
+        if (!mine)
+            continue;
+        assert_true(t->run_count[i] <= 1);
+        t->lost_with[i] = r;
+        t->lost_runs[i] = t->run_count[i];
+        t->n_lost++;
+        cover.lost++;
+        cover.lost_ran += t->run_count[i] > 0;
+    }
     tide_core_rank_exited(t->h.core, w, t->job->id, t->job->generation, r, 0, NULL);
     R->exited = true;
     cover.exits++;
+    cover.finished_exits += R->finished;
     R->dn = 0;
     R->has_hand = false;
     R->to_worker.n = 0;
@@ -1533,6 +2413,10 @@ static void rt_check(rt_t *t)
         int32_t h = tide_core_task_holder(t->h.core, t->job, t->kind, t->step, t->ids[i]);
         if (t->run_count[i] > 1)
             fail_msg("task %d ran %d times", i, t->run_count[i]);
+        if (t->lost_with[i] >= 0 &&
+            (t->run_count[i] != t->lost_runs[i] || where[i] >= 0 || (pool && h != t->lost_with[i])))
+            fail_msg("task %d, left with exited rank %d: ran %d times, with rank %d, held by %d", i,
+                     t->lost_with[i], t->run_count[i], where[i], h);
         if (h == -4) {
             /* not declared to the core yet: its declarer still has it */
             continue;
@@ -1600,11 +2484,10 @@ static void rt_step(rt_t *t, bool faults)
             rt_disconnect(t, r);
     } else if (what < 99) {
         rt_reconnect(t, r); /* back, or a replaced stream */
-    } else if (R->connected && R->declared && !t->job->spec.no_stealing && !t->none_given &&
-               live_ranks(t) > 2) {
-        /* orphans need a thief: no exit once the core told a rank the step is done (a stale queued
-         * count may let it do so while a rank still holds tasks), or without stealing; and a share
-         * never declared could never be run by anyone */
+    } else if (R->connected && R->declared && (R->finished || !t->none_given) &&
+               live_ranks(t) > 1) {
+        /* early exits only until some rank was told the step is done (see rt_exit); a share never
+         * declared could never be run by anyone; the last rank's exit would end the job */
         rt_exit(t, r);
     }
 }
@@ -1615,7 +2498,8 @@ static bool rt_quiet(const rt_t *t)
         const rt_rank_t *R = &t->r[r];
         if (R->exited)
             continue;
-        if (!R->finished || R->to_core.n || R->to_worker.n || R->has_hand || R->dn)
+        if (!R->finished || R->to_core.n || R->to_worker.n || R->has_hand || R->dn ||
+            R->done_sent < R->ndone)
             return false;
     }
     return true;
@@ -1636,6 +2520,9 @@ static void rt_run(uint64_t seed)
     t.step = (int64_t)(rnd(&t) % 1000);
     spec = h_spec(t.n, t.n, TIDE_PRIO_NORMAL);
     spec.no_stealing = rnd(&t) % 16 == 0;
+    t.move_on = rnd(&t) % 2 == 0;
+    if (t.move_on)
+        cfg.max_task_pools = 2;
     h_init(&t.h, &cfg);
     h_node(&t.h, "n1", 3, NULL, 0, NULL);
     h_node(&t.h, "n2", 3, NULL, 0, NULL);
@@ -1647,6 +2534,8 @@ static void rt_run(uint64_t seed)
     }
     for (int r = 0; r < t.n; r++)
         t.r[r].connected = true;
+    for (int i = 0; i < RT_TASKS; i++)
+        t.lost_with[i] = -1;
 
     steps = 100 + (int)(rnd(&t) % 400);
     for (int s = 0; s < steps; s++) {
@@ -1681,13 +2570,21 @@ static void rt_run(uint64_t seed)
                 pi.steals_parked);
         fail_msg("seed %" PRIu64 ": the step never finished", seed);
     }
+    /* every task ran exactly once, except those a rank still held when it exited: as often as
+     * they had then (at most once; unknown to the core) */
     for (int i = 0; i < t.total; i++) {
-        if (t.run_count[i] != 1 ||
-            tide_core_task_holder(t.h.core, t.job, t.kind, t.step, t.ids[i]) != -1)
-            fail_msg("seed %" PRIu64 ": task %d ran %d times, holder %d", seed, i, t.run_count[i],
-                     tide_core_task_holder(t.h.core, t.job, t.kind, t.step, t.ids[i]));
+        int32_t h = tide_core_task_holder(t.h.core, t.job, t.kind, t.step, t.ids[i]);
+        int want = t.lost_with[i] >= 0 ? t.lost_runs[i] : 1;
+        int32_t want_h = t.lost_with[i] >= 0 ? t.lost_with[i] : -1;
+        if (t.run_count[i] != want || (!t.dropped && h != want_h))
+            fail_msg("seed %" PRIu64 ": task %d ran %d times, holder %d (left with rank %d)", seed,
+                     i, t.run_count[i], h, t.lost_with[i]);
     }
-    assert_int_equal(t.job->tasks_committed, (uint64_t)t.total);
+    /* a pool that went before its last completions arrived committed fewer */
+    if (t.dropped)
+        assert_true(t.job->tasks_committed <= (uint64_t)(t.total - t.n_lost));
+    else
+        assert_int_equal(t.job->tasks_committed, (uint64_t)(t.total - t.n_lost));
     cover.stolen += t.job->tasks_stolen;
     h_check_invariants(&t.h);
     h_fini(&t.h);
@@ -1709,18 +2606,28 @@ static void test_random_exactly_once(void **state)
     memset(&cover, 0, sizeof(cover));
     for (uint64_t seed = 1; seed <= seeds; seed++)
         rt_run(seed);
-    print_message("%" PRIu64 " seeds: %" PRIu64 " tasks stolen, %" PRIu64
-                  " checks with orphans, %" PRIu64 " releases re-sent, %" PRIu64
-                  " answers replayed, %" PRIu64 " empty answers, %" PRIu64 " exits, %" PRIu64
-                  " disconnects\n",
-                  seeds, cover.stolen, cover.orphaned_seen, cover.release_resent,
-                  cover.give_replayed, cover.steals_none, cover.exits, cover.disconnects);
+    print_message(
+        "%" PRIu64 " seeds: %" PRIu64 " tasks stolen, %" PRIu64 " checks with orphans, %" PRIu64
+        " releases re-sent, %" PRIu64 " answers replayed, %" PRIu64 " empty answers, %" PRIu64
+        " exits, %" PRIu64 " disconnects, %" PRIu64 " pools dropped incomplete, %" PRIu64
+        " stale reports, %" PRIu64 " exits after no_task, %" PRIu64
+        " tasks left with exited ranks (%" PRIu64 " of them run), %" PRIu64
+        " declarations of holdings\n",
+        seeds, cover.stolen, cover.orphaned_seen, cover.release_resent, cover.give_replayed,
+        cover.steals_none, cover.exits, cover.disconnects, cover.superseded, cover.stale,
+        cover.finished_exits, cover.lost, cover.lost_ran, cover.redeclared);
     if (seeds >= 200) {
         assert_true(cover.stolen > 0);
         assert_true(cover.orphaned_seen > 0);
         assert_true(cover.release_resent > 0);
         assert_true(cover.give_replayed > 0);
         assert_true(cover.exits > 0);
+        assert_true(cover.superseded > 0);
+        assert_true(cover.stale > 0);
+        assert_true(cover.finished_exits > 0);
+        assert_true(cover.lost > 0);
+        assert_true(cover.lost_ran > 0);
+        assert_true(cover.redeclared > 0);
     }
 }
 
@@ -1728,19 +2635,29 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_declaration_rules),
+        cmocka_unit_test(test_redeclaration),
         cmocka_unit_test(test_deque_splitting),
         cmocka_unit_test(test_victim_choice),
         cmocka_unit_test(test_victim_choice_big_job),
         cmocka_unit_test(test_commit_rule),
         cmocka_unit_test(test_replays),
         cmocka_unit_test(test_parked_steals),
+        cmocka_unit_test(test_parked_steal_deadline),
+        cmocka_unit_test(test_parked_steal_served_first),
+        cmocka_unit_test(test_drained_below_total),
         cmocka_unit_test(test_no_stealing),
         cmocka_unit_test(test_orphans_of_a_gone_holder),
         cmocka_unit_test(test_orphans_of_a_dead_rank),
+        cmocka_unit_test(test_exited_rank_keeps_its_tasks),
         cmocka_unit_test(test_victim_loses_its_stream),
         cmocka_unit_test(test_pool_limit),
+        cmocka_unit_test(test_superseded_pool),
+        cmocka_unit_test(test_superseded_pool_gone_rank),
+        cmocka_unit_test(test_superseded_pool_per_kind),
+        cmocka_unit_test(test_declaration_of_a_dropped_pool),
         cmocka_unit_test(test_generation_change_frees_pools),
         cmocka_unit_test(test_stragglers),
+        cmocka_unit_test(test_slow_ranks_do_not_steal),
         cmocka_unit_test(test_job_steals_event),
         cmocka_unit_test(test_random_exactly_once),
     };

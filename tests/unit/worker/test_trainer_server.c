@@ -1,9 +1,10 @@
 /* Loop tests of the trainer socket's task operations (worker/trainer_server.c,
  * docs/work-stealing.md) over a real Unix socket in a temporary directory: a fake trainer declares
- * its share, pops tasks, steals on an empty deque (the StealRequest leaves through the send
- * callback, the test answers with GiveTasks), answers ReleaseTasks, gets no_task at once without a
- * stream, and meets each error (unknown_step, unknown_task, task_conflict, busy). Every test ends
- * leak-clean. */
+ * its share, pops tasks, steals (the StealRequest leaves through the send callback as the last
+ * queued task is handed, the test answers with GiveTasks before or after the trainer asks),
+ * answers ReleaseTasks, gets no_task at once without a stream, declares its pool again on every
+ * welcome (what it holds now once tasks moved), and meets each error (unknown_step, unknown_task,
+ * task_conflict, busy). Every test ends leak-clean. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +39,11 @@ typedef struct fx {
     size_t n_sent, want;
     int send_fail; /* -errno: no stream */
     int attaches;
+    /* test_c_sdk's trainer thread, joined by teardown (after the server is gone, so it ends even
+     * when the test failed half way) */
+    struct sdk_run *run;
+    pthread_t sdk;
+    bool sdk_started;
 } fx_t;
 
 typedef struct client {
@@ -110,6 +116,10 @@ static int teardown(void **state)
 
     tide_trainer_server_free(fx->s);
     assert_int_equal(wt_loop_finish(&fx->loop), 0);
+    if (fx->sdk_started)
+        assert_int_equal(pthread_join(fx->sdk, NULL), 0);
+    unsetenv("TIDE_AGENT_SOCK");
+    free(fx->run);
     clear_sent(fx);
     wt_rmrf(fx->dir);
     free(fx->dir);
@@ -266,6 +276,24 @@ static Tide__V1__WorkerMessage *sent(fx_t *fx, size_t i, Tide__V1__WorkerMessage
     return fx->sent[i];
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Checks that message i is TasksDone with exactly ids[0, n). */
+static void expect_done_ids(fx_t *fx, size_t i, const uint64_t *ids, size_t n)
+{
+    const Tide__V1__TasksDone *done =
+        sent(fx, i, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done;
+
+    assert_int_equal(done->n_task_ids, n);
+    for (size_t k = 0; k < n; k++)
+        assert_int_equal(done->task_ids[k], ids[k]);
+}
+
 static int deliver_give(fx_t *fx, int32_t rank, int64_t step, uint64_t steal_id,
                         const uint64_t *ids, size_t n)
 {
@@ -303,8 +331,11 @@ static int deliver_release(fx_t *fx, int32_t rank, int64_t step, uint64_t releas
 
 /* --- tests --- */
 
-/* declare, pop, pop on empty -> StealRequest -> GiveTasks -> task; ReleaseTasks from the tail; an
- * empty give -> no_task; the figures in the heartbeat's progress. */
+/* declare, pop; handing the last queued task sends TasksDone and the StealRequest ahead; the next
+ * pop waits for that steal (no second request); a welcome re-declares the pool as declared, then
+ * the completions and the request -> GiveTasks -> task; ReleaseTasks from the tail; an empty give
+ * before the trainer asks -> no_task at once with the last completion; the figures in the
+ * heartbeat's progress; a last welcome re-declares what the rank holds after the moves. */
 static void test_steal_round_trip(void **state)
 {
     fx_t *fx = *state;
@@ -329,26 +360,42 @@ static void test_steal_round_trip(void **state)
     assert_int_equal(td->total, 5);
     client_send(&c, "{\"op\":\"next_task\",\"step\":0}");
     expect_task(&c, 0, "member", 1);
+    assert_int_equal(fx->n_sent, 1);
+    /* 2 is the last queued: the completions, then the steal request, go out while it runs */
     client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":1}");
     expect_task(&c, 0, "member", 2);
-    /* the deque runs empty: completions, then the steal request */
-    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":2}");
-    wait_sent(fx, 3);
+    assert_int_equal(fx->n_sent, 3);
     done = sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done;
-    assert_int_equal(done->n_task_ids, 2);
+    assert_int_equal(done->n_task_ids, 1);
     assert_int_equal(done->task_ids[0], 1);
-    assert_int_equal(done->task_ids[1], 2);
+    assert_int_equal(done->queued, 0);
     sr = sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request;
     assert_int_equal(sr->steal_id, 1);
     assert_int_equal(sr->rank, 1);
     assert_int_equal(sr->step, 0);
-    assert_false(cond_line(&c)); /* it waits */
-    /* a welcome sends the request again with its id */
+    /* the deque is empty: the trainer waits for that steal (a second next_task is busy) */
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":2}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0}");
+    expect_error(&c, "busy", "next_task", "waits");
+    assert_int_equal(fx->n_sent, 3); /* no second request */
+    assert_false(cond_line(&c));     /* it waits */
+    /* a welcome declares the pool again (nothing moved: the original declaration), then sends the
+     * completions and the request again with its id */
     tide_trainer_server_tasks_welcome(fx->s);
-    assert_int_equal(fx->n_sent, 5);
-    sent(fx, 3, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE);
+    assert_int_equal(fx->n_sent, 6);
+    td = sent(fx, 3, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED)->tasks_declared;
+    assert_int_equal(td->rank, 1);
+    assert_int_equal(td->step, 0);
+    assert_int_equal(td->total, 5);
+    assert_int_equal(td->n_task_ids, 2);
+    assert_int_equal(td->task_ids[0], 1);
+    assert_int_equal(td->task_ids[1], 2);
+    done = sent(fx, 4, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done;
+    assert_int_equal(done->n_task_ids, 2);
+    assert_int_equal(done->task_ids[0], 1);
+    assert_int_equal(done->task_ids[1], 2);
     assert_int_equal(
-        sent(fx, 4, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 1);
+        sent(fx, 5, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 1);
     /* for another rank or generation: not here */
     assert_int_equal(deliver_give(fx, 0, 0, 1, stolen, 3), -ENOENT);
     assert_int_equal(deliver_release(fx, 2, 0, 50, 1), -ENOENT);
@@ -368,15 +415,29 @@ static void test_steal_round_trip(void **state)
     assert_int_equal(tr->n_task_ids, 1);
     assert_int_equal(tr->task_ids[0], 32);
     assert_int_equal(tr->queued, 1);
+    /* 31 is the last queued: TasksDone [30] and StealRequest 2 go ahead */
     client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":30}");
     expect_task(&c, 0, "member", 31);
-    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":31}");
-    wait_sent(fx, 3); /* TasksDone, StealRequest 2 */
+    assert_int_equal(fx->n_sent, 3);
+    done = sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done;
+    assert_int_equal(done->n_task_ids, 1);
+    assert_int_equal(done->task_ids[0], 30);
     assert_int_equal(
         sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 2);
-    /* nothing left anywhere */
+    /* nothing left anywhere, answered before the trainer asks */
     assert_int_equal(deliver_give(fx, 1, 0, 2, NULL, 0), 0);
+    assert_int_equal(fx->n_sent, 3);
+    assert_false(cond_line(&c));
+    /* no_task at once, the last completion goes with it, and no further request */
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":31}");
     expect_no_task(&c, 0, "member");
+    assert_int_equal(fx->n_sent, 4);
+    done = sent(fx, 3, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done;
+    assert_int_equal(done->n_task_ids, 1);
+    assert_int_equal(done->task_ids[0], 31);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0}");
+    expect_no_task(&c, 0, "member");
+    assert_int_equal(fx->n_sent, 4);
     /* the heartbeat's figures */
     assert_int_equal(
         tide_trainer_server_progress(fx->s, (int64_t)(uv_hrtime() / 1000000), progress, 4), 1);
@@ -390,6 +451,24 @@ static void test_steal_round_trip(void **state)
     clear_sent(fx);
     tide_trainer_server_tasks_flush(fx->s);
     assert_int_equal(fx->n_sent, 0);
+    /* tasks moved (32 released, 30 and 31 stolen): a welcome declares what the rank holds now,
+     * 1, 2, 30 and 31 (any order), with the same total; then every completion; no steal is out */
+    tide_trainer_server_tasks_welcome(fx->s);
+    assert_int_equal(fx->n_sent, 2);
+    td = sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED)->tasks_declared;
+    assert_int_equal(td->total, 5);
+    assert_int_equal(td->step, 0);
+    {
+        static const uint64_t held[] = {1, 2, 30, 31};
+        uint64_t got[4];
+
+        assert_int_equal(td->n_task_ids, 4);
+        memcpy(got, td->task_ids, sizeof(got));
+        qsort(got, 4, sizeof(got[0]), cmp_u64);
+        for (size_t k = 0; k < 4; k++)
+            assert_int_equal(got[k], held[k]);
+        expect_done_ids(fx, 1, held, 4); /* in the order they were done */
+    }
     client_close(&c);
 }
 
@@ -451,9 +530,13 @@ static void test_errors(void **state)
     expect_error(&c, "unknown_task", "next_task", "77");
     client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":1}");
     expect_task(&c, 0, "member", 2);
-    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":2}");
-    wait_sent(fx, 3); /* TasksDeclared, TasksDone, StealRequest */
+    /* 2 was the last queued: TasksDeclared, TasksDone [1], StealRequest (ahead) */
+    assert_int_equal(fx->n_sent, 3);
+    sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE);
     sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0,\"done\":2}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":0}");
+    expect_error(&c, "busy", "next_task", "waits"); /* c waits now */
     /* a second connection of the rank while the first waits: busy */
     client_hello(fx, &d);
     client_send(&d, "{\"op\":\"next_task\",\"step\":0}");
@@ -465,11 +548,14 @@ static void test_errors(void **state)
     client_send(&a, "{\"op\":\"next_task\",\"step\":0}");
     expect_error(&a, "bad_field", "next_task", "only sends exited");
     assert_int_equal(fx->attaches, 1);
-    assert_int_equal(tide_trainer_server_rejected(fx->s), rejected + 9);
-    /* the waiter still gets its answer */
+    assert_int_equal(tide_trainer_server_rejected(fx->s), rejected + 10);
+    assert_int_equal(fx->n_sent, 3); /* the errors sent nothing */
+    /* the waiter still gets its answer; the last completion goes with the empty one */
     assert_int_equal(deliver_give(fx, 1, 0, 1, NULL, 0), 0);
     expect_no_task(&c, 0, "member");
-    assert_int_equal(fx->n_sent, 3);
+    assert_int_equal(fx->n_sent, 4);
+    assert_int_equal(sent(fx, 3, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done->task_ids[0],
+                     2);
     client_close(&a);
     client_close(&c);
     client_close(&d);
@@ -500,22 +586,87 @@ static void test_waiter_closes(void **state)
     /* a waiter when its rank ends: the connection closes, nothing is answered */
     client_send(&d, "{\"op\":\"next_task\",\"step\":2,\"done\":40}");
     expect_task(&d, 2, "member", 41);
+    assert_int_equal(fx->n_sent, 4); /* 41 was the last queued: TasksDone, StealRequest 2 ahead */
+    sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE);
+    assert_int_equal(
+        sent(fx, 3, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 2);
     client_send(&d, "{\"op\":\"next_task\",\"step\":2,\"done\":41}");
-    wait_sent(fx, 4); /* TasksDone, StealRequest 2 */
+    client_send(&d, "{\"op\":\"next_task\",\"step\":2}");
+    expect_error(&d, "busy", "next_task", "waits"); /* d waits for steal 2 */
     tide_trainer_server_rank_remove(fx->s, 7);
     assert_int_equal(deliver_give(fx, 1, 2, 2, got, 2), -ENOENT);
     assert_true(wt_run_until(&fx->loop, cond_conns, &ca, WAIT_MS));
     client_close(&d);
 }
 
+/* Steal ahead over the socket: the answer to the steal sent as the last queued task was handed
+ * lands before the trainer asks, and next_task takes it at once with no new request; an empty
+ * answer to a waiting trainer ends its step, the last completion goes with it, and asking again is
+ * no_task at once with nothing sent. */
+static void test_steal_ahead(void **state)
+{
+    fx_t *fx = *state;
+    static const uint64_t first[] = {5, 6}, second[] = {7};
+    static const uint64_t d15[] = {1, 5}, d6[] = {6}, d7[] = {7};
+    Tide__V1__RankProgress *progress[4];
+    client_t c;
+
+    client_hello(fx, &c);
+    client_send(&c, "{\"op\":\"tasks\",\"step\":3,\"ids\":[1],\"total\":4}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":3}");
+    expect_task(&c, 3, "member", 1);
+    assert_int_equal(fx->n_sent, 2); /* TasksDeclared, StealRequest 1 (nothing done yet) */
+    assert_int_equal(
+        sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 1);
+    /* answered while 1 runs: queued, nobody is told */
+    assert_int_equal(deliver_give(fx, 1, 3, 1, first, 2), 0);
+    assert_false(cond_line(&c));
+    client_send(&c, "{\"op\":\"next_task\",\"step\":3,\"done\":1}");
+    expect_task(&c, 3, "member", 5);
+    assert_int_equal(fx->n_sent, 2); /* no wait, no request */
+    client_send(&c, "{\"op\":\"next_task\",\"step\":3,\"done\":5}");
+    expect_task(&c, 3, "member", 6);
+    assert_int_equal(fx->n_sent, 4); /* 6 was the last queued: TasksDone [1, 5], StealRequest 2 */
+    expect_done_ids(fx, 2, d15, 2);
+    assert_int_equal(
+        sent(fx, 3, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 2);
+    assert_int_equal(deliver_give(fx, 1, 3, 2, second, 1), 0);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":3,\"done\":6}");
+    expect_task(&c, 3, "member", 7);
+    assert_int_equal(fx->n_sent, 6); /* 7 was the last queued: TasksDone [6], StealRequest 3 */
+    expect_done_ids(fx, 4, d6, 1);
+    assert_int_equal(
+        sent(fx, 5, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 3);
+    /* this time the trainer asks first and waits */
+    client_send(&c, "{\"op\":\"next_task\",\"step\":3,\"done\":7}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":3}");
+    expect_error(&c, "busy", "next_task", "waits");
+    assert_int_equal(fx->n_sent, 6);
+    assert_int_equal(deliver_give(fx, 1, 3, 3, NULL, 0), 0);
+    expect_no_task(&c, 3, "member");
+    assert_int_equal(fx->n_sent, 7); /* TasksDone [7] with the empty answer */
+    expect_done_ids(fx, 6, d7, 1);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":3}");
+    expect_no_task(&c, 3, "member");
+    tide_trainer_server_tasks_flush(fx->s);
+    assert_int_equal(fx->n_sent, 7);
+    assert_int_equal(
+        tide_trainer_server_progress(fx->s, (int64_t)(uv_hrtime() / 1000000), progress, 4), 1);
+    assert_int_equal(progress[0]->progress->tasks_run, 4);
+    assert_int_equal(progress[0]->progress->tasks_stolen, 3);
+    assert_int_equal(progress[0]->progress->tasks_given, 0);
+    client_close(&c);
+}
+
 /* --- the C SDK (trainer/tide_trainer.c) against the server: the wire formats agree --- */
 
-typedef struct sdk_run {
+struct sdk_run {
     uint64_t ran[8];
     size_t n;
     int rc; /* the last tide_trainer_next_task's */
     atomic_bool done;
-} sdk_run_t;
+};
+typedef struct sdk_run sdk_run_t;
 
 static void *sdk_thread(void *arg)
 {
@@ -540,38 +691,46 @@ static bool cond_sdk_done(void *arg)
     return atomic_load(&((sdk_run_t *)arg)->done);
 }
 
-/* The SDK in a thread runs its two tasks, steals two more (the test answers the StealRequest), and
- * ends its step on an empty answer. */
+/* The SDK in a thread runs its two tasks, steals two more (the test answers the StealRequest sent
+ * as its last task is handed), and ends its step on an empty answer. Whether an answer comes before
+ * or after the trainer asks (the thread races the test), the messages are the same: completions
+ * ahead of each request, the last one with the empty answer or the no_task. */
 static void test_c_sdk(void **state)
 {
     fx_t *fx = *state;
     static const uint64_t stolen[] = {3, 4};
-    sdk_run_t run;
-    pthread_t th;
+    static const uint64_t d1[] = {1}, d23[] = {2, 3}, d4[] = {4};
+    sdk_run_t *run;
 
-    memset(&run, 0, sizeof(run));
+    fx->run = run = calloc(1, sizeof(*run));
     setenv("TIDE_AGENT_SOCK", tide_trainer_server_path(fx->s), 1);
     setenv("TIDE_JOB_ID", "job-t", 1);
     setenv("TIDE_GENERATION", "3", 1);
     setenv("RANK", "1", 1);
-    assert_int_equal(pthread_create(&th, NULL, sdk_thread, &run), 0);
-    wait_sent(fx, 3); /* TasksDeclared, TasksDone [1, 2], StealRequest 1 */
-    assert_int_equal(sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done->n_task_ids,
-                     2);
+    assert_int_equal(pthread_create(&fx->sdk, NULL, sdk_thread, run), 0);
+    fx->sdk_started = true;
+    wait_sent(fx, 3); /* TasksDeclared, TasksDone [1], StealRequest 1 as 2 is handed */
+    sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED);
+    expect_done_ids(fx, 1, d1, 1);
     assert_int_equal(
         sent(fx, 2, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 1);
     assert_int_equal(deliver_give(fx, 1, 0, 1, stolen, 2), 0);
-    wait_sent(fx, 5); /* TasksDone [3, 4], StealRequest 2 */
+    wait_sent(fx, 5); /* TasksDone [2, 3], StealRequest 2 as 4 is handed */
+    expect_done_ids(fx, 3, d23, 2);
     assert_int_equal(
         sent(fx, 4, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->steal_id, 2);
     assert_int_equal(deliver_give(fx, 1, 0, 2, NULL, 0), 0);
-    assert_true(wt_run_until(&fx->loop, cond_sdk_done, &run, WAIT_MS));
-    assert_int_equal(pthread_join(th, NULL), 0);
-    unsetenv("TIDE_AGENT_SOCK");
-    assert_int_equal(run.rc, 0);
-    assert_int_equal(run.n, 4);
+    assert_true(wt_run_until(&fx->loop, cond_sdk_done, run, WAIT_MS));
+    assert_int_equal(pthread_join(fx->sdk, NULL), 0);
+    fx->sdk_started = false;
+    wait_sent(fx, 6); /* TasksDone [4] */
+    expect_done_ids(fx, 5, d4, 1);
+    tide_trainer_server_tasks_flush(fx->s);
+    assert_int_equal(fx->n_sent, 6); /* every completion reported once, no further request */
+    assert_int_equal(run->rc, 0);
+    assert_int_equal(run->n, 4);
     for (size_t i = 0; i < 4; i++)
-        assert_int_equal(run.ran[i], i + 1);
+        assert_int_equal(run->ran[i], i + 1);
 }
 
 int main(void)
@@ -581,6 +740,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waiter_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_steal_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_c_sdk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

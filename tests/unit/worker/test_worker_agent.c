@@ -657,10 +657,12 @@ static bool cond_tasks_run(void *arg)
 }
 
 /* Work stealing through the whole shell (docs/work-stealing.md): a trainer speaking the protocol
- * declares one task, runs it, and waits on its empty deque while the worker asks the scheduler; the
- * request survives a lost stream (sent again with its id after the new Welcome), the GiveTasks
- * answer reaches the trainer, an empty one ends its step; ReleaseTasks are answered; heartbeats
- * carry the task figures. */
+ * declares one task; as it is handed the worker asks the scheduler ahead, and the trainer, done,
+ * waits on its empty deque for that request (its completion goes with the next heartbeat); the
+ * request survives a lost stream (after the new Welcome: the pool's declaration again, its
+ * completions, then the request with its id), the GiveTasks answer reaches the trainer and, being
+ * its only task, sends the next request ahead at once, an empty answer to that one ends its step;
+ * ReleaseTasks are answered; heartbeats carry the task figures. */
 static void test_tasks_steal(void **state)
 {
     fixture_t *fx = *state;
@@ -709,12 +711,16 @@ static void test_tasks_steal(void **state)
     assert_int_equal(m->tasks_declared->n_task_ids, 1);
     assert_int_equal(m->tasks_declared->total, 3);
     drop(m);
+    /* task 1, the only one queued, is handed: the steal goes out ahead, with nothing done yet */
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, NULL);
+    assert_int_equal(m->steal_request->steal_id, 1);
+    assert_string_equal(m->steal_request->job_id, "jt");
+    drop(m);
+    /* the trainer reports 1 done and waits for that steal (no second request): the completion
+     * goes with the next heartbeat */
     m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
     assert_int_equal(m->tasks_done->n_task_ids, 1);
     assert_int_equal(m->tasks_done->task_ids[0], 1);
-    drop(m);
-    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, NULL);
-    assert_int_equal(m->steal_request->steal_id, 1);
     drop(m);
     /* a victim's answer: nothing queued here; a rank that does not run here releases nothing */
     send_release(5, "jt", 1, 70);
@@ -732,18 +738,37 @@ static void test_tasks_steal(void **state)
     drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, &serial));
     assert_int_equal(serial, 2);
     send_welcome(5, 50);
-    drop(expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL)); /* completions again */
+    /* the pool is declared again (nothing moved: as the trainer declared it), then the
+     * completions again, then the request */
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED, &serial);
+    assert_int_equal(serial, 2);
+    assert_string_equal(m->tasks_declared->job_id, "jt");
+    assert_int_equal(m->tasks_declared->generation, 1);
+    assert_int_equal(m->tasks_declared->step, 0);
+    assert_int_equal(m->tasks_declared->total, 3);
+    assert_int_equal(m->tasks_declared->n_task_ids, 1);
+    assert_int_equal(m->tasks_declared->task_ids[0], 1);
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
+    assert_int_equal(m->tasks_done->n_task_ids, 1);
+    assert_int_equal(m->tasks_done->task_ids[0], 1);
+    drop(m);
     m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, &serial);
     assert_int_equal(serial, 2);
     assert_int_equal(m->steal_request->steal_id, 1);
     drop(m);
     send_give(4, "jt", 1, 1, stolen, 1); /* a deposed leader's: ignored */
     send_give(5, "jt", 1, 1, stolen, 1);
-    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
-    assert_int_equal(m->tasks_done->task_ids[0], 2);
-    drop(m);
+    /* the waiter is handed 2, the only task of the answer: the next steal goes out ahead at once
+     * (1's completion went with the Welcome, so nothing is sent before it) ... */
     m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, NULL);
     assert_int_equal(m->steal_request->steal_id, 2);
+    assert_string_equal(m->steal_request->job_id, "jt");
+    drop(m);
+    /* ... and the trainer, done with 2, waits for it: 2's completion goes with a heartbeat */
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
+    assert_int_equal(m->tasks_done->n_task_ids, 1);
+    assert_int_equal(m->tasks_done->task_ids[0], 2);
     drop(m);
     assert_true(wt_run_until(&fx->loop, cond_tasks_run, &tc, WAIT_MS));
     assert_int_equal(fx->last_tasks_stolen, 1);

@@ -1,0 +1,131 @@
+#!/bin/sh
+# Shows that the work-stealing invariants of tide-dst can fail (tests/dst/README.md, "Mutants"): copies
+# the source tree to a scratch directory, breaks the core (scheduler/core/task_pool.c) or the worker
+# deque (worker/task_deque.c) in one named way, builds tide-dst there and runs seeds until one fails.
+# The tree itself is never touched.
+#
+#   tests/dst/mutate.sh [-n SEEDS] [-k] [NAME ...]     (no NAME: every mutant; -k: keep the scratch dir)
+#
+# Exit 0 when every mutant named was caught (some seed failed), 1 when one survived.
+set -eu
+
+SEEDS=300
+KEEP=0
+while getopts "n:k" o; do
+    case $o in
+    n) SEEDS=$OPTARG ;;
+    k) KEEP=1 ;;
+    *) sed -n '2,9p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+ALL="replay-skip give-early release-keeps release-no-replay lost-keeps-tasks held-count welcome-no-steals"
+NAMES=${*:-$ALL}
+WORK=${TMPDIR:-/tmp}/tide-mutants.$$
+FLAGS=""
+
+cleanup() { [ "$KEEP" = 1 ] || rm -rf "$WORK"; }
+trap cleanup EXIT
+
+mkdir -p "$WORK"
+mkdir -p "$WORK/src"
+(cd "$SRC" && tar cf - --exclude='./build*' --exclude='./.git' .) | (cd "$WORK/src" && tar xf -)
+cmake -S "$WORK/src" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release >"$WORK/configure.log" 2>&1
+
+# mutate NAME: prints "FILE" and rewrites it in the scratch tree (python: exact text, must match once).
+mutate() {
+    python3 - "$WORK/src" "$1" <<'EOF'
+import sys
+root, name = sys.argv[1], sys.argv[2]
+core, deque = "scheduler/core/task_pool.c", "worker/task_deque.c"
+life = "scheduler/core/job_lifecycle.c"
+M = {
+  # The core ignores a repeated steal id instead of answering it again: a thief whose GiveTasks was
+  # lost with its stream waits for good (invariant 4).
+  "replay-skip": (core,
+    "            emit_give(&c, rank); /* lost on the way: the same answer again */",
+    "            (void)0; /* MUTANT: no replay */"),
+  # The core gives the thief the victim's tasks at once instead of waiting for the victim's answer
+  # (invariant 1).
+  "give-early": (core,
+    "        uint64_t half = (V->est + 1) / 2;\n",
+    "        uint64_t half = (V->est + 1) / 2;\n"
+    "        given_reserve(T, (size_t)half); /* MUTANT: give before the victim confirmed */\n"
+    "        for (size_t si = 0; si <= p->mask && T->n_given < half; si++)\n"
+    "            if (p->slots[si].state == SLOT_HELD && p->slots[si].holder == v) {\n"
+    "                p->slots[si].holder = t;\n"
+    "                T->given[T->n_given++] = p->slots[si].id;\n"
+    "            }\n"
+    "        if (T->n_given > 0) {\n"
+    "            give(c, t);\n"
+    "            return true;\n"
+    "        }\n"),
+  # The victim's deque answers ReleaseTasks with its tail but keeps the tasks queued (invariant 1).
+  "release-keeps": (deque,
+    "        uint64_t id = ring_pop_back(&p->queue);\n\n        map_find(&p->map, id)->state = TIDE_TASK_RELEASED;\n",
+    "        uint64_t id = p->queue.buf[(p->queue.head + p->queue.len - 1 - (n - i)) & (p->queue.cap - 1)]; /* MUTANT */\n"),
+  # The victim's deque answers a repeated release id with fresh tasks instead of the same ones: the
+  # first answer's tasks, lost on the way, never run (invariant 2).
+  "release-no-replay": (deque,
+    "    if (old) {\n        /* A replay",
+    "    if (old && 0) { /* MUTANT */\n        /* A replay"),
+  # A lost rank keeps its tasks and its generation goes on (today every loss ends the generation and
+  # drops its pools in the same call, so skipping only the orphaning could not be seen) (invariant 3).
+  "lost-keeps-tasks": (life,
+    "    tide__tasks_rank_gone(core, job, rank, true); /* orphans until the generation ends */\n"
+    "    if (!started) {\n        rollback(core, job, why);\n        return;\n    }\n",
+    "    tide__tasks_rank_gone(core, job, rank, !started); /* MUTANT: no orphans, a started generation goes on */\n"
+    "    if (!started) {\n        rollback(core, job, why);\n        return;\n    }\n"
+    "    return;\n"),
+  # A commit forgets to take the task off the held count (invariant 3).
+  "held-count": (core,
+    "            s->state = SLOT_COMMITTED;\n            p->held--;\n",
+    "            s->state = SLOT_COMMITTED; /* MUTANT: held not decremented */\n"),
+  # A Welcome does not send the pending steals again: a steal lost with its stream is never answered
+  # (invariant 4).
+  "welcome-no-steals": (deque,
+    "            (void)send_steal(d, r, next, next->steal_id);",
+    "            (void)0; /* MUTANT: pending steals not re-sent */"),
+}
+if name not in M:
+    sys.exit("unknown mutant %s (known: %s)" % (name, " ".join(M)))
+f, old, new = M[name]
+p = root + "/" + f
+s = open(p).read()
+if s.count(old) != 1:
+    sys.exit("mutant %s: its text is in %s %d times (the code changed: update tests/dst/mutate.sh)" % (name, f, s.count(old)))
+open(p, "w").write(s.replace(old, new))
+print(f)
+EOF
+}
+
+survived=0
+for name in $NAMES; do
+    file=$(mutate "$name") || exit 2
+    if ! cmake --build "$WORK/build" -j2 --target tide-dst >"$WORK/build-$name.log" 2>&1; then
+        echo "mutant $name: does not build (see $WORK/build-$name.log)"
+        survived=1
+    else
+        start=$(date +%s)
+        out=$("$WORK/build/tests/dst/tide-dst" --seed 1 --seeds "$SEEDS" -q $FLAGS 2>&1 || true)
+        secs=$(($(date +%s) - start))
+        msg=$(printf '%s\n' "$out" | sed -n '/^DST: invariant broken/{n;p;q}' | cut -c1-220)
+        seed=$(printf '%s\n' "$out" | sed -n 's/^DST: invariant broken (seed \([0-9]*\),.*/\1/p' | head -1)
+        if [ -z "$seed" ] && printf '%s\n' "$out" | grep -q '^\[  FAILED  \] test_dst'; then
+            # not one of the harness's invariants: the core's own checks (h_check_invariants), a crash
+            seed=$(printf '%s\n' "$out" | sed -n 's/^DST: seed \([0-9]*\) failed.*/\1/p' | head -1)
+            msg=" (not a DST invariant) $(printf '%s\n' "$out" | grep -m1 -E 'ERROR|error:' | cut -c1-160)"
+            seed=${seed:-?}
+        fi
+        if [ -n "$seed" ]; then
+            echo "mutant $name: caught by seed $seed (${secs}s):$msg"
+        else
+            echo "mutant $name: SURVIVED $SEEDS seeds (${secs}s)"
+            survived=1
+        fi
+    fi
+    cp "$SRC/$file" "$WORK/src/$file" # the next mutant starts from the real code
+done
+exit $survived
