@@ -40,7 +40,7 @@ for _ in $(seq 200); do [ "$("$B/tidectl" workers | grep -c READY)" = $((W + 1))
 wait_done() {
     for _ in $(seq 6000); do
         s=$("$B/tidectl" -o json job "$1" | sed -n 's/^  "state": "JOB_STATE_\([A-Z]*\)".*/\1/p')
-        case "$s" in SUCCEEDED) return 0 ;; FAILED | CANCELLED) echo "job $1 $s" >&2; "$B/tidectl" logs "$1" >&2; return 1 ;; esac
+        case "$s" in SUCCEEDED) return 0 ;; FAILED | CANCELLED) echo "job $1 $s" >&2; "$B/tidectl" job "$1" >&2; "$B/tidectl" logs "$1" >&2; return 1 ;; esac
         sleep 0.1
     done
     return 1

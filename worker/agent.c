@@ -214,8 +214,9 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
                   job_id, rank, (long long)m->step);
 }
 
-/* The `slow PERCENT` perturbation: the ranks' process groups (launched ones directly, attached MPI
- * ranks through their tide-rank-exec) run speed x the period and stop for the rest of each period.
+/* The `slow PERCENT` perturbation: the ranks' process groups (launched ones directly, never mpirun
+ * or MPI daemons; attached MPI ranks through their tide-rank-exec) run speed x the period and stop
+ * for the rest of each period.
  * The period is short (20 ms) so that work of a few milliseconds (a micro-batch) really runs at that
  * speed rather than now at full speed, now frozen for longer than it takes; below 10% speed it is
  * 100 ms, so that the run phase stays at least a millisecond. */

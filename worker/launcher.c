@@ -36,6 +36,7 @@ typedef struct proc {
     uv_timer_t kill_timer;
     pid_t pid;
     bool failed;      /* the spawn failed after the helper started: its exit is not a rank's */
+    bool mpi_runtime; /* mpirun or an MPI daemon (tide_launch_override_t.mpi_runtime) */
     uint64_t term_at; /* loop ms of a pending SIGTERM (soft stop); 0: none */
     uint64_t kill_at; /* loop ms of the pending SIGKILL; 0: none */
     int open_handles;
@@ -126,7 +127,7 @@ void tide_launcher_signal_all(tide_launcher_t *l, int sig)
     tide_list_for_each(pos, &l->procs)
     {
         proc_t *p = tide_list_entry(pos, proc_t, link);
-        if (!p->failed)
+        if (!p->failed && !p->mpi_runtime)
             kill(-p->pid, sig);
     }
 }
@@ -549,6 +550,7 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
 
     p = tide_xcalloc(1, sizeof(*p));
     p->id = id;
+    p->mpi_runtime = ov && ov->mpi_runtime;
     p->l = l;
     tide_list_init(&p->link);
     uv_timer_init(l->loop, &p->kill_timer);

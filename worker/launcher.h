@@ -49,6 +49,8 @@ typedef struct tide_launch_override {
     const char *log_path;  /* NULL: the rank's log */
     int32_t record_rank;   /* names the rank record in place of launch->rank */
     bool no_master_port;   /* never pick a MASTER_PORT */
+    bool mpi_runtime;      /* mpirun or an MPI daemon: the `slow` perturbation leaves it alone (its
+                              ranks are slowed through their tide-rank-exec) */
 } tide_launch_override_t;
 
 /* Starts rank `id` as `launch` (borrowed; validated by the core) describes. Returns 0 and fills
@@ -79,8 +81,10 @@ int tide_launcher_stop_soft(tide_launcher_t *l, uint64_t id, uint32_t term_after
 void tide_launcher_forget(tide_launcher_t *l, const char *job_id, int32_t generation, int32_t rank);
 /* Ranks started and not yet exited. */
 size_t tide_launcher_running(const tide_launcher_t *l);
-/* Sends sig to the process group of every process the launcher runs (ranks and MPI daemons): the
- * `slow` perturbation's SIGSTOP/SIGCONT duty cycle. */
+/* Sends sig to the process group of every rank the launcher runs — not mpirun or MPI daemons, whose
+ * ranks are reached through their tide-rank-exec: the `slow` perturbation's SIGSTOP/SIGCONT duty
+ * cycle. A stopped MPI runtime misses its own teardown (a daemon that does not answer is taken for
+ * lost and its ranks are killed), and it is not what a slow GPU slows down. */
 void tide_launcher_signal_all(tide_launcher_t *l, int sig);
 /* The pids of the running ranks' helpers (each the leader of its rank's process group; the rank is
  * its child), at most max of them into out. Returns how many. */

@@ -317,6 +317,7 @@ static int spawn_mpirun(tide_worker_mpi_t *m, uint64_t id, const Tide__V1__Launc
     ov.env = (const char *const *)env;
     ov.n_env = 3;
     ov.record_rank = l->rank;
+    ov.mpi_runtime = true;
     rc = tide_launcher_spawn_ex(m->launcher, id, l, &ov, out, err);
     free(env[0]);
     free(env[1]);
@@ -908,6 +909,7 @@ static void start_daemon_now(tide_worker_mpi_t *m, tide_rpc_call_t *call,
     ov.log_path = log;
     ov.record_rank = -1;
     ov.no_master_port = true;
+    ov.mpi_runtime = true;
     d = tide_xcalloc(1, sizeof(*d));
     d->id = TIDE_WORKER_MPI_DAEMON_ID | ++m->next_daemon;
     d->job_id = tide_xstrdup(l->job_id);

@@ -445,20 +445,28 @@ static void given_reserve(tp_rank_t *R, size_t n)
     }
 }
 
-static void emit_give(ctx_t *c, int32_t t)
+/* An action addressed to rank r's worker about the pool. */
+static tide_action_t *pool_act(ctx_t *c, tide_action_type_t type, int32_t r)
 {
-    tp_rank_t *T = &c->p->ranks[t];
-    tide_worker_t *w = c->job->ranks[t].worker;
-    tide_action_t *a = tide__act(c->core, TIDE_ACT_GIVE_TASKS);
+    tide_worker_t *w = c->job->ranks[r].worker;
+    tide_action_t *a = tide__act(c->core, type);
 
     a->job = c->job;
     a->job_id = c->job->id;
     a->worker = w;
     a->conn = w ? w->conn : NULL;
     a->generation = c->job->generation;
-    a->rank = t;
+    a->rank = r;
     a->task_kind = (int32_t)c->p->kind;
     a->step = c->p->step;
+    return a;
+}
+
+static void emit_give(ctx_t *c, int32_t t)
+{
+    tp_rank_t *T = &c->p->ranks[t];
+    tide_action_t *a = pool_act(c, TIDE_ACT_GIVE_TASKS, t);
+
     a->request_id = T->steal_id;
     a->task_ids = tide__keep_ids(c->core, T->given, T->n_given);
     a->n_task_ids = T->n_given;
@@ -483,17 +491,8 @@ static void give(ctx_t *c, int32_t t)
 static void emit_release(ctx_t *c, int32_t v)
 {
     tp_rank_t *V = &c->p->ranks[v];
-    tide_worker_t *w = c->job->ranks[v].worker;
-    tide_action_t *a = tide__act(c->core, TIDE_ACT_RELEASE_TASKS);
+    tide_action_t *a = pool_act(c, TIDE_ACT_RELEASE_TASKS, v);
 
-    a->job = c->job;
-    a->job_id = c->job->id;
-    a->worker = w;
-    a->conn = w ? w->conn : NULL;
-    a->generation = c->job->generation;
-    a->rank = v;
-    a->task_kind = (int32_t)c->p->kind;
-    a->step = c->p->step;
     a->request_id = V->release_id;
     a->max_tasks = V->release_max;
 }
