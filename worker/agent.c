@@ -216,13 +216,15 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
 
 /* The `slow PERCENT` perturbation: the ranks' process groups (launched ones directly, never mpirun
  * or MPI daemons; attached MPI ranks through their tide-rank-exec) run speed x the period and stop
- * for the rest of each period.
- * The period is short (20 ms) so that work of a few milliseconds (a micro-batch) really runs at that
- * speed rather than now at full speed, now frozen for longer than it takes; below 10% speed it is
- * 100 ms, so that the run phase stays at least a millisecond. */
+ * for the rest of each period. The period is as short as keeps each run phase at least 10 ms: 20 ms
+ * at 50% and above, so that work of a few milliseconds (a micro-batch) really runs at that speed
+ * rather than now at full speed, now frozen for longer than it takes; longer at lower speeds, where
+ * a stop relayed through tide-rank-exec (a line, then a kill) must not arrive late relative to a
+ * short run phase. */
 static uint64_t slow_period_ms(double speed)
 {
-    return speed < 0.1 ? 100 : 20;
+    double p = speed > 0 ? 10.0 / speed : 1000;
+    return p < 20 ? 20 : p > 1000 ? 1000 : (uint64_t)(p + 0.5);
 }
 
 static void signal_ranks(tide_worker_agent_t *a, int sig)
