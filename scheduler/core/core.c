@@ -39,6 +39,11 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->straggler_window_ms = 30000;
     cfg->straggler_check_ms = 5000;
     cfg->steal_park_ms = 2000;
+    cfg->auto_grow = true;
+    cfg->resize_dwell_ms = 60000;
+    cfg->resize_grace_ms = 30000;
+    cfg->grow_min_gain = 0.125;
+    cfg->replace_stragglers = false;
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)
@@ -51,6 +56,7 @@ tide_core_t *tide_core_new(const tide_core_config_t *cfg)
         tide_core_config_default(&core->cfg);
     core->next_seq = 1;
     tide_list_init(&core->jobs_by_seq);
+    tide_list_init(&core->resizable);
     for (int i = 0; i < TIDE_PRIO_COUNT; i++)
         tide_list_init(&core->queues[i]);
     tide_heap_init(&core->timers);

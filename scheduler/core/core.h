@@ -107,6 +107,37 @@ typedef enum tide_straggler {
     TIDE_STRAGGLER_PERSISTENT = 2 /* slower for the whole window: reported */
 } tide_straggler_t;
 
+/* Elastic scaling (docs/elastic.md). Values match tide.v1.ResizeReason / tide.v1.ResizeState. */
+typedef enum tide_resize_reason {
+    TIDE_RESIZE_REQUESTED = 1, /* JobService.ScaleJob */
+    TIDE_RESIZE_GROW = 2,      /* capacity freed: toward max_workers or the requested size */
+    TIDE_RESIZE_SHRINK = 3,    /* a higher class needed capacity: shrunk instead of evicted */
+    TIDE_RESIZE_REPLACE = 4,   /* a persistent straggler swapped for a healthy worker */
+} tide_resize_reason_t;
+
+typedef enum tide_resize_state {
+    TIDE_RESIZE_NONE = 0,
+    TIDE_RESIZE_PENDING = 1,       /* accepted; cannot be satisfied now (detail says why) */
+    TIDE_RESIZE_CHECKPOINTING = 2, /* its ranks were asked for a checkpoint */
+    TIDE_RESIZE_STOPPING = 3,      /* the old generation's ranks are stopping */
+    TIDE_RESIZE_STARTING = 4,      /* the new generation is placed; not every rank runs yet */
+    TIDE_RESIZE_DONE = 5,          /* every rank of the new generation runs (last_resize only) */
+} tide_resize_state_t;
+
+/* A membership change: one new generation. Phases of the latency: decision -> checkpoint landed (or
+ * its grace ended) -> last old rank stopped -> every rank of the new generation running. */
+typedef struct tide_resize {
+    tide_resize_state_t state;
+    tide_resize_reason_t reason;
+    int32_t from_workers, to_workers; /* to: what was asked; the new generation may get fewer (>= min) */
+    int32_t workers;                  /* DONE: what the new generation got */
+    int32_t from_generation, to_generation;
+    char *detail;                     /* owned; never NULL once state != NONE */
+    int64_t decided_ms, done_ms;      /* wall clock */
+    double checkpoint_s, stop_s, start_s, total_s;
+    int64_t decided_mono, ckpt_mono, stopped_mono; /* private to the core */
+} tide_resize_t;
+
 /* The durable copy of a job's last checkpoint (docs/policies.md, "Checkpoint gate"). */
 #define TIDE_FLUSH_NONE 0    /* nothing to copy */
 #define TIDE_FLUSH_HELD 1    /* waiting for the job's MFU to drop or its deadline */
@@ -239,6 +270,10 @@ struct tide_job {
     uint64_t steal_requests;      /* steal requests of its ranks */
     uint64_t tasks_committed;     /* task completions committed */
     int32_t stragglers;           /* persistent stragglers among the current generation's ranks */
+    int32_t target_workers;       /* the size ScaleJob asked for; 0: none (tide sizes it in [min, max]) */
+    tide_resize_t resize;         /* in progress or pending; state NONE: none */
+    tide_resize_t last_resize;    /* the newest completed one; state NONE: none */
+    int32_t resizes;              /* completed resizes over the job's life */
 
     /* private to the core */
     tide_prio_t eff_priority;  /* its class in the queue: spec.priority raised by aging */
@@ -283,6 +318,14 @@ struct tide_job {
     int64_t straggler_check_at;    /* mono: next straggler evaluation, 0: none */
     int64_t steal_park_at;         /* mono: the earliest parked steal's deadline, 0: none */
     uint64_t steals_reported;      /* tasks_stolen at the last job.steals event */
+    int32_t size_cap;              /* resize.c: the next generation gets at most this many; 0: none */
+    int32_t grow_claim;            /* free workers a grow decided on counts on (core->grow_claimed) */
+    int64_t resize_at;             /* mono: a resizing job's checkpoint grace ends; 0: none */
+    int64_t resize_check_at;       /* mono: its dwell ends and tide may resize it by itself; 0: none */
+    char **exclude;                /* worker ids its next generations must not use (replaced stragglers) */
+    int32_t n_exclude;
+    uint32_t exclude_taken;        /* bit i: exclude[i] is out of the free index during a placement */
+    tide_list_t resize_node;       /* core->resizable while RUNNING with a size other than its goal */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;
@@ -376,6 +419,15 @@ typedef struct tide_core_config {
     int64_t straggler_check_ms;    /* 5000: how often a job's ranks are compared */
     int64_t steal_park_ms;         /* 2000: a steal that cannot be served yet (a rank has not declared)
                                       waits at most this long, then gets "none" */
+
+    /* Elastic scaling (docs/elastic.md). */
+    bool auto_grow;                /* true: a running job that reports through the SDK grows toward
+                                      max_workers when capacity frees and nothing waits for it */
+    int64_t resize_dwell_ms;       /* 60000: a generation runs this long before tide resizes it by itself */
+    uint32_t resize_grace_ms;      /* 30000: a resizing job's time to checkpoint before its ranks stop */
+    double grow_min_gain;          /* 0.125: grow by itself only for at least max(1, ceil(n * this)) more */
+    bool replace_stragglers;       /* false: a persistent straggler is reported; true: also replaced at a
+                                      new generation when a healthy worker is free */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */
@@ -510,6 +562,8 @@ typedef struct tide_job_record {
     uint64_t flushed_bytes;
     uint32_t flushes;
     int32_t preemptions;
+    int32_t target_workers; /* 0: none */
+    int32_t resizes;
     int32_t run_class; /* tide_prio_t + 1 (tide.v1.Priority) a RUNNING job runs with, or a PENDING one
                           is queued in, which aging may have raised; 0: its submitted class */
     /* Workers still stopping a rank of an earlier generation (n_stopping entries each): bound to the
@@ -585,6 +639,15 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
 void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char *job_id,
                                 int32_t generation, int32_t rank, int64_t step, const char *path,
                                 uint64_t bytes, const char *sha256);
+/* Scales a job (JobService.ScaleJob, docs/elastic.md): its requested size becomes `workers` (elastic:
+ * none; workers must then be 0). A running job of another size resizes now when the size can be had
+ * (a shrink always can), else the resize is accepted and pending with the reason in job->resize; a
+ * pending job is placed with at most that many. -ENOENT unknown id, -EALREADY the job ended, -EINVAL
+ * workers outside [min_workers, max_workers] (err names the bounds). *out is the job. */
+int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool elastic, tide_job_t **out,
+                        tide_error_t *err);
+const char *tide_resize_reason_name(tide_resize_reason_t r);
+const char *tide_resize_state_name(tide_resize_state_t s);
 /* Asks every rank of a running job for a checkpoint now (CHECKPOINT_NOW to each running rank,
  * PERSIST). deadline_ms from now (0: 60 s; at most a day). A request already in flight is
  * returned as is. -ENOENT unknown id, -EINVAL bad deadline, -EALREADY when the job is not RUNNING

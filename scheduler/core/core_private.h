@@ -140,6 +140,12 @@ struct tide_core {
     uint64_t next_release_id;        /* 0: not seeded yet */
     double *stat_scratch;            /* straggler medians */
     size_t stat_cap;
+
+    /* elastic scaling (resize.c) */
+    tide_list_t resizable;           /* RUNNING jobs whose size differs from their goal (job->resize_node) */
+    uint64_t resize_stamp;           /* alloc_stamp when they were last looked at */
+    bool resize_due;                 /* look at them after the next pass even if the stamp did not move */
+    int32_t grow_claimed;            /* free workers decided grows count on until they are placed */
 };
 
 /* A rank a worker reported running that belongs to no current job: it is being stopped, and its worker
@@ -240,6 +246,8 @@ int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide
 /* The reserve a job must leave free: 0 for LOW work, the reserve less its hot spares for a job queued
  * again after a lost rank, else the whole reserve. */
 int32_t tide__reserve_for(const tide_core_t *core, const tide_job_t *job);
+/* The most free workers placement lets the job take now (the reserve kept for work above LOW). */
+int32_t tide__reserve_limit(const tide_core_t *core, const tide_job_t *job);
 /* The level a job's topology binds (TIDE_LVL_SHAPE for ANY). */
 tide_level_t tide__job_level(const tide_job_t *job);
 /* Whether the job could run on the cluster's usable workers were they all free (ignoring blocks). */
@@ -312,6 +320,37 @@ uint64_t tide__tasks_stolen_from(const tide_job_t *job, int32_t rank);
 /* Steal requests since the last call, and the rank most stolen from since then (-1: none) with its
  * count; starts a new window. False when the generation opened no pool. */
 bool tide__tasks_steal_window(tide_job_t *job, uint64_t *requests, int32_t *rank, uint64_t *count);
+
+/* resize.c */
+bool tide__job_uses_sdk(const tide_job_t *job);
+bool tide__resize_in_progress(const tide_job_t *job);
+/* The most workers the job's next generation may take: its goal (requested size, else max_workers),
+ * lowered by a resize's cap; never below min_workers. */
+int32_t tide__job_size_cap(const tide_job_t *job);
+/* Puts the job in core->resizable, or takes it out, as its state and size say. */
+void tide__resize_track(tide_core_t *core, tide_job_t *job);
+/* The checkpoint a resize waited for landed (how), or it cannot have one: stop the generation and queue
+ * the job again with its size cap. No-op unless the resize is checkpointing. */
+void tide__resize_go(tide_core_t *core, tide_job_t *job, const char *how);
+/* The generation is ending (queued again): a checkpointing resize moves on to stopping. */
+void tide__resize_stopping(tide_core_t *core, tide_job_t *job);
+/* A new generation was placed / fully started: the resize's phases move on; done at the start. */
+void tide__resize_placed(tide_core_t *core, tide_job_t *job);
+void tide__resize_started(tide_core_t *core, tide_job_t *job);
+/* The job ended: forget its resize (event job.resize_cancelled when one was under way). */
+void tide__resize_abort(tide_core_t *core, tide_job_t *job, const char *why);
+/* Its resize_at (checkpoint grace) or resize_check_at (dwell) passed. */
+void tide__resize_on_timer(tide_core_t *core, tide_job_t *job);
+/* After a scheduling pass: grow running jobs toward their goal when capacity freed. O(core->resizable)
+ * when the capacity changed or a dwell ended, else O(1). */
+void tide__resize_consider(tide_core_t *core);
+/* Rank's worker is a persistent straggler: with replace_stragglers, a new generation of the same size
+ * without that worker, when a free worker can take its place. */
+void tide__resize_replace(tide_core_t *core, tide_job_t *job, int32_t rank);
+/* Takes the job's excluded workers out of the free index for its placement, and puts them back. */
+void tide__exclude_begin(tide_core_t *core, tide_job_t *job);
+void tide__exclude_end(tide_core_t *core, tide_job_t *job);
+void tide__resize_free(tide_job_t *job);
 
 /* straggler.c */
 /* Arms the job's straggler check (straggler_check_ms from now) unless armed: a rank reported a time

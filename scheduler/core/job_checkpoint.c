@@ -104,6 +104,8 @@ static void complete(tide_core_t *core, tide_job_t *job)
      * grace (the trainer's own schedule): either bounds what it loses. */
     if (job->preempted_by && job->preempt_at)
         tide__preempt_yield(core, job, answered ? "checkpointed" : "checkpointed on its own schedule");
+    else if (job->resize.state == TIDE_RESIZE_CHECKPOINTING && job->resize_at)
+        tide__resize_go(core, job, answered ? "checkpointed" : "checkpointed on its own schedule");
 }
 
 void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char *job_id,

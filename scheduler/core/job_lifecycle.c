@@ -31,8 +31,10 @@ void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st
         job->burst_share = 0;
         tide__flush_reset(core, job);
         job->preempt_at = 0;
+        job->resize_check_at = 0;
         if (job->preempted_by)
             tide__preempt_yield(core, job, "it stopped running"); /* not RUNNING: only forgets */
+        tide__resize_track(core, job);
         tide__reserve_update(core);
     } else if (st == TIDE_JOB_RUNNING) {
         tide_list_push_back(&core->running[job->run_priority], &job->run_node);
@@ -98,6 +100,7 @@ void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_sta
                               job->n_ranks);
         tide__event(core, "job.running", job, NULL, "job %s: all %d rank(s) of generation %d started",
                     job->id, job->n_ranks, job->generation);
+        tide__resize_started(core, job); /* a resize is done; a job short of its goal may grow later */
         tide__job_rearm(core, job);
     }
 }
@@ -147,6 +150,7 @@ void tide__job_free(tide_job_t *job)
     free(job->flush_path_acc);
     free(job->flush_sha_acc);
     free(job->preempted_by);
+    tide__resize_free(job);
     free(job);
 }
 
@@ -170,6 +174,7 @@ static tide_job_t *job_new(tide_core_t *core, uint64_t seq, const char *id,
     job->run_priority = job->spec.priority;
     tide_list_init(&job->queue_node);
     tide_list_init(&job->run_node);
+    tide_list_init(&job->resize_node);
     tide_list_init(&job->bound);
     tide_heap_node_init(&job->timer);
     HASH_ADD_KEYPTR(hh, core->jobs, job->id, strlen(job->id), job);
@@ -203,6 +208,10 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->straggler_check_at;
         if (job->steal_park_at && job->steal_park_at < at)
             at = job->steal_park_at;
+        if (job->resize_at && job->resize_at < at)
+            at = job->resize_at;
+        if (job->resize_check_at && job->resize_check_at < at)
+            at = job->resize_check_at;
     } else if (job->state == TIDE_JOB_PENDING && job->reconcile_deadline) {
         at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
     } else if (is_final(job->state) && job->prune_at) {
@@ -290,6 +299,7 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
         stop_ranks(core, job, tide_job_state_name(st));
     }
     tide__ckpt_request_end(core, job, "the job ended");
+    tide__resize_abort(core, job, "the job ended");
     tide__tasks_free(job);
     tide__job_set_state(core, job, st);
     job->end_ms = core->now_wall;
@@ -370,6 +380,7 @@ void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, co
     text = tide_xvasprintf(fmt, ap);
     va_end(ap);
     account_generation(core, job);
+    tide__resize_stopping(core, job); /* a resize waiting for its checkpoint goes ahead with this stop */
     tide__ckpt_request_end(core, job, "the job was queued again");
     stop_ranks(core, job, text);
     for (int32_t r = 0; r < job->n_ranks; r++)
@@ -421,6 +432,8 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
         job->new_arch_ranks += ws[r]->new_arch;
     tide__flush_reset(core, job);
     tide__job_set_state(core, job, TIDE_JOB_RUNNING);
+    tide__resize_placed(core, job);
+    tide__resize_track(core, job);
     for (int32_t r = 0; r < n; r++)
         tide__worker_assign(core, ws[r], job, r);
     free(job->master_addr);
@@ -753,6 +766,11 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             tide__straggler_check(core, job); /* sets the next check */
         if (job->steal_park_at && now >= job->steal_park_at)
             tide__tasks_park_expire(core, job); /* sets the next deadline */
+        if ((job->resize_at && now >= job->resize_at) || (job->resize_check_at && now >= job->resize_check_at)) {
+            tide__resize_on_timer(core, job); /* may queue the job again */
+            if (job->state != TIDE_JOB_RUNNING)
+                return;
+        }
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;
@@ -832,6 +850,9 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     job->flushed_bytes = rec->flushed_bytes;
     job->flushes = rec->flushes;
     job->preemptions = rec->preemptions;
+    job->resizes = rec->resizes;
+    if (rec->target_workers >= rec->spec->min_workers && rec->target_workers <= rec->spec->max_workers)
+        job->target_workers = rec->target_workers;
     if (rec->n_stopping > 0 && rec->stopping_workers && rec->stopping_generations && rec->stopping_ranks &&
         !is_final(rec->state)) {
         job->restore_stopping = tide_xcalloc((size_t)rec->n_stopping, sizeof(*job->restore_stopping));
@@ -921,6 +942,7 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
         tide_list_push_back(&core->running[job->run_priority], &job->run_node);
         job->burst_share = tide__job_burst_share(core, job);
         core->burst_gpus += job->burst_share;
+        tide__resize_track(core, job);
     }
     tide__job_rearm(core, job);
     return 0;

@@ -164,7 +164,11 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
             *cap = (size_t)job->spec.max_workers;
             *scratch = tide_xrealloc(*scratch, *cap * sizeof(**scratch));
         }
+        if (job->n_exclude > 0)
+            tide__exclude_begin(core, job);
         n = tide__place(core, job, *scratch, &why);
+        if (job->n_exclude > 0)
+            tide__exclude_end(core, job);
         if (n == 0) {
             job->wait = why;
             if (why == TIDE_WAIT_NO_MATCH)
@@ -201,6 +205,8 @@ void tide__schedule(tide_core_t *core)
             if (!schedule_class(core, &core->queues[p], n_shapes, &scratch, &cap))
                 break;
         }
+        if (!core->need_schedule)
+            tide__resize_consider(core); /* may queue a resizing job again: then one more pass */
     }
     core->scheduling = false;
     free(scratch);

@@ -117,7 +117,7 @@ int32_t tide__reserve_for(const tide_core_t *core, const tide_job_t *job)
     return core->reserve.gpus;
 }
 
-static int32_t reserve_limit(const tide_core_t *core, const tide_job_t *job)
+int32_t tide__reserve_limit(const tide_core_t *core, const tide_job_t *job)
 {
     int32_t slack, reserve = tide__reserve_for(core, job);
 
@@ -135,7 +135,7 @@ static int32_t place_in_shape(tide_core_t *core, tide_shape_t *s, const tide_job
     tide_domain_t *d;
 
     most = tide__shape_max_free(s, level);
-    k = job->spec.max_workers;
+    k = tide__job_size_cap(job); /* max_workers, or less: a requested size, a resize */
     if (k > most)
         k = most;
     if (k > limit)
@@ -153,7 +153,7 @@ static int32_t place_in_shape(tide_core_t *core, tide_shape_t *s, const tide_job
 
 int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide_wait_t *why)
 {
-    int32_t limit = reserve_limit(core, job);
+    int32_t limit = tide__reserve_limit(core, job);
     bool matched = false, free_enough = false, blocked = false;
     tide_list_t *pos;
 

@@ -43,37 +43,120 @@ static double lost_work(const tide_core_t *core, const tide_job_t *job)
     return core->now_wall > since ? (double)job->n_ranks * (double)(core->now_wall - since) / 1e3 : 0;
 }
 
-static bool uses_sdk(const tide_job_t *job)
-{
-    for (int32_t r = 0; r < job->n_ranks; r++)
-        if (job->ranks[r].progress.sdk)
-            return true;
-    return false;
-}
-
 static tide_pscratch_t *scratch_of(tide_shape_t *s, tide_domain_t *d)
 {
     return d ? &d->ps : &s->ps;
 }
 
-static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job)
+/* shrink_to > 0: v shrinks to that many workers (a resize, reason SHRINK) instead of being evicted. */
+static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job, int32_t shrink_to)
 {
     v->preempted_by = tide_xstrdup(job->id);
     job->preempt_victims++;
     core->n_preempting++;
+    if (shrink_to > 0) {
+        tide_resize_t *r = &v->resize;
+        free(r->detail);
+        memset(r, 0, sizeof(*r));
+        r->state = TIDE_RESIZE_CHECKPOINTING;
+        r->reason = TIDE_RESIZE_SHRINK;
+        r->from_workers = v->n_ranks;
+        r->to_workers = shrink_to;
+        r->from_generation = v->generation;
+        r->detail = tide_xasprintf("job %s (%s) needs %d GPU%s", job->id, tide_prio_name(job->spec.priority),
+                                   job->spec.min_workers, job->spec.min_workers == 1 ? "" : "s");
+        r->decided_ms = core->now_wall;
+        r->decided_mono = core->now_mono;
+        v->size_cap = shrink_to;
+        tide__event(core, "job.resizing", v, NULL, "job %s generation %d: %d -> %d workers (shrink: %s); %s", v->id,
+                    v->generation, v->n_ranks, shrink_to, r->detail,
+                    tide__job_uses_sdk(v) ? "checkpointing first" : "it reports no checkpoints; stopping now");
+    } else
     tide__event(core, "job.preempting", v, NULL,
                 "job %s (%s, %d GPU%s) yields to job %s (%s): %s", v->id, tide_prio_name(v->run_priority),
                 v->n_ranks, v->n_ranks == 1 ? "" : "s", job->id, tide_prio_name(job->spec.priority),
-                uses_sdk(v) ? "checkpointing first" : "it reports no checkpoints; stopping now");
-    if (uses_sdk(v) && !v->ckpt_request) {
+                tide__job_uses_sdk(v) ? "checkpointing first" : "it reports no checkpoints; stopping now");
+    if (tide__job_uses_sdk(v) && !v->ckpt_request) {
         tide__ckpt_request(core, v, core->cfg.preempt_grace_ms);
     }
-    if (!uses_sdk(v)) {
+    if (!tide__job_uses_sdk(v)) {
         tide__preempt_yield(core, v, "stopped at once");
         return;
     }
     v->preempt_at = core->now_mono + core->cfg.preempt_grace_ms;
     tide__job_rearm(core, v);
+}
+
+/* Shrink before evict: only the victims' ranks above their min_workers count (the tail ranks), in the
+ * same victim order and domain search as an eviction; each chosen victim gives up what the job still
+ * needs in the winning domain and runs on at a smaller size. False when shrinking cannot make room. */
+static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, size_t nv, tide_level_t level,
+                       int32_t need)
+{
+    uint64_t stamp = ++core->scratch_stamp;
+    tide_shape_t *win_s = NULL;
+    tide_domain_t *win_d = NULL;
+    size_t win_n = 0;
+    int32_t *take, deficit, reserve, slack;
+
+    for (size_t i = 0; i < nv && !win_s; i++) {
+        tide_job_t *v = vs[i].job;
+        if (!tide__job_uses_sdk(v))
+            continue; /* a restart without a checkpoint loses everything: evicting says so honestly */
+        for (int32_t r = v->spec.min_workers; r < v->n_ranks && !win_s; r++) {
+            tide_worker_t *w = v->ranks[r].worker;
+            tide_shape_t *s;
+            tide_domain_t *d;
+            tide_pscratch_t *ps;
+            if (!w || !w->dom || w->job != v)
+                continue;
+            s = w->dom->shape;
+            if (!tide__shape_matches(core, s, job) || s->n_usable < need)
+                continue;
+            d = tide__domain_at(w, level);
+            ps = scratch_of(s, d);
+            if (ps->stamp != stamp) {
+                ps->stamp = stamp;
+                ps->cap = 0;
+            }
+            ps->cap++;
+            if ((d ? d->n_free : s->n_free) + ps->cap >= need) {
+                win_s = s;
+                win_d = d;
+                win_n = i + 1;
+            }
+        }
+    }
+    if (!win_s)
+        return false;
+    take = tide_xcalloc(win_n, sizeof(*take));
+    deficit = need - (win_d ? win_d->n_free : win_s->n_free);
+    reserve = tide__reserve_for(core, job);
+    slack = core->n_free + core->low_busy - reserve - need;
+    for (size_t i = 0; i < win_n && deficit > 0; i++) {
+        tide_job_t *v = vs[i].job;
+        int32_t k = 0;
+        if (!tide__job_uses_sdk(v))
+            continue;
+        for (int32_t r = v->spec.min_workers; r < v->n_ranks; r++) {
+            tide_worker_t *w = v->ranks[r].worker;
+            k += w && w->dom && w->job == v && w->dom->shape == win_s &&
+                 (!win_d || tide__domain_at(w, level) == win_d);
+        }
+        take[i] = k < deficit ? k : deficit;
+        deficit -= take[i];
+        if (v->run_priority != TIDE_PRIO_LOW)
+            slack += take[i];
+    }
+    if (deficit > 0 || (reserve > 0 && slack < 0) || deficit == need - (win_d ? win_d->n_free : win_s->n_free)) {
+        free(take); /* ... or no victim gives anything (the job waits for something else) */
+        return false;
+    }
+    for (size_t i = 0; i < win_n; i++)
+        if (take[i] > 0)
+            start_yield(core, vs[i].job, job, vs[i].job->n_ranks - take[i]);
+    free(take);
+    return true;
 }
 
 void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
@@ -98,8 +181,9 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
         tide_list_for_each(pos, &core->running[p]) {
             tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
             tide_worker_t *w0 = v->n_ranks > 0 ? v->ranks[0].worker : NULL;
-            if (v->run_priority >= job->spec.priority || v->preempted_by || v->n_ranks == 0)
-                continue;
+            if (v->run_priority >= job->spec.priority || v->preempted_by || v->n_ranks == 0 ||
+                tide__resize_in_progress(v))
+                continue; /* a resizing job stops soon anyway: its capacity comes back by itself */
             /* Waiting only for the reserve: LOW-held GPUs count as reserve already, evicting LOW
              * work frees nothing it may use. */
             if (why == TIDE_WAIT_RESERVE && v->run_priority == TIDE_PRIO_LOW)
@@ -121,6 +205,10 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
     if (nv == 0)
         goto nothing;
     qsort(vs, nv, sizeof(*vs), cmp_victim);
+    if (shrink_for(core, job, vs, nv, level, need)) {
+        free(vs);
+        return;
+    }
     stamp = ++core->scratch_stamp;
     /* Add victims one by one; after each, look at the domains it touched. */
     for (size_t i = 0; i < nv && !win_s; i++) {
@@ -179,7 +267,7 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
     }
     for (size_t i = 0; i < nv; i++)
         if (take[i])
-            start_yield(core, vs[i].job, job);
+            start_yield(core, vs[i].job, job, 0);
     free(take);
     free(vs);
     return;
@@ -222,6 +310,8 @@ void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
             for_job->preempt_victims--;
         tide__event(core, "job.preempt_cancelled", v, NULL, "job %s keeps running: job %s %s", v->id, by,
                     for_job ? "no longer waits" : "is gone");
+        if (v->resize.reason == TIDE_RESIZE_SHRINK)
+            tide__resize_abort(core, v, for_job ? "the job it made room for no longer waits" : "the job it made room for is gone");
         free(by);
         tide__job_rearm(core, v);
         return;
@@ -229,7 +319,19 @@ void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
     v->preempted_by = NULL; /* not yielding any more: requeueing it below must not come back here */
     v->preempt_at = 0;
     core->n_preempting--;
-    if (v->state == TIDE_JOB_RUNNING) {
+    if (v->state == TIDE_JOB_RUNNING && v->resize.reason == TIDE_RESIZE_SHRINK &&
+        v->resize.state == TIDE_RESIZE_CHECKPOINTING) {
+        if (v->last_ckpt.step >= 0)
+            tide__job_requeue(core, v, "job.resize_stopping",
+                              "shrinking %d -> %d workers for job %s (%s); %s; resumes from checkpoint step %" PRId64,
+                              v->resize.from_workers, v->resize.to_workers, by,
+                              for_job ? tide_prio_name(for_job->spec.priority) : "?", how, v->last_ckpt.step);
+        else
+            tide__job_requeue(core, v, "job.resize_stopping",
+                              "shrinking %d -> %d workers for job %s (%s); %s; no checkpoint: restarts from the beginning",
+                              v->resize.from_workers, v->resize.to_workers, by,
+                              for_job ? tide_prio_name(for_job->spec.priority) : "?", how);
+    } else if (v->state == TIDE_JOB_RUNNING) {
         v->preemptions++;
         if (v->last_ckpt.step >= 0)
             tide__job_requeue(core, v, "job.preempted", "preempted by job %s (%s); %s; resumes from checkpoint step %" PRId64,

@@ -134,6 +134,16 @@ void tide__straggler_check(tide_core_t *core, tide_job_t *job)
     job->stragglers = persistent;
     report_steals(core, job);
     job->straggler_check_at = core->now_mono + core->cfg.straggler_check_ms;
+    if (persistent > 0 && core->cfg.replace_stragglers) {
+        /* The slowest persistent straggler is swapped at a new generation (it only asks for a
+         * checkpoint here: the ranks are not touched while this check runs). */
+        int32_t worst = -1;
+        for (int32_t r = 0; r < job->n_ranks; r++)
+            if (job->ranks[r].straggler == TIDE_STRAGGLER_PERSISTENT &&
+                (worst < 0 || job->ranks[r].slowness > job->ranks[worst].slowness))
+                worst = r;
+        tide__resize_replace(core, job, worst);
+    }
 }
 
 const char *tide_straggler_name(tide_straggler_t s)
