@@ -326,6 +326,8 @@ struct tide_job {
     int32_t n_exclude;
     uint32_t exclude_taken;        /* bit i: exclude[i] is out of the free index during a placement */
     tide_list_t resize_node;       /* core->resizable while RUNNING with a size other than its goal */
+    bool sdk_seen;                 /* a rank reported through the SDK (assumed after a restore) */
+    int64_t restored_mono;         /* mono time it was restored from the store; 0: never */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;

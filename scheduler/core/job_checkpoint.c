@@ -69,6 +69,8 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
     if (!slot)
         return;
     slot->progress = *p;
+    if (p->sdk)
+        w->job->sdk_seen = true;
     if (p->task_seconds > 0)
         tide__straggler_arm(core, w->job); /* no-op once armed */
 }

@@ -210,7 +210,7 @@ static void begin(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_re
 static bool can_begin(const tide_job_t *job)
 {
     return job->state == TIDE_JOB_RUNNING && !job->preempted_by && !in_progress(job) && job->ranks_unstarted == 0 &&
-           !job->launch_deadline;
+           !job->launch_deadline && job->awaiting == 0;
 }
 
 static void pending(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason, const char *fmt, ...)
@@ -286,6 +286,13 @@ void tide__resize_placed(tide_core_t *core, tide_job_t *job)
     release_claim(core, job);
     if (r->state != TIDE_RESIZE_STOPPING && r->state != TIDE_RESIZE_STARTING)
         return;
+    if (r->reason == TIDE_RESIZE_REPLACE) {
+        /* The straggler was left out of this placement; later ones may use it again (it is not cordoned,
+         * and a job that needs every GPU must not wait for one it excluded). A relapse is caught again. */
+        for (int32_t i = 0; i < job->n_exclude; i++)
+            free(job->exclude[i]);
+        job->n_exclude = 0;
+    }
     if (r->state == TIDE_RESIZE_STOPPING) {
         r->stopped_mono = core->now_mono;
         r->stop_s = (double)(core->now_mono - r->ckpt_mono) / 1e3;
@@ -367,15 +374,29 @@ static void reconcile(tide_core_t *core, tide_job_t *job, bool by_request)
 
     if (!can_begin(job) || n == goal)
         return;
+    if (n > goal) {
+        /* A requested size below the current one can always be had, and was asked for: no dwell. But a
+         * generation of a job known to checkpoint whose ranks have not reported yet (just started, or
+         * adopted after a scheduler restart) is given until its dwell to report, polled every second,
+         * so that it checkpoints first. */
+        int64_t since = job->gen_start_mono > job->restored_mono ? job->gen_start_mono : job->restored_mono;
+        int64_t until = since + core->cfg.resize_dwell_ms;
+        if (!by_request && job->sdk_seen && !tide__job_uses_sdk(job) && core->now_mono < until) {
+            int64_t at = core->now_mono + 1000 < until ? core->now_mono + 1000 : until;
+            if (!job->resize_check_at || job->resize_check_at > at) {
+                job->resize_check_at = at;
+                tide__job_rearm(core, job);
+            }
+            return;
+        }
+        begin(core, job, goal, TIDE_RESIZE_REQUESTED, "requested by ScaleJob");
+        return;
+    }
     if (!by_request && core->now_mono < job->gen_start_mono + core->cfg.resize_dwell_ms) {
         if (!job->resize_check_at) {
             job->resize_check_at = job->gen_start_mono + core->cfg.resize_dwell_ms;
             tide__job_rearm(core, job);
         }
-        return;
-    }
-    if (n > goal) {
-        begin(core, job, goal, TIDE_RESIZE_REQUESTED, "requested by ScaleJob");
         return;
     }
     if (!pinned && (!core->cfg.auto_grow || !tide__job_uses_sdk(job)))
@@ -410,11 +431,9 @@ void tide__resize_consider(tide_core_t *core)
         return;
     core->resize_due = false;
     core->resize_stamp = core->alloc_stamp;
-    if (core->n_free - core->grow_claimed <= 0)
-        return; /* only grows are decided here: shrinks are asked for (ScaleJob) or made (preemption) */
     tide_list_for_each_safe(pos, tmp, &core->resizable) {
         tide_job_t *job = tide_list_entry(pos, tide_job_t, resize_node);
-        if (job->n_ranks < goal_of(job))
+        if (job->n_ranks > goal_of(job) || core->n_free - core->grow_claimed > 0)
             reconcile(core, job, false);
     }
 }
@@ -454,8 +473,18 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
                         before ? "a request" : "elastic");
         tide__persist_job(core, job);
     }
-    if (job->resize.state == TIDE_RESIZE_PENDING)
+    if (job->resize.state == TIDE_RESIZE_PENDING && before != job->target_workers)
         resize_clear(&job->resize); /* decided again below, against the new goal */
+    if (in_progress(job) && job->target_workers > 0 && job->resize.state < TIDE_RESIZE_STARTING) {
+        job->resize.to_workers = job->size_cap = job->target_workers;
+        if (job->resize.reason != TIDE_RESIZE_REPLACE) {
+            release_claim(core, job);
+            if (job->resize.to_workers > job->resize.from_workers) {
+                job->grow_claim = job->resize.to_workers - job->resize.from_workers;
+                core->grow_claimed += job->grow_claim;
+            }
+        }
+    }
     if (job->state == TIDE_JOB_PENDING) {
         if (job->size_cap > 0 && job->target_workers > 0 && job->size_cap > job->target_workers)
             job->size_cap = job->target_workers;
@@ -474,7 +503,7 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
     if (job->target_workers > 0)
         reconcile(core, job, true);
     else
-        core->resize_due = true;
+        core->resize_due = core->need_schedule = true; /* no pass may come by itself */
     tide__persist_job(core, job);
     tide__schedule(core);
     return 0;

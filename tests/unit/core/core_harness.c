@@ -275,34 +275,47 @@ const tide_action_t *h_find_event(h_t *h, const char *event_type)
     return NULL;
 }
 
+/* Confirms every LAUNCH in the action list (rank 0 reports port 29400) after clearing the actions;
+ * returns how many it confirmed. */
+static size_t start_round(h_t *h)
+{
+    size_t n;
+    const tide_action_t *a = tide_core_actions(h->core, &n);
+    struct launch {
+        tide_worker_t *w;
+        char job[32];
+        int32_t gen, rank;
+    } *l = calloc(n + 1, sizeof(*l));
+    size_t nl = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (a[i].type != TIDE_ACT_LAUNCH)
+            continue;
+        l[nl].w = a[i].worker;
+        snprintf(l[nl].job, sizeof(l[nl].job), "%s", a[i].job->id);
+        l[nl].gen = a[i].generation;
+        l[nl].rank = a[i].rank;
+        nl++;
+    }
+    tide_core_actions_clear(h->core);
+    for (size_t i = 0; i < nl; i++)
+        tide_core_rank_started(h->core, l[i].w, l[i].job, l[i].gen, l[i].rank, 1000 + l[i].rank,
+                               l[i].rank == 0 ? 29400 : 0);
+    free(l);
+    return nl;
+}
+
 void h_start_all(h_t *h)
 {
-    for (int round = 0; round < 8; round++) {
-        size_t n;
-        const tide_action_t *a = tide_core_actions(h->core, &n);
-        struct launch {
-            tide_worker_t *w;
-            char job[32];
-            int32_t gen, rank;
-        } *l = calloc(n + 1, sizeof(*l));
-        size_t nl = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (a[i].type != TIDE_ACT_LAUNCH)
-                continue;
-            l[nl].w = a[i].worker;
-            snprintf(l[nl].job, sizeof(l[nl].job), "%s", a[i].job->id);
-            l[nl].gen = a[i].generation;
-            l[nl].rank = a[i].rank;
-            nl++;
-        }
-        tide_core_actions_clear(h->core);
-        for (size_t i = 0; i < nl; i++)
-            tide_core_rank_started(h->core, l[i].w, l[i].job, l[i].gen, l[i].rank, 1000 + l[i].rank,
-                                   l[i].rank == 0 ? 29400 : 0);
-        free(l);
-        if (nl == 0)
+    for (int round = 0; round < 8; round++)
+        if (start_round(h) == 0)
             return;
-    }
+}
+
+void h_start_keep(h_t *h)
+{
+    for (int round = 0; round < 8 && h_count(h, TIDE_ACT_LAUNCH) > 0; round++)
+        start_round(h);
 }
 
 void h_clear(h_t *h)
@@ -365,6 +378,60 @@ static void check_index(tide_core_t *core)
         total_free += sfree;
     }
     assert_int_equal(total_free, core->n_free);
+}
+
+/* Elastic scaling (resize.c): grow claims add up, a running job is never mid-stop, the resizable list
+ * holds exactly the running jobs whose size differs from their goal, and a resize's record is
+ * well-formed. */
+static void check_resize(tide_core_t *core)
+{
+    tide_job_t *job, *jtmp;
+    int32_t claimed = 0, off_goal = 0, listed = 0;
+    tide_list_t *pos;
+
+    HASH_ITER(hh, core->jobs, job, jtmp) {
+        int32_t goal = job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
+        bool want = job->state == TIDE_JOB_RUNNING && job->n_ranks != goal;
+        tide_resize_state_t st = job->resize.state;
+
+        assert_true(job->grow_claim >= 0);
+        claimed += job->grow_claim;
+        /* only a decided resize that has not been placed yet counts on free workers */
+        if (job->grow_claim > 0)
+            assert_true(st == TIDE_RESIZE_CHECKPOINTING || st == TIDE_RESIZE_STOPPING);
+        if (job->state == TIDE_JOB_RUNNING)
+            assert_int_not_equal(st, TIDE_RESIZE_STOPPING);
+        if (job->state != TIDE_JOB_PENDING && job->state != TIDE_JOB_RUNNING)
+            assert_int_equal(st, TIDE_RESIZE_NONE);
+        if (st != TIDE_RESIZE_NONE) {
+            assert_non_null(job->resize.detail);
+            assert_true(st != TIDE_RESIZE_DONE);
+            assert_true(job->resize.to_workers >= job->spec.min_workers &&
+                        job->resize.to_workers <= job->spec.max_workers);
+        }
+        assert_true(job->last_resize.state == TIDE_RESIZE_NONE ||
+                    job->last_resize.state == TIDE_RESIZE_DONE);
+        if (job->last_resize.state == TIDE_RESIZE_DONE) {
+            assert_non_null(job->last_resize.detail);
+            assert_true(job->last_resize.to_generation > job->last_resize.from_generation);
+            assert_true(job->last_resize.workers >= job->spec.min_workers &&
+                        job->last_resize.workers <= job->spec.max_workers);
+        }
+        assert_true(job->target_workers == 0 || (job->target_workers >= job->spec.min_workers &&
+                                                  job->target_workers <= job->spec.max_workers));
+        assert_int_equal(tide_list_linked(&job->resize_node), want);
+        off_goal += want;
+    }
+    assert_true(core->grow_claimed >= 0);
+    assert_int_equal(claimed, core->grow_claimed);
+    tide_list_for_each(pos, &core->resizable) {
+        tide_job_t *j = tide_list_entry(pos, tide_job_t, resize_node);
+        int32_t goal = j->target_workers > 0 ? j->target_workers : j->spec.max_workers;
+        assert_int_equal(j->state, TIDE_JOB_RUNNING);
+        assert_int_not_equal(j->n_ranks, goal);
+        listed++;
+    }
+    assert_int_equal(listed, off_goal);
 }
 
 void h_check_invariants(h_t *h)
@@ -460,4 +527,5 @@ void h_check_invariants(h_t *h)
         }
         assert_int_equal(running, core->job_counts[TIDE_JOB_RUNNING]);
     }
+    check_resize(core);
 }

@@ -63,8 +63,11 @@ size_t h_count(h_t *h, tide_action_type_t type);
 const tide_action_t *h_find_event(h_t *h, const char *event_type);
 /* Confirms every LAUNCH in the action list (rank 0 reports port 29400), repeatedly, clearing actions. */
 void h_start_all(h_t *h);
+/* As h_start_all, but what the last confirmations emitted (job.running, job.resized ...) stays in the
+ * action list for the test to look at. */
+void h_start_keep(h_t *h);
 void h_clear(h_t *h);
-/* Checks the core's internal invariants (counts, free index, bindings). */
+/* Checks the core's internal invariants (counts, free index, bindings, resize bookkeeping). */
 void h_check_invariants(h_t *h);
 
 #endif
