@@ -38,7 +38,8 @@ typedef struct tide_cli {
     const char *cwd;                /* submit's default --workdir; borrowed */
     int64_t (*now_ms)(void);        /* wall clock in Unix ms; tests pin it */
     int64_t call_timeout_ms;        /* deadline of unary calls; 0: 30 s */
-    int64_t poll_interval_ms;       /* how often `checkpoint --wait` re-reads the job; 0: 200 ms */
+    int64_t poll_interval_ms;       /* how often `checkpoint --wait` and `scale --wait` re-read the job;
+                                       0: 200 ms */
     bool utc;                       /* print times in UTC instead of local time */
     bool err_tty;                   /* err is a terminal: waits show a progress line there */
 } tide_cli_t;
@@ -107,6 +108,7 @@ int tide_cli_cmd_queue(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc,
 int tide_cli_cmd_job(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_cancel(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_checkpoint(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+int tide_cli_cmd_scale(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_logs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_events(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_workers(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
@@ -146,6 +148,9 @@ enum {
     TIDE_CLI_OPT_NO_STEALING,
     /* checkpoint */
     TIDE_CLI_OPT_DEADLINE,
+    /* scale */
+    TIDE_CLI_OPT_ELASTIC,
+    TIDE_CLI_OPT_TIMEOUT,
     /* top */
     TIDE_CLI_OPT_ONCE,
     TIDE_CLI_OPT_INTERVAL,

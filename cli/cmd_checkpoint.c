@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "output.h"
+#include "progress_line.h"
 #include "render.h"
 #include "rpc_call.h"
 #include "table.h"
@@ -19,34 +20,6 @@
 #define MAX_DEADLINE_S      (24 * 3600)      /* the scheduler refuses more */
 #define DEFAULT_POLL_MS     200
 #define GRACE_MS            30000            /* after the deadline, before tidectl stops waiting itself */
-
-typedef struct progress_line {
-    FILE *f;      /* NULL: not a terminal, draw nothing */
-    size_t shown; /* width of what is on the line now */
-} progress_line_t;
-
-static void progress_draw(progress_line_t *pl, const char *text)
-{
-    size_t w;
-
-    if (!pl->f)
-        return;
-    w = tide_cli_display_width(text);
-    /* Overwrite in place; pad with blanks where the previous text was longer (no escape sequences,
-     * so a dumb terminal shows it right too). */
-    fprintf(pl->f, "\r%s%*s", text, pl->shown > w ? (int)(pl->shown - w) : 0, "");
-    fflush(pl->f);
-    pl->shown = w;
-}
-
-static void progress_clear(progress_line_t *pl)
-{
-    if (!pl->f || !pl->shown)
-        return;
-    fprintf(pl->f, "\r%*s\r", (int)pl->shown, "");
-    fflush(pl->f);
-    pl->shown = 0;
-}
 
 /* Milliseconds until the request's deadline on the scheduler's clock (0 once passed); fallback_ms when
  * the job carries no deadline or one that cannot be right (our clock far from the scheduler's). */
@@ -71,18 +44,14 @@ static bool any_sdk_rank(const Tide__V1__Job *job)
 
 /* "job 7: checkpoint pending 3s, deadline in 57s, step 1200 (UPDATE)". The request id is on the line
  * above; leaving it out keeps the line short of 80 columns, where a wrapped line could not be redrawn. */
-#define PROGRESS_MAX_COLS 79
-
-static void draw_wait(progress_line_t *pl, const Tide__V1__Job *job, const char *jid, int64_t elapsed_ms,
+static void draw_wait(tide_cli_progress_t *pl, const Tide__V1__Job *job, const char *jid, int64_t elapsed_ms,
                       int64_t now_ms)
 {
     const Tide__V1__TrainerProgress *p = tide_cli_job_progress(job);
     tide_buf_t b = TIDE_BUF_INIT;
     int64_t left;
-    char *line;
-    size_t cut = 0, cols = 0;
 
-    if (!pl->f)
+    if (!tide_cli_progress_active(pl))
         return;
     tide_buf_printf(&b, "job %s: checkpoint pending %" PRId64 "s", jid, elapsed_ms / 1000);
     left = deadline_left_ms(job, now_ms, -1);
@@ -97,16 +66,7 @@ static void draw_wait(progress_line_t *pl, const Tide__V1__Job *job, const char 
                                                phase, sizeof(phase)));
         }
     }
-    line = tide_cli_sanitize(tide_buf_cstr(&b));
-    /* A long job id: cut at a character boundary. */
-    for (; line[cut] && cols <= PROGRESS_MAX_COLS; cut++)
-        if (((unsigned char)line[cut] & 0xC0) != 0x80 && ++cols > PROGRESS_MAX_COLS)
-            break;
-    while (cut > 0 && line[cut - 1] == ' ')
-        cut--;
-    line[cut] = '\0';
-    progress_draw(pl, line);
-    free(line);
+    tide_cli_progress_draw(pl, tide_buf_cstr(&b)); /* sanitized and cut there */
     tide_buf_free(&b);
 }
 
@@ -153,10 +113,11 @@ static int wait_request(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__
     int64_t start = cli->now_ms();
     int64_t limit = deadline_left_ms(first, start, fallback_ms) + GRACE_MS;
     int64_t poll = cli->poll_interval_ms > 0 ? cli->poll_interval_ms : DEFAULT_POLL_MS;
-    progress_line_t pl = {cli->err_tty ? cli->err : NULL, 0};
+    tide_cli_progress_t pl;
     const Tide__V1__Job *job = first;
     int rc;
 
+    tide_cli_progress_init(&pl, cli->err_tty ? cli->err : NULL);
     *last = NULL;
     *ended = false;
     for (;;) {
@@ -165,14 +126,14 @@ static int wait_request(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__
         ProtobufCMessage *resp;
 
         if (job->checkpoint_request != request) {
-            progress_clear(&pl);
+            tide_cli_progress_clear(&pl);
             *ended = true;
             rc = report_end(cli, job, jid, request);
             break;
         }
         if (now - start > limit) {
             /* The scheduler should have ended it by now: do not wait forever on a lost request. */
-            progress_clear(&pl);
+            tide_cli_progress_clear(&pl);
             tide_cli_errorf(cli, "DEADLINE_EXCEEDED: job %s: checkpoint request %" PRIu64 " still pending %ds after "
                             "its deadline", jid, request, GRACE_MS / 1000);
             rc = TIDE_CLI_EXIT_FAILURE;
@@ -180,14 +141,14 @@ static int wait_request(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__
         }
         draw_wait(&pl, job, jid, now - start, now);
         if (tide_cli_conn_sleep(conn, poll) < 0) {
-            progress_clear(&pl);
+            tide_cli_progress_clear(&pl);
             tide_cli_errorf(cli, "INTERNAL: cannot start a timer");
             rc = TIDE_CLI_EXIT_FAILURE;
             break;
         }
         req.id = first->id;
         if (tide_cli_unary(conn, "/tide.v1.JobService/GetJob", &req.base, &tide__v1__job__descriptor, &resp, &st) < 0) {
-            progress_clear(&pl);
+            tide_cli_progress_clear(&pl);
             tide_cli_report(conn, &st);
             rc = TIDE_CLI_EXIT_FAILURE;
             break;

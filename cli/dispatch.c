@@ -61,6 +61,15 @@ static const tide_cli_opt_t checkpoint_opts[] = {
     TIDE_CLI_OPT_END,
 };
 
+static const tide_cli_opt_t scale_opts[] = {
+    {"workers", 'n', true, TIDE_CLI_OPT_WORKERS, "N", "the size to have, within the job's min..max workers"},
+    {"elastic", 0, false, TIDE_CLI_OPT_ELASTIC, NULL, "no requested size: tide sizes the job within min..max"},
+    {"wait", 'W', false, TIDE_CLI_OPT_WAIT, NULL,
+     "follow the resize until every new rank runs; exit 1 if it does not"},
+    {"timeout", 0, true, TIDE_CLI_OPT_TIMEOUT, "DURATION", "with --wait: give up after DURATION (default 10m)"},
+    TIDE_CLI_OPT_END,
+};
+
 static const tide_cli_opt_t jobs_opts[] = {
     {"state", 0, true, TIDE_CLI_OPT_STATE, "S,...", "only these states: pending, running, succeeded, failed, cancelled"},
     {"all", 'A', false, TIDE_CLI_OPT_ALL, NULL, "every state (the default; overrides --state)"},
@@ -117,6 +126,14 @@ const tide_cli_command_t tide_cli_commands[] = {
      "(docs/trainer-api.md). Prints the request; with --wait, follows it until a checkpoint of every\n"
      "rank completes or the deadline passes. Interrupting the wait leaves the request in force.",
      checkpoint_opts, false, tide_cli_cmd_checkpoint},
+    {"scale", "ID --workers N | --elastic [-W [--timeout DURATION]]", "Grow or shrink a job",
+     "A running job checkpoints (ranks that use the trainer SDK), stops and starts a new generation of\n"
+     "N workers that resumes from that checkpoint (docs/elastic.md); a pending job starts with at most\n"
+     "N. N must be within the job's min..max workers. A size that cannot be had now is accepted and\n"
+     "waits for capacity ('tidectl job ID' says why). --elastic drops the requested size. With --wait,\n"
+     "follows the resize until every rank of the new generation runs; interrupting the wait leaves\n"
+     "the resize in force.",
+     scale_opts, false, tide_cli_cmd_scale},
     {"logs", "ID [--rank R]... [-f]", "Print a job's output",
      "With several ranks each line is prefixed with \"[rank R] \"; with one rank the bytes are\n"
      "written as the job wrote them.",
@@ -176,7 +193,8 @@ void tide_cli_print_help(const tide_cli_command_t *cmd, FILE *f)
         fputs("\nGlobal options (also accepted after the command):\n", f);
         tide_cli_opts_help(f, tide_cli_global_opts, help_opts);
         fputs("\nExit status: 0 success, 1 error (or, with submit --wait, a job that failed or was\n"
-              "cancelled; with checkpoint --wait, a request that got no checkpoint), 2 bad usage.\n"
+              "cancelled; with checkpoint --wait, a request that got no checkpoint; with scale --wait, a\n"
+              "resize that did not complete), 2 bad usage.\n"
               "Run 'tidectl COMMAND --help' for a command's options.\n",
               f);
         return;

@@ -132,6 +132,7 @@ static void workers_cell(const Tide__V1__Job *j, char *buf, size_t size)
 {
     const Tide__V1__JobSpec *s = j->spec;
     int32_t min, max;
+    char now[32];
 
     if (!s) {
         snprintf(buf, size, "%zu", j->n_worker_ids);
@@ -139,10 +140,14 @@ static void workers_cell(const Tide__V1__Job *j, char *buf, size_t size)
     }
     min = s->min_workers;
     max = s->max_workers > min ? s->max_workers : min;
-    if (min == max)
-        snprintf(buf, size, "%zu/%d", j->n_worker_ids, min);
+    if (tide_cli_resize_active(j->resize)) /* the old generation may be gone already: say both sizes */
+        snprintf(now, sizeof(now), "%d\u2192%d", j->resize->from_workers, j->resize->to_workers);
     else
-        snprintf(buf, size, "%zu/%d-%d", j->n_worker_ids, min, max);
+        snprintf(now, sizeof(now), "%zu", j->n_worker_ids);
+    if (min == max)
+        snprintf(buf, size, "%s/%d", now, min);
+    else
+        snprintf(buf, size, "%s/%d-%d", now, min, max);
 }
 
 void tide_cli_bytes_format(uint64_t bytes, char *buf, size_t size)
@@ -187,7 +192,7 @@ void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, 
 
     for (size_t i = 0; i < n; i++) {
         const Tide__V1__Job *j = jobs[i];
-        char state[32], workers[48], gen[16], step[24], age[16];
+        char state[32], workers[96], gen[16], step[24], age[16];
         const char *cells[8];
 
         workers_cell(j, workers, sizeof(workers));
@@ -643,15 +648,11 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
           : tide_cli_enum_name(&tide__v1__launcher__descriptor,
                                s->launcher ? (int)s->launcher : TIDE__V1__LAUNCHER__LAUNCHER_ENV, "LAUNCHER_", buf,
                                sizeof(buf)));
-    if (s) {
-        int32_t max = s->max_workers > s->min_workers ? s->max_workers : s->min_workers;
-        kvf(out, "Workers:", "%zu (min %d, max %d)", j->n_worker_ids, s->min_workers, max);
-    } else {
-        kvf(out, "Workers:", "%zu", j->n_worker_ids);
-    }
+    tide_cli_render_size(j, out);
     if (s)
         render_placement(s, out);
     kvf(out, "Generation:", "%d", j->generation);
+    tide_cli_render_resizes(j, now_ms, out);
     render_ranks(j, out);
     tide_cli_render_tasks(j, out);
     if (j->master_addr && *j->master_addr)

@@ -45,8 +45,9 @@ const char *tide_cli_bound_format(const double u[4], uint32_t known, char *buf, 
  * nothing (no SDK, or no heartbeat carried it yet). */
 const Tide__V1__TrainerProgress *tide_cli_job_progress(const Tide__V1__Job *j);
 
-/* Table ID NAME STATE WORKERS GEN STEP AGE MESSAGE; WORKERS is "running/min" or "running/min-max", STEP
- * rank 0's last reported training step ("-" when it reported none). */
+/* Table ID NAME STATE WORKERS GEN STEP AGE MESSAGE; WORKERS is "running/min" or "running/min-max"
+ * ("2→4/2-8" while a resize from 2 to 4 workers runs), STEP rank 0's last reported training step ("-"
+ * when it reported none). */
 void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
 
 /* Table POS JOB NAME CLASS GPUS WAITING REASON of pending jobs in the order given (tidectl queue sorts
@@ -54,12 +55,12 @@ void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, 
  * raised by aging; GPUS "4" or "2..8"; WAITING the time since submission; REASON the job's message. */
 void tide_cli_render_queue(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
 
-/* The describe view of one job: "Key:  value" lines, ranks in rank order with what their trainers
- * report (STEP, TRAINER phase, STEP-TIME, FLOP/S; "-" for ranks without the SDK), the last checkpoint
- * and a CheckpointJob request in flight; and the policy state when there is any (docs/policies.md):
- * the class aging raised it to, placement constraints, the MFU target band against the MFU,
- * preemptions, the durable checkpoint and the flush of the newest one ("held since 12:03 (MFU 71% >=
- * 30%)", "copying"). */
+/* The describe view of one job: "Key:  value" lines, its size and resizes (tide_cli_render_size,
+ * tide_cli_render_resizes), ranks in rank order with what their trainers report (STEP, TRAINER phase,
+ * STEP-TIME, FLOP/S; "-" for ranks without the SDK), the last checkpoint and a CheckpointJob request in
+ * flight; and the policy state when there is any (docs/policies.md): the class aging raised it to,
+ * placement constraints, the MFU target band against the MFU, preemptions, the durable checkpoint and
+ * the flush of the newest one ("held since 12:03 (MFU 71% >= 30%)", "copying"). */
 void tide_cli_render_job(const Tide__V1__Job *job, int64_t now_ms, bool utc, tide_buf_t *out);
 
 /* Work stealing (render_tasks.c, docs/work-stealing.md). Whether the job's trainers use tasks. */
@@ -71,6 +72,29 @@ void tide_cli_render_tasks(const Tide__V1__Job *j, tide_buf_t *out);
 /* For `tidectl top`: per job that uses tasks, one line (stolen, committed, the spread of the ranks'
  * busy share) and one per slow or straggling rank with its evidence. Nothing when no job uses tasks. */
 void tide_cli_render_top_tasks(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
+
+/* Elastic scaling (render_resize.c, docs/elastic.md). For `tidectl job`: the "Size:" line (the
+ * current generation's workers, the bounds, the requested size or "elastic"). */
+void tide_cli_render_size(const Tide__V1__Job *j, tide_buf_t *out);
+/* For `tidectl job`: "Resize:" for a resize in progress ("2 -> 4 (requested) checkpointing since
+ * 1.2s") or pending ("... pending: DETAIL"), and "Last resize:" for the newest completed one with its
+ * phases, generation and the job's count of resizes. Nothing when neither is set. */
+void tide_cli_render_resizes(const Tide__V1__Job *j, int64_t now_ms, tide_buf_t *out);
+/* Whether r is a resize under way (checkpointing, stopping or starting); false for NULL, pending, done. */
+bool tide_cli_resize_active(const Tide__V1__Resize *r);
+/* A ResizeState in lower case without its prefix ("stopping"). Returns buf. */
+const char *tide_cli_resize_state_word(int s, char *buf, size_t size);
+/* The line `tidectl scale` prints for the Job ScaleJob returned: "job 7: scaling 2 -> 4 workers
+ * (resizing: checkpointing)", "job 7: 4 workers requested; pending: DETAIL", "job 7: already 4
+ * workers", "job 7: will start with at most 4 workers" (a pending job), or the elastic forms. */
+void tide_cli_render_scale(const Tide__V1__Job *j, tide_buf_t *out);
+/* The progress text of `scale --wait` (no newline; the progress line sanitizes and cuts it):
+ * "job 7: resizing 2 -> 4: stopping 1.2s" or "job 7: resize to 4 pending 12.0s: DETAIL"; phase_s is how
+ * long the resize has been in its current state as tidectl saw it. */
+void tide_cli_render_resize_progress(const Tide__V1__Job *j, double phase_s, tide_buf_t *out);
+/* "job 7: resized 2 -> 4 workers in 1.42 s (checkpoint 0.31 s, stop 0.40 s, start 0.71 s), generation 3"
+ * from j->last_resize. */
+void tide_cli_render_resized(const Tide__V1__Job *j, tide_buf_t *out);
 
 /* Table ID NODE GPU DEVICE STATE JOB RANK CORDONED UTIL TEMP HEARTBEAT (age of the last one). */
 void tide_cli_render_workers(Tide__V1__Worker *const *workers, size_t n, int64_t now_ms, tide_buf_t *out);

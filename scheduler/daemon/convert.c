@@ -72,6 +72,29 @@ static Tide__V1__Checkpoint *conv_ckpt(const tide_checkpoint_t *c, tide_arena_t 
     return out;
 }
 
+/* A resize (in progress, pending or the newest completed) -> tide.v1.Resize; the detail is borrowed. */
+static Tide__V1__Resize *conv_resize(const tide_resize_t *r, tide_arena_t *a)
+{
+    Tide__V1__Resize *out = tide_arena_alloc(a, sizeof(*out));
+
+    tide__v1__resize__init(out);
+    out->state = (Tide__V1__ResizeState)r->state;
+    out->reason = (Tide__V1__ResizeReason)r->reason;
+    out->from_workers = r->from_workers;
+    out->to_workers = r->to_workers;
+    out->workers = r->workers;
+    out->from_generation = r->from_generation;
+    out->to_generation = r->to_generation;
+    out->detail = s(r->detail);
+    out->decided_ms = r->decided_ms;
+    out->done_ms = r->done_ms;
+    out->checkpoint_seconds = r->checkpoint_s;
+    out->stop_seconds = r->stop_s;
+    out->start_seconds = r->start_s;
+    out->total_seconds = r->total_s;
+    return out;
+}
+
 static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p, tide_arena_t *a)
 {
     Tide__V1__TrainerProgress *out = tide_arena_alloc(a, sizeof(*out));
@@ -257,6 +280,14 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         out->tasks_committed = job->tasks_committed;
         out->stragglers = job->stragglers;
     }
+    /* Elastic scaling (docs/elastic.md). The requested size and the count survive a restart
+     * (tide_conv_record_from_pb); a record's resize and last resize are for readers only. */
+    out->target_workers = job->target_workers;
+    out->resizes = job->resizes;
+    if (job->resize.state != TIDE_RESIZE_NONE)
+        out->resize = conv_resize(&job->resize, a);
+    if (job->last_resize.state != TIDE_RESIZE_NONE)
+        out->last_resize = conv_resize(&job->last_resize, a);
     {
         /* Workers still stopping a rank of an earlier generation (never two generations at once). */
         const tide_list_t *pos;
@@ -468,6 +499,8 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->flushed_bytes = pb->flushed_bytes;
     rec->flushes = pb->flushes;
     rec->preemptions = pb->preemptions;
+    rec->target_workers = pb->target_workers;
+    rec->resizes = pb->resizes;
     rec->run_class = (int32_t)pb->effective_priority; /* the class it runs with or is queued in */
     if (pb->n_stopping_ranks > 0) {
         size_t k = pb->n_stopping_ranks;

@@ -22,7 +22,8 @@ void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_
 int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, tide_arena_t *a,
                            tide_error_t *err);
 /* A stored tide.v1.Job -> a restore record (borrowing from pb and the arena): spec, ranks, the last
- * and the durable checkpoint, flushed bytes, flushes and preemptions. */
+ * and the durable checkpoint, flushed bytes, flushes, preemptions, the requested size (target_workers)
+ * and the count of completed resizes. */
 int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, tide_job_spec_t *spec,
                              tide_arena_t *a, tide_error_t *err);
 /* tide.v1.Priority <-> core class. */

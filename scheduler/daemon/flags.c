@@ -39,6 +39,10 @@ enum {
     OPT_NO_STEALING,
     OPT_STRAGGLER_RATIO,
     OPT_STRAGGLER_WINDOW,
+    OPT_NO_AUTO_GROW,
+    OPT_RESIZE_DWELL,
+    OPT_RESIZE_GRACE,
+    OPT_REPLACE_STRAGGLERS,
 };
 
 static const struct option opts[] = {
@@ -65,6 +69,10 @@ static const struct option opts[] = {
     {"no-stealing", no_argument, NULL, OPT_NO_STEALING},
     {"straggler-ratio", required_argument, NULL, OPT_STRAGGLER_RATIO},
     {"straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW},
+    {"no-auto-grow", no_argument, NULL, OPT_NO_AUTO_GROW},
+    {"resize-dwell", required_argument, NULL, OPT_RESIZE_DWELL},
+    {"resize-grace", required_argument, NULL, OPT_RESIZE_GRACE},
+    {"replace-stragglers", no_argument, NULL, OPT_REPLACE_STRAGGLERS},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -117,7 +125,17 @@ void tide_sched_usage(FILE *f)
             "  --no-stealing          ranks never steal each other's tasks (docs/work-stealing.md)\n"
             "  --straggler-ratio F    a rank this much slower per task than its job's median is slow\n"
             "                         (default 1.25)\n"
-            "  --straggler-window DURATION  slow this long makes it a straggler (default 30s)\n");
+            "  --straggler-window DURATION  slow this long makes it a straggler (default 30s)\n"
+            "\n"
+            "Elastic scaling (docs/elastic.md).\n"
+            "  --no-auto-grow         never grow a running job by itself when capacity frees (tidectl\n"
+            "                         scale and shrinking for a higher class still resize it)\n"
+            "  --resize-dwell DURATION  a generation runs this long before tide resizes it by itself\n"
+            "                         (default 1m)\n"
+            "  --resize-grace DURATION  a resizing job's time to checkpoint before its ranks stop\n"
+            "                         (default 30s)\n"
+            "  --replace-stragglers   swap a persistent straggler for a free healthy worker at a new\n"
+            "                         generation (default: only report it)\n");
 }
 
 static int parse_num(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out, tide_error_t *err)
@@ -403,6 +421,19 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         /* Ranks are compared a few times per window, at most every 5 s. */
         core->straggler_check_ms = core->straggler_window_ms / 4 < 5000 ? core->straggler_window_ms / 4 : 5000;
         return 0;
+    case OPT_NO_AUTO_GROW:
+        core->auto_grow = false;
+        return 0;
+    case OPT_RESIZE_DWELL:
+        return duration_flag("--resize-dwell", arg, 0, MAX_DURATION_MS, &core->resize_dwell_ms, err);
+    case OPT_RESIZE_GRACE:
+        if (duration_flag("--resize-grace", arg, 0, 86400000, &v, err) < 0)
+            return -EINVAL;
+        core->resize_grace_ms = (uint32_t)v;
+        return 0;
+    case OPT_REPLACE_STRAGGLERS:
+        core->replace_stragglers = true;
+        return 0;
     }
     tide_errprintf(err, "internal: unknown flag %d", c);
     return -EINVAL;
@@ -428,7 +459,11 @@ int tide_sched_parse_args(int argc, char **argv, tide_daemon_config_t *cfg, tide
             tide_errprintf(err, "%.60s needs a value", bad);
             return -EINVAL;
         case '?':
-            if (optopt)
+            /* glibc sets optopt to a known long option's value when it was given a value it does not
+             * take ("--no-stealing=1"), and to the character of an unknown short option. */
+            if (strncmp(bad, "--", 2) == 0 && optopt && strchr(bad, '='))
+                tide_errprintf(err, "%.*s takes no value", (int)(strchr(bad, '=') - bad), bad);
+            else if (strncmp(bad, "--", 2) != 0 && optopt)
                 tide_errprintf(err, "unknown option '-%c' (try --help)", optopt);
             else
                 tide_errprintf(err, "unknown option '%.60s' (try --help)", bad);

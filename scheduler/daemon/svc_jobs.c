@@ -1,6 +1,7 @@
-/* tide.v1.JobService unary methods: SubmitJob, GetJob, ListJobs, CancelJob, CheckpointJob. Every reply goes through
- * the outbox, so a client never sees state the store does not have yet. Bad input is answered at once
- * with INVALID_ARGUMENT naming the field, and changes nothing. */
+/* tide.v1.JobService unary methods: SubmitJob, GetJob, ListJobs, CancelJob, CheckpointJob, ScaleJob. Every
+ * reply goes through the outbox, so a client never sees state the store does not have yet. Bad input
+ * (including a ScaleJob size outside the job's bounds) is answered at once with INVALID_ARGUMENT naming
+ * the field, and changes nothing. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +222,42 @@ done:
     tide__v1__checkpoint_job_request__free_unpacked(req, NULL);
 }
 
+/* ScaleJob (docs/elastic.md): the core validates the size against the job's bounds and decides whether
+ * the resize runs now or waits; either way the reply is the job with its resize. */
+static void scale(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    Tide__V1__ScaleJobRequest *req = tide__v1__scale_job_request__unpack(NULL, len, data);
+    tide_job_t *job;
+    tide_error_t err;
+    int rc;
+
+    if (!req) {
+        bad_request(call, "tide.v1.ScaleJobRequest");
+        return;
+    }
+    if (!req->id[0]) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "id must not be empty");
+        goto done;
+    }
+    if (req->elastic && req->workers != 0) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "workers must be 0 with elastic");
+        goto done;
+    }
+    tide_daemon_now(d);
+    rc = tide_core_job_scale(d->core, req->id, req->workers, req->elastic, &job, &err);
+    if (rc == -EINVAL) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, err.text); /* names the bounds */
+    } else if (rc < 0) {
+        tide_daemon_reply_status(d, call, tide_daemon_code(rc), err.text); /* NOT_FOUND, FAILED_PRECONDITION */
+    } else {
+        reply_job(d, call, job);
+        tide_daemon_absorb(d);
+    }
+done:
+    tide__v1__scale_job_request__free_unpacked(req, NULL);
+}
+
 static void unary_close(tide_rpc_call_t *call)
 {
     tide_daemon_forget_call(tide_rpc_call_server_data(call), call);
@@ -232,5 +269,6 @@ const tide_rpc_method_t tide_svc_jobs[] = {
     {.path = "/tide.v1.JobService/ListJobs", .on_message = list, .on_close = unary_close},
     {.path = "/tide.v1.JobService/CancelJob", .on_message = cancel, .on_close = unary_close},
     {.path = "/tide.v1.JobService/CheckpointJob", .on_message = checkpoint, .on_close = unary_close},
+    {.path = "/tide.v1.JobService/ScaleJob", .on_message = scale, .on_close = unary_close},
 };
 const size_t tide_svc_jobs_count = sizeof(tide_svc_jobs) / sizeof(tide_svc_jobs[0]);

@@ -1001,6 +1001,380 @@ static void test_checkpoint_wait_gives_up(void **state)
     result_free(&r);
 }
 
+/* ---- scale ---- */
+
+typedef enum scale_view {
+    SV_PENDING,  /* running, the resize to 4 accepted and waiting for capacity */
+    SV_ACTIVE,   /* running, the resize under way (state in scale_script_t.active_state) */
+    SV_DONE,     /* resized 2 -> 4, generation 3 */
+    SV_FAILED,   /* the job failed meanwhile */
+    SV_WITHDRAWN, /* no resize any more, and none completed */
+    SV_ALREADY,  /* 4 workers, 4 requested: nothing to do */
+    SV_QUEUED,   /* a pending job */
+    SV_ELASTIC,  /* running 4 of 2..8, nothing requested */
+} scale_view_t;
+
+typedef struct scale_script {
+    char id_seen[32];
+    int32_t workers_seen;
+    bool elastic_seen;
+    scale_view_t reply;   /* what ScaleJob answers for job 7 */
+    int gets;             /* GetJob calls answered */
+    int pending_gets;     /* the first ones still show the resize pending */
+    int active_gets;      /* then these show it under way: stopping, then starting */
+    scale_view_t outcome; /* then this (SV_DONE, SV_FAILED, SV_WITHDRAWN); get_fails: GetJob fails */
+    bool get_fails;
+} scale_script_t;
+
+static void send_scale_job(fake_call_t *call, scale_view_t v, int active_state)
+{
+    Tide__V1__JobSpec spec = spec_fixture();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__Resize r = TIDE__V1__RESIZE__INIT, lr = TIDE__V1__RESIZE__INIT;
+    char *two[] = {"node1/gpu0", "node1/gpu1"};
+    char *four[] = {"node1/gpu0", "node1/gpu1", "node2/gpu0", "node2/gpu1"};
+
+    spec.min_workers = 2, spec.max_workers = 8;
+    j.id = "7", j.spec = &spec, j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j.generation = 2;
+    j.n_worker_ids = 2, j.worker_ids = two, j.failed_rank = -1, j.message = "";
+    j.target_workers = 4;
+    r.reason = TIDE__V1__RESIZE_REASON__RESIZE_REASON_REQUESTED;
+    r.from_workers = 2, r.to_workers = 4, r.from_generation = 2, r.detail = "requested by ScaleJob";
+    r.decided_ms = NOW_MS;
+    lr.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_DONE, lr.reason = TIDE__V1__RESIZE_REASON__RESIZE_REASON_REQUESTED;
+    lr.from_workers = 2, lr.to_workers = 4, lr.workers = 4, lr.from_generation = 2, lr.to_generation = 3;
+    lr.total_seconds = 1.42, lr.checkpoint_seconds = 0.31, lr.stop_seconds = 0.40, lr.start_seconds = 0.71;
+    switch (v) {
+    case SV_PENDING:
+        r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_PENDING;
+        r.detail = "only 1 worker free";
+        j.resize = &r;
+        break;
+    case SV_ACTIVE:
+        r.state = active_state;
+        if (active_state == TIDE__V1__RESIZE_STATE__RESIZE_STATE_STARTING) {
+            j.generation = 3, r.to_generation = 3;
+            j.n_worker_ids = 4, j.worker_ids = four;
+        } else if (active_state == TIDE__V1__RESIZE_STATE__RESIZE_STATE_STOPPING) {
+            j.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j.message = "resizing 2 -> 4 workers";
+            j.n_worker_ids = 0;
+        }
+        j.resize = &r;
+        break;
+    case SV_DONE:
+        j.generation = 3, j.n_worker_ids = 4, j.worker_ids = four, j.last_resize = &lr, j.resizes = 1;
+        break;
+    case SV_FAILED:
+        j.state = TIDE__V1__JOB_STATE__JOB_STATE_FAILED, j.message = "rank 1 exited with code 3";
+        break;
+    case SV_WITHDRAWN:
+        j.target_workers = 2;
+        break;
+    case SV_ALREADY:
+        j.n_worker_ids = 4, j.worker_ids = four;
+        break;
+    case SV_QUEUED:
+        j.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j.generation = 0, j.n_worker_ids = 0;
+        j.message = "waiting for 4 free workers";
+        break;
+    case SV_ELASTIC:
+        j.target_workers = 0, j.n_worker_ids = 4, j.worker_ids = four;
+        break;
+    }
+    fake_call_send(call, &j.base);
+}
+
+static void scale_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    scale_script_t *s = ud;
+    Tide__V1__ScaleJobRequest *r = tide__v1__scale_job_request__unpack(NULL, len, req);
+
+    assert_non_null(r);
+    snprintf(s->id_seen, sizeof(s->id_seen), "%s", r->id);
+    s->workers_seen = r->workers;
+    s->elastic_seen = r->elastic;
+    if (strcmp(r->id, "7") == 0) {
+        send_scale_job(call, s->reply, TIDE__V1__RESIZE_STATE__RESIZE_STATE_CHECKPOINTING);
+        fake_call_finish(call, TIDE_GRPC_OK, NULL);
+    } else if (strcmp(r->id, "8") == 0) {
+        fake_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, "job 8 has ended (SUCCEEDED)");
+    } else if (strcmp(r->id, "9") == 0) {
+        fake_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "workers 9 is outside the job's bounds [2, 8]");
+    } else {
+        char msg[64];
+        snprintf(msg, sizeof(msg), "job %s not found", r->id);
+        fake_call_finish(call, TIDE_GRPC_NOT_FOUND, msg);
+    }
+    tide__v1__scale_job_request__free_unpacked(r, NULL);
+}
+
+static void scale_get_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    scale_script_t *s = ud;
+    int n = ++s->gets;
+
+    (void)req, (void)len;
+    if (n <= s->pending_gets) {
+        send_scale_job(call, SV_PENDING, 0);
+    } else if (n <= s->pending_gets + s->active_gets) {
+        int k = n - s->pending_gets; /* 1: stopping, 2 and on: starting */
+        send_scale_job(call, SV_ACTIVE,
+                       k == 1 ? TIDE__V1__RESIZE_STATE__RESIZE_STATE_STOPPING : TIDE__V1__RESIZE_STATE__RESIZE_STATE_STARTING);
+    } else if (s->get_fails) {
+        fake_call_finish(call, TIDE_GRPC_UNAVAILABLE, "scheduler shutting down");
+        return;
+    } else {
+        send_scale_job(call, s->outcome, 0);
+    }
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void route_scale(scale_script_t *s)
+{
+    fake_rpc_route("/tide.v1.JobService/ScaleJob", scale_handler, s);
+    fake_rpc_route("/tide.v1.JobService/GetJob", scale_get_handler, s);
+}
+
+static void expect_usage(const result_t *r, const char *msg)
+{
+    char want[256];
+
+    assert_int_equal(r->rc, 2);
+    snprintf(want, sizeof(want), "tidectl: %s\nRun 'tidectl scale --help' for usage.\n", msg);
+    expect_str(r->err, want);
+}
+
+static void test_scale_usage(void **state)
+{
+    result_t r;
+    (void)state;
+
+    r = run("scale", "--workers", "4", NULL);
+    expect_usage(&r, "missing job ID");
+    result_free(&r);
+    r = run("scale", "7", NULL);
+    expect_usage(&r, "missing --workers N or --elastic");
+    result_free(&r);
+    r = run("scale", "7", "--workers", "4", "--elastic", NULL);
+    expect_usage(&r, "--workers and --elastic exclude each other");
+    result_free(&r);
+    static const char *const bad[] = {"0", "-2", "x", "1.5", "", "1000001"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char msg[128];
+        r = run("scale", "7", "-n", bad[i], NULL);
+        snprintf(msg, sizeof(msg), "bad --workers '%s': expected a number of workers (1 or more)", bad[i]);
+        expect_usage(&r, msg);
+        result_free(&r);
+    }
+    r = run("scale", "7", "-n", "4", "--timeout", "5m", NULL);
+    expect_usage(&r, "--timeout needs --wait");
+    result_free(&r);
+    r = run("scale", "7", "-n", "4", "-W", "--timeout", "soon", NULL);
+    expect_usage(&r, "bad --timeout 'soon': expected e.g. 30s, 5m, 1h or MM:SS");
+    result_free(&r);
+    r = run("scale", "7", "-n", "4", "-W", "--timeout", "0", NULL);
+    expect_usage(&r, "bad --timeout '0': must be at least 1s");
+    result_free(&r);
+    r = run("scale", "7", "8", "-n", "4", NULL);
+    expect_usage(&r, "unexpected argument '8'");
+    result_free(&r);
+    r = run("scale", "7", "--deadline", "5m", NULL);
+    expect_usage(&r, "unknown option '--deadline'");
+    result_free(&r);
+    r = run("scale", "--help", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "Usage: tidectl scale ID --workers N | --elastic [-W [--timeout DURATION]]\n"));
+    assert_non_null(strstr(r.out, "  -n, --workers N"));
+    assert_non_null(strstr(r.out, "      --elastic"));
+    assert_non_null(strstr(r.out, "      --timeout DURATION"));
+    result_free(&r);
+    r = run("--help", NULL);
+    assert_non_null(strstr(r.out, "  scale       Grow or shrink a job\n"));
+    result_free(&r);
+    /* None of that reached the network. */
+    assert_null(fake_rpc_last_hostport());
+}
+
+static void test_scale(void **state)
+{
+    scale_script_t s = {.reply = SV_ACTIVE};
+    result_t r;
+    (void)state;
+
+    route_scale(&s);
+    r = run("scale", "7", "--workers", "4", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n");
+    expect_str(r.err, "");
+    expect_str(s.id_seen, "7");
+    assert_int_equal(s.workers_seen, 4);
+    assert_false(s.elastic_seen);
+    result_free(&r);
+
+    s.reply = SV_PENDING;
+    r = run("scale", "-n", "4", "7", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 7: 4 workers requested; pending: only 1 worker free\n");
+    result_free(&r);
+    s.reply = SV_ALREADY;
+    r = run("scale", "7", "-n4", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 7: already 4 workers\n");
+    result_free(&r);
+    s.reply = SV_QUEUED;
+    r = run("scale", "7", "--workers=4", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 7: will start with at most 4 workers\n");
+    result_free(&r);
+    s.reply = SV_ELASTIC;
+    r = run("scale", "7", "--elastic", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 7: elastic: 4 workers now, sized by tide within 2..8\n");
+    assert_int_equal(s.workers_seen, 0);
+    assert_true(s.elastic_seen);
+    result_free(&r);
+
+    /* -o json: the returned Job, with its resize. */
+    s.reply = SV_ACTIVE;
+    r = run("scale", "7", "-n", "4", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_true(strncmp(r.out, "{\n  \"id\": \"7\",\n", 15) == 0);
+    assert_non_null(strstr(r.out, "\n  \"targetWorkers\": 4,\n"));
+    assert_non_null(strstr(r.out, "\"state\": \"RESIZE_STATE_CHECKPOINTING\""));
+    assert_non_null(strstr(r.out, "\"reason\": \"RESIZE_REASON_REQUESTED\""));
+    result_free(&r);
+
+    /* The scheduler's refusals, as every command reports them. */
+    r = run("scale", "42", "-n", "4", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "");
+    expect_str(r.err, "tidectl: NOT_FOUND: job 42 not found\n");
+    result_free(&r);
+    r = run("scale", "8", "-n", "4", "--wait", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: FAILED_PRECONDITION: job 8 has ended (SUCCEEDED)\n");
+    result_free(&r);
+    r = run("scale", "9", "-n", "9", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: INVALID_ARGUMENT: workers 9 is outside the job's bounds [2, 8]\n");
+    result_free(&r);
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/GetJob"), 0);
+}
+
+static void test_scale_wait(void **state)
+{
+    scale_script_t s = {.reply = SV_ACTIVE, .active_gets = 2, .outcome = SV_DONE};
+    const char *resized = "job 7: resized 2 -> 4 workers in 1.42 s (checkpoint 0.31 s, stop 0.40 s, start 0.71 s), "
+                          "generation 3\n";
+    char want[512];
+    result_t r;
+    (void)state;
+
+    route_scale(&s);
+    r = run("scale", "7", "-n", "4", "--wait", NULL);
+    assert_int_equal(r.rc, 0);
+    snprintf(want, sizeof(want), "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n%s", resized);
+    expect_str(r.out, want);
+    expect_str(r.err, ""); /* not a terminal: no progress line */
+    assert_int_equal(s.gets, 3);
+    result_free(&r);
+
+    /* Pending when the wait starts: it keeps waiting until the resize runs and completes. */
+    s.reply = SV_PENDING, s.pending_gets = 3, s.gets = 0;
+    r = run("scale", "7", "-n", "4", "-W", NULL);
+    assert_int_equal(r.rc, 0);
+    snprintf(want, sizeof(want), "job 7: 4 workers requested; pending: only 1 worker free\n%s", resized);
+    expect_str(r.out, want);
+    assert_int_equal(s.gets, 6);
+    result_free(&r);
+
+    /* -o json: only the final Job. */
+    s.reply = SV_ACTIVE, s.pending_gets = 0, s.gets = 0;
+    r = run("scale", "7", "-n", "4", "-W", "-o", "json", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_true(strncmp(r.out, "{\n  \"id\": \"7\",\n", 15) == 0);
+    assert_non_null(strstr(r.out, "\"lastResize\": {"));
+    assert_null(strstr(r.out, "\"resize\": {"));
+    assert_null(strstr(r.out, "}\n{"));
+    result_free(&r);
+
+    /* Nothing to follow: the size holds already. */
+    s.reply = SV_ALREADY, s.gets = 0;
+    r = run("scale", "7", "-n", "4", "-W", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "job 7: already 4 workers\n");
+    assert_int_equal(s.gets, 0);
+    result_free(&r);
+
+    /* The job ends first; the resize is taken back. */
+    s.reply = SV_ACTIVE, s.outcome = SV_FAILED, s.gets = 0;
+    r = run("scale", "7", "-n", "4", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n"
+                      "job 7: FAILED before the resize completed: rank 1 exited with code 3\n");
+    result_free(&r);
+    s.gets = 0;
+    r = run("-o", "json", "scale", "7", "-n", "4", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.out, "\"state\": \"JOB_STATE_FAILED\""));
+    result_free(&r);
+    s.outcome = SV_WITHDRAWN, s.gets = 0;
+    r = run("scale", "7", "-n", "4", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n"
+                      "job 7: the resize was withdrawn; 2 workers now\n");
+    result_free(&r);
+
+    /* The scheduler goes away while we wait. */
+    s.get_fails = true, s.gets = 0;
+    r = run("scale", "7", "-n", "4", "-W", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: UNAVAILABLE: scheduler shutting down\n");
+    assert_int_equal(s.gets, 3);
+    result_free(&r);
+}
+
+/* On a terminal: one line redrawn in place per read, the phase and its time, erased before the result. */
+static void test_scale_wait_tty(void **state)
+{
+    scale_script_t s = {.reply = SV_PENDING, .pending_gets = 1, .active_gets = 2, .outcome = SV_DONE};
+    const char *l1 = "job 7: resize to 4 pending 0.0s: only 1 worker free";
+    const char *l2 = "job 7: resizing 2 -> 4: stopping 0.0s";
+    const char *l3 = "job 7: resizing 2 -> 4: starting 0.0s";
+    char want[512];
+    result_t r;
+    (void)state;
+
+    route_scale(&s);
+    err_tty = true;
+    r = run("scale", "7", "-n", "4", "-W", NULL);
+    assert_int_equal(r.rc, 0);
+    /* Drawn before each read (the first two show it pending), padded over a longer line, then blanked. */
+    snprintf(want, sizeof(want), "\r%s\r%s\r%s%*s\r%s\r%*s\r", l1, l1, l2, (int)(strlen(l1) - strlen(l2)), "", l3,
+             (int)strlen(l3), "");
+    expect_str(r.err, want);
+    result_free(&r);
+}
+
+/* A clock 10 s ahead at every look: the resize never ends; --timeout ends the wait. */
+static void test_scale_wait_gives_up(void **state)
+{
+    scale_script_t s = {.reply = SV_PENDING, .pending_gets = 1000000};
+    result_t r;
+    (void)state;
+
+    route_scale(&s);
+    fast_clock_ms = NOW_MS - 10000;
+    clock_fn = fast_clock;
+    r = run("scale", "7", "-n", "4", "-W", "--timeout", "1m", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 7: 4 workers requested; pending: only 1 worker free\n");
+    expect_str(r.err, "tidectl: DEADLINE_EXCEEDED: job 7: the resize to 4 workers is not done after 1m (it goes on; "
+                      "'tidectl job 7' shows it)\n");
+    assert_true(s.gets >= 4 && s.gets <= 7);
+    result_free(&r);
+}
+
 /* ---- submit --launcher ---- */
 
 static void test_submit_launcher(void **state)
@@ -1446,6 +1820,11 @@ int main(void)
         cmocka_unit_test_setup(test_checkpoint_wait, setup),
         cmocka_unit_test_setup(test_checkpoint_wait_tty, setup),
         cmocka_unit_test_setup(test_checkpoint_wait_gives_up, setup),
+        cmocka_unit_test_setup(test_scale_usage, setup),
+        cmocka_unit_test_setup(test_scale, setup),
+        cmocka_unit_test_setup(test_scale_wait, setup),
+        cmocka_unit_test_setup(test_scale_wait_tty, setup),
+        cmocka_unit_test_setup(test_scale_wait_gives_up, setup),
         cmocka_unit_test_setup(test_submit_launcher, setup),
         cmocka_unit_test_setup(test_logs, setup),
         cmocka_unit_test_setup(test_events, setup),

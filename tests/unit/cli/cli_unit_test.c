@@ -424,7 +424,7 @@ static void test_render_job(void **state)
                                   "State:        FAILED\n"
                                   "Priority:     HIGH\n"
                                   "Launcher:     ENV\n"
-                                  "Workers:      2 (min 2, max 4)\n"
+                                  "Size:         2 workers (min 2, max 4, elastic)\n"
                                   "Generation:   2\n"
                                   "Ranks:\n"
                                   "  RANK   WORKER       PHASE    PID    EXIT            STEP   TRAINER   STEP-TIME   FLOP/S\n"
@@ -456,7 +456,7 @@ static void test_render_job(void **state)
                                   "State:        RUNNING\n"
                                   "Priority:     UNSPECIFIED\n"
                                   "Launcher:     -\n"
-                                  "Workers:      2\n"
+                                  "Size:         2 workers\n"
                                   "Generation:   0\n"
                                   "Ranks:\n"
                                   "  RANK   WORKER\n"
@@ -515,7 +515,7 @@ static void test_render_job_progress(void **state)
     j.checkpoint_request = 1714564790000ULL, j.checkpoint_deadline_ms = NOW_MS + 49600;
     tide_cli_render_job(&j, NOW_MS, false, &b);
     view = tide_buf_cstr(&b);
-    assert_non_null(strstr(view, "Priority:     HIGH\nLauncher:     MPI\nWorkers:"));
+    assert_non_null(strstr(view, "Priority:     HIGH\nLauncher:     MPI\nSize:"));
     assert_non_null(strstr(view,
                            "Ranks:\n"
                            "  RANK   WORKER       PHASE     PID   EXIT   STEP   TRAINER    STEP-TIME   FLOP/S\n"
@@ -610,6 +610,160 @@ static void test_render_job_tasks(void **state)
     s.no_stealing = 1;
     tide_cli_render_job(&j, NOW_MS, false, &b);
     assert_non_null(strstr(tide_buf_cstr(&b), "480 committed (stealing off for this job); 1 straggler\n"));
+    tide_buf_free(&b);
+}
+
+/* Elastic scaling (render_resize.c): the Size / Resize / Last resize lines, the WORKERS cell while a
+ * resize runs, and the lines of tidectl scale. */
+static void test_render_resize(void **state)
+{
+    Tide__V1__JobSpec s = make_spec();
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__Job *jobs[] = {&j};
+    Tide__V1__Resize r = TIDE__V1__RESIZE__INIT, lr = TIDE__V1__RESIZE__INIT;
+    char *wids[] = {"node1/gpu0", "node1/gpu1"};
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    s.max_workers = 8;
+    j.id = "7", j.spec = &s, j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j.generation = 2;
+    j.n_worker_ids = 2, j.worker_ids = wids, j.failed_rank = -1;
+
+    /* Sizes: elastic, requested, fixed, no spec; one worker is singular. */
+    tide_cli_render_size(&j, &b);
+    expect_str(tide_buf_cstr(&b), "Size:         2 workers (min 2, max 8, elastic)\n");
+    tide_buf_reset(&b);
+    j.target_workers = 4;
+    tide_cli_render_size(&j, &b);
+    expect_str(tide_buf_cstr(&b), "Size:         2 workers (min 2, max 8, requested 4)\n");
+    tide_buf_reset(&b);
+    j.target_workers = 0, s.max_workers = 2;
+    tide_cli_render_size(&j, &b);
+    expect_str(tide_buf_cstr(&b), "Size:         2 workers (min 2, max 2)\n");
+    tide_buf_reset(&b);
+    j.spec = NULL, j.n_worker_ids = 1;
+    tide_cli_render_size(&j, &b);
+    expect_str(tide_buf_cstr(&b), "Size:         1 worker\n");
+    tide_buf_reset(&b);
+    j.spec = &s, s.max_workers = 8, j.n_worker_ids = 2;
+
+    /* Nothing about resizes until there is one. */
+    tide_cli_render_resizes(&j, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "");
+
+    /* Under way: the phase and how long since the decision. */
+    j.target_workers = 4;
+    r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_CHECKPOINTING;
+    r.reason = TIDE__V1__RESIZE_REASON__RESIZE_REASON_REQUESTED;
+    r.from_workers = 2, r.to_workers = 4, r.from_generation = 2;
+    r.detail = "requested by ScaleJob";
+    r.decided_ms = NOW_MS - 1200;
+    j.resize = &r;
+    tide_cli_render_resizes(&j, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "Resize:       2 -> 4 (requested) checkpointing since 1.2s\n");
+    tide_buf_reset(&b);
+    /* tidectl job puts them together: Size, Generation, Resize. */
+    tide_cli_render_job(&j, NOW_MS, true, &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "\nSize:         2 workers (min 2, max 8, requested 4)\n"
+                                              "Generation:   2\n"
+                                              "Resize:       2 -> 4 (requested) checkpointing since 1.2s\n"
+                                              "Ranks:\n"));
+    tide_buf_reset(&b);
+    /* The jobs table says both sizes while it runs. */
+    tide_cli_render_jobs(jobs, 1, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "ID   NAME    STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
+                                  "7    mnist   RUNNING   2\xe2\x86\x92" "4/2-8   2     -      -\n");
+    tide_buf_reset(&b);
+
+    /* tide's own shrink says why on a second line; a long phase reads in minutes. */
+    r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_STOPPING;
+    r.reason = TIDE__V1__RESIZE_REASON__RESIZE_REASON_SHRINK;
+    r.from_workers = 4, r.to_workers = 2;
+    r.detail = "job 12 (CRITICAL) needs 2 GPUs\x1b[2J";
+    r.decided_ms = NOW_MS - 65000;
+    tide_cli_render_resizes(&j, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "Resize:       4 -> 2 (shrink) stopping since 1m5s\n"
+                                  "              job 12 (CRITICAL) needs 2 GPUs [2J\n");
+    tide_buf_reset(&b);
+
+    /* Pending: the reason it waits. */
+    r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_PENDING;
+    r.reason = TIDE__V1__RESIZE_REASON__RESIZE_REASON_REQUESTED;
+    r.from_workers = 2, r.to_workers = 8;
+    r.detail = "only 3 workers free";
+    tide_cli_render_resizes(&j, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "Resize:       2 -> 8 (requested) pending: only 3 workers free\n");
+    tide_buf_reset(&b);
+    tide_cli_render_jobs(jobs, 1, NOW_MS, &b); /* pending: nothing moves yet */
+    assert_non_null(strstr(tide_buf_cstr(&b), "\n7    mnist   RUNNING   2/2-8     2"));
+    tide_buf_reset(&b);
+
+    /* The last completed one, with its phases; fewer than asked is said. */
+    j.resize = NULL, j.generation = 3, j.resizes = 2, j.n_worker_ids = 4;
+    lr.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_DONE;
+    lr.reason = TIDE__V1__RESIZE_REASON__RESIZE_REASON_GROW;
+    lr.from_workers = 2, lr.to_workers = 4, lr.workers = 4, lr.from_generation = 2, lr.to_generation = 3;
+    lr.total_seconds = 1.42, lr.checkpoint_seconds = 0.31, lr.stop_seconds = 0.40, lr.start_seconds = 0.71;
+    j.last_resize = &lr;
+    tide_cli_render_resizes(&j, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "Last resize:  2 -> 4 (grow) in 1.42 s (checkpoint 0.31, stop 0.40, start 0.71), "
+                                  "generation 3; 2 resizes\n");
+    tide_buf_reset(&b);
+    lr.workers = 3, j.resizes = 1, lr.reason = 9;
+    tide_cli_render_resizes(&j, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b), "Last resize:  2 -> 3 (9, 4 asked) in 1.42 s (checkpoint 0.31, stop 0.40, start "
+                                  "0.71), generation 3; 1 resize\n");
+    tide_buf_reset(&b);
+    tide_cli_render_resized(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: resized 2 -> 3 workers (4 asked) in 1.42 s (checkpoint 0.31 s, stop 0.40 s, "
+                                  "start 0.71 s), generation 3\n");
+    tide_buf_reset(&b);
+    lr.workers = 4;
+    tide_cli_render_resized(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: resized 2 -> 4 workers in 1.42 s (checkpoint 0.31 s, stop 0.40 s, start "
+                                  "0.71 s), generation 3\n");
+    tide_buf_reset(&b);
+
+    /* What tidectl scale prints for the job ScaleJob returned. */
+    j.last_resize = NULL, j.n_worker_ids = 2, j.target_workers = 4;
+    r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_CHECKPOINTING;
+    r.from_workers = 2, r.to_workers = 4;
+    j.resize = &r;
+    tide_cli_render_scale(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n");
+    tide_buf_reset(&b);
+    r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_PENDING;
+    r.detail = "only 1 worker free\n";
+    tide_cli_render_scale(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: 4 workers requested; pending: only 1 worker free\n");
+    tide_buf_reset(&b);
+    j.resize = NULL, j.n_worker_ids = 4;
+    tide_cli_render_scale(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: already 4 workers\n");
+    tide_buf_reset(&b);
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j.n_worker_ids = 0;
+    tide_cli_render_scale(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: will start with at most 4 workers\n");
+    tide_buf_reset(&b);
+    j.target_workers = 0;
+    tide_cli_render_scale(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: will start with at most 8 workers (elastic)\n");
+    tide_buf_reset(&b);
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j.n_worker_ids = 4;
+    tide_cli_render_scale(&j, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: elastic: 4 workers now, sized by tide within 2..8\n");
+    tide_buf_reset(&b);
+
+    /* The progress text of scale --wait. */
+    r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_STOPPING;
+    j.resize = &r;
+    tide_cli_render_resize_progress(&j, 1.24, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: resizing 2 -> 4: stopping 1.2s");
+    tide_buf_reset(&b);
+    r.state = TIDE__V1__RESIZE_STATE__RESIZE_STATE_PENDING;
+    r.detail = "only 1 worker free";
+    tide_cli_render_resize_progress(&j, 12, &b);
+    expect_str(tide_buf_cstr(&b), "job 7: resize to 4 pending 12.0s: only 1 worker free");
     tide_buf_free(&b);
 }
 
@@ -1102,7 +1256,7 @@ static void test_render_job_policy(void **state)
     tide_cli_render_job(&j, NOW_MS, true, &b);
     out = tide_buf_cstr(&b);
     assert_non_null(strstr(out, "\nPriority:     LOW (aged to NORMAL while waiting)\n"));
-    assert_non_null(strstr(out, "\nWorkers:      0 (min 2, max 4)\n"
+    assert_non_null(strstr(out, "\nSize:         0 workers (min 2, max 4, elastic)\n"
                                 "Placement:    pool prod, one rack, >= 80.0 GiB per rank, device h100\n"
                                 "Durable gate: hold durable copies while MFU >= 30.0%, at most 10m between durable "
                                 "copies\n"
@@ -1240,6 +1394,7 @@ int main(void)
         cmocka_unit_test(test_render_job),
         cmocka_unit_test(test_render_job_progress),
         cmocka_unit_test(test_render_job_tasks),
+        cmocka_unit_test(test_render_resize),
         cmocka_unit_test(test_render_workers),
         cmocka_unit_test(test_render_event_status_change),
         cmocka_unit_test(test_small_formats),

@@ -41,6 +41,7 @@ class Scheduler:
         self.submitted = None
         self.ckpt_polls = None  # GetJob reads since CheckpointJob; None: no request in flight
         self.ckpt_deadline = None
+        self.scale_polls = None  # GetJob reads since ScaleJob; None: no resize in flight
 
     def auth(self, ctx):
         md = dict(ctx.invocation_metadata())
@@ -79,6 +80,24 @@ class Scheduler:
                     c = j.last_checkpoint
                     c.step, c.generation, c.path, c.bytes, c.ranks, c.request_id = 5, 1, "/ckpt/5", 4096, 2, 77
                 return j
+            if self.scale_polls is not None:
+                # A resize 2 -> 4: stopping for one read, then done in generation 2.
+                self.scale_polls += 1
+                j = self.job(self.t.JOB_STATE_RUNNING, 1)
+                j.target_workers = 4
+                if self.scale_polls < 2:
+                    self.resize(j, self.t.RESIZE_STATE_STOPPING)
+                else:
+                    self.scale_polls = None
+                    j.generation = 2
+                    j.worker_ids.extend(["n2/gpu0", "n2/gpu1"])
+                    j.resizes = 1
+                    r = j.last_resize
+                    r.state, r.reason, r.from_workers, r.to_workers, r.workers = \
+                        self.t.RESIZE_STATE_DONE, self.t.RESIZE_REASON_REQUESTED, 2, 4, 4
+                    r.from_generation, r.to_generation = 1, 2
+                    r.total_seconds, r.checkpoint_seconds, r.stop_seconds, r.start_seconds = 1.5, 0.25, 0.5, 0.75
+                return j
             self.gets += 1
             n = self.gets
         t = self.t
@@ -112,6 +131,26 @@ class Scheduler:
             self.ckpt_deadline = int(time.time() * 1000) + (req.deadline_ms or 60000)
             j.checkpoint_request = 77
             j.checkpoint_deadline_ms = self.ckpt_deadline
+        return j
+
+    def resize(self, j, state):
+        r = j.resize
+        r.state, r.reason, r.from_workers, r.to_workers, r.from_generation = \
+            state, self.t.RESIZE_REASON_REQUESTED, 2, 4, 1
+        r.detail = "requested by ScaleJob"
+        r.decided_ms = int(time.time() * 1000)
+
+    def ScaleJob(self, req, ctx):
+        self.auth(ctx)
+        if req.id != "1":
+            ctx.abort(grpc.StatusCode.NOT_FOUND, "job %s not found" % req.id)
+        if req.workers != 4:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "workers %d is outside [2, 4]" % req.workers)
+        j = self.job(self.t.JOB_STATE_RUNNING, 1)
+        j.target_workers = 4
+        self.resize(j, self.t.RESIZE_STATE_CHECKPOINTING)
+        with self.lock:
+            self.scale_polls = 0
         return j
 
     def GetJobLogs(self, req, ctx):
@@ -164,6 +203,7 @@ def serve(s):
         "ListJobs": u(s.ListJobs, j.ListJobsRequest.FromString, j.ListJobsResponse.SerializeToString),
         "CancelJob": u(s.CancelJob, j.CancelJobRequest.FromString, t.Job.SerializeToString),
         "CheckpointJob": u(s.CheckpointJob, j.CheckpointJobRequest.FromString, t.Job.SerializeToString),
+        "ScaleJob": u(s.ScaleJob, j.ScaleJobRequest.FromString, t.Job.SerializeToString),
         "GetJobLogs": st(s.GetJobLogs, j.GetJobLogsRequest.FromString, j.LogChunk.SerializeToString),
         "WatchEvents": st(s.WatchEvents, j.WatchEventsRequest.FromString, t.Event.SerializeToString),
     }
@@ -222,6 +262,11 @@ def main():
                   "job 1: checkpoint requested (request 77, deadline in 30s)\n"
                   "job 1: checkpoint of step 5 complete (2 ranks, 4096 bytes, /ckpt/5)\n", "")
             check(tidectl, port, ["checkpoint", "9"], 1, "", "tidectl: NOT_FOUND: job 9 not found\n")
+            check(tidectl, port, ["scale", "1", "--workers", "4", "--wait"], 0,
+                  "job 1: scaling 2 -> 4 workers (resizing: checkpointing)\n"
+                  "job 1: resized 2 -> 4 workers in 1.50 s (checkpoint 0.25 s, stop 0.50 s, start 0.75 s), "
+                  "generation 2\n", "")
+            check(tidectl, port, ["scale", "1", "-n", "9"], 1, "", "tidectl: INVALID_ARGUMENT: workers 9 is outside [2, 4]\n")
             check(tidectl, port, ["logs", "1"], 0,
                   "[rank 0] hello from 0\n[rank 1] hello from 1\n[rank 0] partial\n", "")
             check(tidectl, port, ["logs", "1", "--rank", "0"], 0, "hello from 0\nparthello from 1\nial\n", "")

@@ -1,7 +1,9 @@
 /* scheduler/daemon/convert.c for the policy fields: a JobSpec's pool, memory, topology, device and
  * checkpoint settings reach the core and come back; a client's Job carries the live policy state
  * (queue position, effective class, MFU target band) while the stored record does not; the durable
- * checkpoint, flushed bytes, flushes and preemptions survive a restart through the record. No loop. */
+ * checkpoint, flushed bytes, flushes and preemptions survive a restart through the record; so do the
+ * requested size and the count of resizes, and a client's Job carries the resizes (docs/elastic.md).
+ * No loop. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,6 +209,114 @@ static void test_record_round_trip(void **state)
     tide_core_free(again);
 }
 
+/* Elastic scaling (docs/elastic.md): a client's Job carries the resize under way and the last one with
+ * every field; the requested size and the count of resizes survive a restart through the record. */
+static void test_resize_fields(void **state)
+{
+    tide_core_t *core = tide_core_new(NULL), *again = tide_core_new(NULL);
+    tide_arena_t a = {0};
+    char *cmd[] = {"train"};
+    Tide__V1__JobSpec pb = TIDE__V1__JOB_SPEC__INIT;
+    Tide__V1__Job out, *back;
+    tide_job_record_t rec;
+    tide_job_spec_t spec;
+    tide_error_t err;
+    tide_job_t *job, *restored;
+    const Tide__V1__Resize *r;
+    uint8_t *bytes;
+    size_t len;
+    (void)state;
+
+    pb.name = "j";
+    pb.n_command = 1;
+    pb.command = cmd;
+    pb.min_workers = 2;
+    pb.max_workers = 8;
+    tide_core_set_time(core, 1000, 1714564800000LL);
+    job = submit(core, &pb, &a);
+
+    /* None yet: both unset, no requested size. */
+    tide_conv_job(core, job, &out, &a);
+    assert_null(out.resize);
+    assert_null(out.last_resize);
+    assert_int_equal(out.target_workers, 0);
+    assert_int_equal(out.resizes, 0);
+
+    /* As the core leaves a job mid-resize after two completed ones (set directly: the record path alone). */
+    job->target_workers = 4;
+    job->resizes = 2;
+    job->resize.state = TIDE_RESIZE_STOPPING;
+    job->resize.reason = TIDE_RESIZE_REQUESTED;
+    job->resize.from_workers = 2, job->resize.to_workers = 4;
+    job->resize.from_generation = 3;
+    job->resize.detail = tide_xstrdup("requested by ScaleJob");
+    job->resize.decided_ms = 1714564799000LL;
+    job->resize.checkpoint_s = 0.25;
+    job->last_resize.state = TIDE_RESIZE_DONE;
+    job->last_resize.reason = TIDE_RESIZE_SHRINK;
+    job->last_resize.from_workers = 4, job->last_resize.to_workers = 2, job->last_resize.workers = 2;
+    job->last_resize.from_generation = 2, job->last_resize.to_generation = 3;
+    job->last_resize.detail = tide_xstrdup("job 12 (CRITICAL) needs 2 GPUs");
+    job->last_resize.decided_ms = 1714564700000LL, job->last_resize.done_ms = 1714564701420LL;
+    job->last_resize.checkpoint_s = 0.31, job->last_resize.stop_s = 0.40, job->last_resize.start_s = 0.71;
+    job->last_resize.total_s = 1.42;
+
+    tide_conv_job(core, job, &out, &a);
+    assert_int_equal(out.target_workers, 4);
+    assert_int_equal(out.resizes, 2);
+    r = out.resize;
+    assert_non_null(r);
+    assert_int_equal(r->state, TIDE__V1__RESIZE_STATE__RESIZE_STATE_STOPPING);
+    assert_int_equal(r->reason, TIDE__V1__RESIZE_REASON__RESIZE_REASON_REQUESTED);
+    assert_int_equal(r->from_workers, 2);
+    assert_int_equal(r->to_workers, 4);
+    assert_int_equal(r->workers, 0);
+    assert_int_equal(r->from_generation, 3);
+    assert_int_equal(r->to_generation, 0);
+    assert_string_equal(r->detail, "requested by ScaleJob");
+    assert_int_equal(r->decided_ms, 1714564799000LL);
+    assert_int_equal(r->done_ms, 0);
+    assert_float_equal(r->checkpoint_seconds, 0.25, 0);
+    r = out.last_resize;
+    assert_non_null(r);
+    assert_int_equal(r->state, TIDE__V1__RESIZE_STATE__RESIZE_STATE_DONE);
+    assert_int_equal(r->reason, TIDE__V1__RESIZE_REASON__RESIZE_REASON_SHRINK);
+    assert_int_equal(r->from_workers, 4);
+    assert_int_equal(r->to_workers, 2);
+    assert_int_equal(r->workers, 2);
+    assert_int_equal(r->from_generation, 2);
+    assert_int_equal(r->to_generation, 3);
+    assert_string_equal(r->detail, "job 12 (CRITICAL) needs 2 GPUs");
+    assert_int_equal(r->decided_ms, 1714564700000LL);
+    assert_int_equal(r->done_ms, 1714564701420LL);
+    assert_float_equal(r->checkpoint_seconds, 0.31, 0);
+    assert_float_equal(r->stop_seconds, 0.40, 0);
+    assert_float_equal(r->start_seconds, 0.71, 0);
+    assert_float_equal(r->total_seconds, 1.42, 0);
+
+    /* The record (what the store keeps) -> a restarted core. */
+    tide_conv_job(NULL, job, &out, &a);
+    len = tide__v1__job__get_packed_size(&out);
+    bytes = malloc(len);
+    tide__v1__job__pack(&out, bytes);
+    back = tide__v1__job__unpack(NULL, len, bytes);
+    assert_non_null(back);
+    assert_int_equal(tide_conv_record_from_pb(back, &rec, &spec, &a, &err), 0);
+    assert_int_equal(rec.target_workers, 4);
+    assert_int_equal(rec.resizes, 2);
+    assert_int_equal(tide_core_job_restore(again, &rec, &err), 0);
+    tide_core_restore_done(again);
+    restored = tide_core_job_find(again, job->id);
+    assert_non_null(restored);
+    assert_int_equal(restored->target_workers, 4);
+    assert_int_equal(restored->resizes, 2);
+    tide__v1__job__free_unpacked(back, NULL);
+    free(bytes);
+    tide_arena_free(&a);
+    tide_core_free(core);
+    tide_core_free(again);
+}
+
 static tide_worker_t *reg(tide_core_t *core, const char *id, int gpu)
 {
     tide_worker_info_t info = {.id = id, .node = "n1", .gpu_index = gpu, .device = "sim:h100",
@@ -334,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_record_round_trip),
         cmocka_unit_test(test_record_keeps_stopping_ranks),
         cmocka_unit_test(test_record_keeps_an_aged_class),
+        cmocka_unit_test(test_resize_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

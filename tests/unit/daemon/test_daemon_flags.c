@@ -122,6 +122,27 @@ static void test_policy_flags(void **state)
     assert_float_equal(cfg.core.straggler_ratio, 1.25, 1e-12);
     assert_int_equal(cfg.core.straggler_window_ms, 30000);
     assert_int_equal(cfg.core.straggler_check_ms, 5000);
+    /* Elastic scaling (docs/elastic.md): grow by itself, 1 min dwell, 30 s grace, stragglers reported. */
+    assert_true(cfg.core.auto_grow);
+    assert_int_equal(cfg.core.resize_dwell_ms, 60000);
+    assert_int_equal(cfg.core.resize_grace_ms, 30000);
+    assert_false(cfg.core.replace_stragglers);
+
+    assert_int_equal(parse(&cfg, &err, "--no-auto-grow", "--resize-dwell", "5m", "--resize-grace", "1500ms",
+                           "--replace-stragglers", NULL),
+                     0);
+    assert_false(cfg.core.auto_grow);
+    assert_int_equal(cfg.core.resize_dwell_ms, 300000);
+    assert_int_equal(cfg.core.resize_grace_ms, 1500);
+    assert_true(cfg.core.replace_stragglers);
+    /* 0: resize as soon as it pays / stop without waiting for a checkpoint; a bare number is seconds. */
+    assert_int_equal(parse(&cfg, &err, "--resize-dwell", "0", "--resize-grace", "0", NULL), 0);
+    assert_int_equal(cfg.core.resize_dwell_ms, 0);
+    assert_int_equal(cfg.core.resize_grace_ms, 0);
+    assert_true(cfg.core.auto_grow);
+    assert_int_equal(parse(&cfg, &err, "--resize-grace", "1d", "--resize-dwell", "90", NULL), 0);
+    assert_int_equal(cfg.core.resize_grace_ms, 86400000);
+    assert_int_equal(cfg.core.resize_dwell_ms, 90000);
 
     /* Work stealing (docs/work-stealing.md): a short window is checked four times per window. */
     assert_int_equal(parse(&cfg, &err, "--no-stealing", "--straggler-ratio", "1.5", "--straggler-window", "2s",
@@ -208,6 +229,12 @@ static void test_bad_flags(void **state)
     expect_bad("--straggler-ratio", "1", "--straggler-ratio: \"1\" is not a number above 1 and at most 10");
     expect_bad("--straggler-ratio", "x2", "--straggler-ratio: \"x2\" is not a number above 1 and at most 10");
     expect_bad("--straggler-window", "0", "--straggler-window: \"0\" is too short (at least 1000 ms)");
+    expect_bad("--resize-dwell", "soon", "--resize-dwell: \"soon\" is not a duration (e.g. 90s, 15m, 1h30m, 2d)");
+    expect_bad("--resize-dwell", "3651d", "--resize-dwell: \"3651d\" is too long (at most 315360000 s)");
+    expect_bad("--resize-grace", "1d1ms", "--resize-grace: \"1d1ms\" is too long (at most 86400 s)");
+    expect_bad("--resize-grace", "-1s", "--resize-grace: \"-1s\" is not a duration (e.g. 90s, 15m, 1h30m, 2d)");
+    expect_bad("--no-auto-grow=yes", NULL, "--no-auto-grow takes no value");
+    expect_bad("--replace-stragglers=1", NULL, "--replace-stragglers takes no value");
     expect_bad("--lost-restarts", "1001", "--lost-restarts: \"1001\" is not a number from 0 to 1000");
     expect_bad("--pool", "a b", "--pool: pool name \"a b\": only letters, digits, '-', '_' and '.'");
     expect_bad("--pool", "gpu=urgent", "--pool: pool gpu: \"urgent\" is not a class (low, normal, high or critical)");
