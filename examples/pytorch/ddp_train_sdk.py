@@ -17,7 +17,13 @@ What the SDK lines do:
   this step exists, and exit 0 after the same step;
 - resume: rank 0 loads the newest checkpoint in the dir; DDP broadcasts its parameters to the others and
   the start step is broadcast. The data of a step depend only on the step, so a resumed run ends with the
-  same parameters as an uninterrupted one of the same world size.
+  same parameters as an uninterrupted one of the same world size;
+- generations: every checkpoint records the TIDE_JOB_ID and TIDE_GENERATION that wrote it (+1 per
+  resize, preemption or requeue; "" and 0 outside tide). A run of generation g never loads a checkpoint
+  of its own job's later generation, and if the dir holds one, this run is a stale rank (one that should
+  have stopped): it neither starts nor saves over the newer lineage, and exits 1 saying why. Another
+  job's checkpoints load whatever their generation (a job submitted again resumes the old one's dir).
+  Outside tide nothing is checked.
 
 Checkpoint dir: --checkpoint-dir, else $TIDE_CHECKPOINT_DIR, else TMPDIR/ddp_train_sdk-RUN_ID
 (TORCHELASTIC_RUN_ID: the job id under tide, so a job's later generations find it). Rank 0 alone reads
@@ -40,6 +46,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the repository's copy when it is there; otherwise the copy next to it (this directory is on sys.path).
 sys.path.insert(0, os.path.join(HERE, "..", "..", "trainer", "python"))
 import tide_trainer  # noqa: E402  # tide
+
+GENERATION = int(os.environ.get("TIDE_GENERATION") or 0)  # tide: this launch's generation, 0 outside tide
+JOB = os.environ.get("TIDE_JOB_ID", "")  # tide: generations count per job
 
 
 def parse_args():
@@ -119,13 +128,14 @@ def checkpoint_dir(a):
     return os.path.join(tempfile.gettempdir(), f"ddp_train_sdk-{run_id}")
 
 
-def save_checkpoint(model, opt, step, d):
-    """Writes the state after `step` to d/ckpt-STEP.pt (a temporary name, fsync, rename).
-    Returns (path, bytes, sha256 hex)."""
+def save_checkpoint(model, opt, step, d, seen):
+    """Writes the state after `step`, its job and generation to d/ckpt-STEP.pt (a temporary name,
+    fsync, rename). Returns (path, bytes, sha256 hex)."""
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, f"ckpt-{step:08d}.pt")
     tmp = f"{path}.tmp{os.getpid()}"
-    torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict()}, tmp)
+    torch.save({"step": step, "job": JOB, "generation": GENERATION, "model": model.state_dict(),
+                "optimizer": opt.state_dict()}, tmp)
     h, n = hashlib.sha256(), 0
     with open(tmp, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -133,12 +143,54 @@ def save_checkpoint(model, opt, step, d):
             n += len(chunk)
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    st = os.stat(path)
+    seen[(path, st.st_ino, st.st_mtime_ns)] = (JOB, GENERATION, step)  # tide: known without reading it back
     return path, n, h.hexdigest()
 
 
-def newest_checkpoint(d):
-    paths = sorted(glob.glob(os.path.join(d, "ckpt-*.pt")))
-    return paths[-1] if paths else None
+def checkpoints(d, seen):
+    """[(path, job, generation, step)] of the readable checkpoints in d, newest step first. `seen` caches
+    what each file holds, so that a file is read once (keyed by inode and mtime: a rewritten one is read
+    again)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(d, "ckpt-*.pt")), reverse=True):
+        st = os.stat(path)
+        key = (path, st.st_ino, st.st_mtime_ns)
+        if key not in seen:
+            try:
+                state = torch.load(path)
+                seen[key] = (str(state.get("job", "")), int(state.get("generation", 0)), int(state["step"]))
+            except Exception as e:  # noqa: BLE001  a damaged file belongs to no lineage
+                print(f"ddp_train_sdk: checkpoint {path} not readable: {e}", file=sys.stderr, flush=True)
+                seen[key] = None
+        if seen[key]:
+            out.append((path, *seen[key]))
+    return out
+
+
+def newest_checkpoint(d, seen):
+    """The newest checkpoint that is not this job's from a later generation (any, outside tide), or None."""
+    if not GENERATION or not JOB:
+        paths = sorted(glob.glob(os.path.join(d, "ckpt-*.pt")))
+        return paths[-1] if paths else None
+    for path, job, gen, _ in checkpoints(d, seen):
+        if job == JOB and gen > GENERATION:
+            print(f"ddp_train_sdk: checkpoint {path} not loaded: written by generation {gen}, "
+                  f"this run is generation {GENERATION}", file=sys.stderr, flush=True)
+            continue
+        return path
+    return None
+
+
+def stale(d, seen):
+    """Why this run must not continue d's lineage (a later generation of this job wrote there), or None."""
+    if not GENERATION or not JOB:
+        return None
+    newer = [(gen, step) for _, job, gen, step in checkpoints(d, seen) if job == JOB and gen > GENERATION]
+    if not newer:
+        return None
+    gen, step = max(newer)
+    return f"generation {GENERATION} is stale: the checkpoint directory has generation {gen}'s step {step}"
 
 
 def main():
@@ -159,9 +211,13 @@ def main():
     net = make_model(a.seed)
     opt = torch.optim.SGD(net.parameters(), lr=a.lr)
     start = torch.zeros(1, dtype=torch.int64)  # tide: resume from the newest checkpoint (rank 0 reads it)
+    seen = {}  # tide: what each checkpoint file holds (job, generation, step)
     if rank == 0:
-        newest = newest_checkpoint(ckdir)
-        if newest:
+        newest, why = newest_checkpoint(ckdir, seen), stale(ckdir, seen)
+        if why:  # tide: a later generation wrote here: this one should have stopped
+            print(f"ddp_train_sdk: {why}; not starting", file=sys.stderr, flush=True)
+            start[0] = -1
+        elif newest:
             state = torch.load(newest)
             net.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
@@ -169,6 +225,9 @@ def main():
             print(f"resumed from {newest}: starting at step {start.item()}", flush=True)
     dist.broadcast(start, src=0)
     start = int(start.item())
+    status = 0
+    if start < 0:  # tide: stale; every rank skips training and exits 1
+        status, start = 1, a.steps
     model = DDP(net)  # broadcasts rank 0's (maybe resumed) parameters to every rank
 
     loss_fn = torch.nn.MSELoss()
@@ -196,8 +255,17 @@ def main():
         dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
         request, stop = (int(v) for v in agreed.tolist())
         if request or (stop and saved_step != step):
+            # tide: never save over a later generation's lineage; rank 0 checks, every rank stops
+            why = stale(ckdir, seen) if rank == 0 else None
+            refused = torch.tensor([1 if why else 0], dtype=torch.int64)
+            dist.broadcast(refused, src=0)
+            if refused.item():
+                if why:
+                    print(f"ddp_train_sdk: {why}; not saving", file=sys.stderr, flush=True)
+                status = 1
+                break
             tide.phase("checkpoint")
-            path, nbytes, digest = save_checkpoint(net, opt, step, ckdir) if rank == 0 else ("", 0, "")
+            path, nbytes, digest = save_checkpoint(net, opt, step, ckdir, seen) if rank == 0 else ("", 0, "")
             tide.checkpoint(step, path, nbytes, digest, request=request)
             answered, saved_step = max(answered, request), step
             if rank == 0:
@@ -214,17 +282,18 @@ def main():
     mean_loss /= world
     digest = params_sha256(net)
     agree = ranks_agree(digest)
-    if rank == 0:
+    if rank == 0 and not status:
         print(f"final-loss {mean_loss.item():.6f}", flush=True)
         print(f"train {time.monotonic() - t1:.2f}s for {done} steps", flush=True)
-    print(f"params-sha256 {digest}", flush=True)
+    if not status:
+        print(f"params-sha256 {digest}", flush=True)
     if not agree:
         print(f"rank {rank}: parameters differ between ranks", file=sys.stderr, flush=True)
     tide.close()  # tide
     dist.barrier()  # see ddp_train.py: this teardown order avoids a torch 1.13 hang at exit
     del model, opt
     dist.destroy_process_group()
-    return 0 if agree else 1
+    return 0 if agree and not status else 1
 
 
 if __name__ == "__main__":

@@ -649,6 +649,9 @@ void tide_core_checkpoint_saved(tide_core_t *core, tide_worker_t *w, const char 
 int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool elastic, tide_job_t **out,
                         tide_error_t *err);
 const char *tide_resize_reason_name(tide_resize_reason_t r);
+/* Completed resizes since this scheduler started, and the sum of their latencies in seconds, by
+ * reason (index = tide_resize_reason_t; 0 unused). For /metrics. */
+void tide_core_resize_stats(const tide_core_t *core, uint64_t count[5], double seconds[5]);
 const char *tide_resize_state_name(tide_resize_state_t s);
 /* Asks every rank of a running job for a checkpoint now (CHECKPOINT_NOW to each running rank,
  * PERSIST). deadline_ms from now (0: 60 s; at most a day). A request already in flight is

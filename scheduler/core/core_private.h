@@ -146,6 +146,8 @@ struct tide_core {
     uint64_t resize_stamp;           /* alloc_stamp when they were last looked at */
     bool resize_due;                 /* look at them after the next pass even if the stamp did not move */
     int32_t grow_claimed;            /* free workers decided grows count on until they are placed */
+    uint64_t resizes_done[5];        /* completed resizes by reason, since start */
+    double resize_seconds[5];        /* their latencies summed */
 };
 
 /* A rank a worker reported running that belongs to no current job: it is being stopped, and its worker

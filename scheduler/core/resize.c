@@ -317,6 +317,10 @@ void tide__resize_started(tide_core_t *core, tide_job_t *job)
         memset(r, 0, sizeof(*r)); /* the detail moved to last_resize */
         job->resizes++;
         job->size_cap = 0;
+        if ((unsigned)r->reason < 5) {
+            core->resizes_done[r->reason]++;
+            core->resize_seconds[r->reason] += r->total_s;
+        }
         r = &job->last_resize;
         tide__event(core, "job.resized", job, NULL,
                     "job %s generation %d: %d -> %d workers (%s: %s) in %.2f s (checkpoint %.2f s, stop %.2f s, "
@@ -507,6 +511,12 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
     tide__persist_job(core, job);
     tide__schedule(core);
     return 0;
+}
+
+void tide_core_resize_stats(const tide_core_t *core, uint64_t count[5], double seconds[5])
+{
+    memcpy(count, core->resizes_done, sizeof(core->resizes_done));
+    memcpy(seconds, core->resize_seconds, sizeof(core->resize_seconds));
 }
 
 /* --- straggler replacement --- */

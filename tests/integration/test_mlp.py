@@ -2,8 +2,12 @@
 world sizes 1, 2, 3 and 4 and for more ranks than micro-batches; a run saved on 4 ranks and resumed on 2
 ends where an uninterrupted run ends; a checkpoint with a flipped byte is refused by name and never
 loaded (the previous valid one is used, or the run refuses to start); bad flags exit 2 with one line;
-and the SDK side works both outside tide (no TIDE_AGENT_SOCK: no-ops) and against a fake tide worker
-socket that asks for a checkpoint and a stop. Run with /usr/bin/python3; TIDE_BUILD_DIR names the build."""
+the SDK side works both outside tide (no TIDE_AGENT_SOCK: no-ops) and against a fake tide worker
+socket that asks for a checkpoint and a stop; and generations, within one job (TIDE_JOB_ID): a run of
+TIDE_GENERATION g never loads a checkpoint of its job's later generation, and a stale one (the directory
+holds such a checkpoint) neither starts nor saves, exiting 1; while a new job resumes from a directory
+another job left at any generation (submitted again). Run with /usr/bin/python3; TIDE_BUILD_DIR names
+the build."""
 
 import hashlib
 import json
@@ -156,8 +160,8 @@ class FakeWorker:
     """The worker's side of docs/trainer-api.md, enough for one job: welcomes every hello, sends each
     rank the commands in `greet[rank]` in the same write as its welcome, records every message."""
 
-    def __init__(self, path, greet):
-        self.path, self.greet = path, greet
+    def __init__(self, path, greet, hook=None):
+        self.path, self.greet, self.hook = path, greet, hook  # hook(conn, rank, msg) after each message
         self.msgs, self.lock = [], threading.Lock()
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(path)
@@ -196,6 +200,8 @@ class FakeWorker:
                     c.sendall(b'{"op":"error","code":"unknown_op","message":"op: unknown"}\n')
                 with self.lock:
                     self.msgs.append((rank, m))
+                if self.hook:
+                    self.hook(c, rank, m)
 
     def of(self, rank, op):
         with self.lock:
@@ -274,11 +280,126 @@ def test_unreachable_worker_is_harmless():
     assert "running without tide" in err, err
 
 
+def gen_env(generation, job):
+    """Outside tide (no TIDE_AGENT_SOCK: the SDK is inert) but with TIDE_GENERATION and TIDE_JOB_ID set."""
+    env = base_env()
+    env.update(TIDE_GENERATION=str(generation), TIDE_JOB_ID=str(job))
+    return env
+
+
+def ckpt_u64(path, offset):
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return int.from_bytes(f.read(8), "little")
+
+
+def ckpt_generation(path):
+    return ckpt_u64(path, 80)
+
+
+def ckpt_job(path):
+    return ckpt_u64(path, 96)  # format version 2
+
+
+def snapshot(d):
+    """{name: SHA-256} of every file in d, temporary ones included."""
+    out = {}
+    for name in sorted(os.listdir(d)):
+        with open(os.path.join(d, name), "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def test_stale_generation_is_refused():
+    """Job 7: generation 1 writes step 3 and generation 3 resumes it to step 6. Generation 2 is stale:
+    it refuses step 6 by name, does not fall back to step 3, trains nothing and writes nothing (exit 1).
+    Generation 4 resumes step 6 to the uninterrupted result."""
+    d = os.path.join(TMP, "generations")
+    train(0, "--steps", "3", "--checkpoint-dir", d, *SMALL, env=gen_env(1, 7))
+    _, out, _ = train(0, "--steps", "6", "--checkpoint-dir", d, *SMALL, env=gen_env(3, 7))
+    assert f"resumed from {ckpt(d, 3)}: 3 steps done (written by generation 1)" in out, out
+    assert ckpt_generation(ckpt(d, 3)) == 1 and ckpt_generation(ckpt(d, 6)) == 3
+    assert ckpt_job(ckpt(d, 3)) == 7 and ckpt_job(ckpt(d, 6)) == 7
+    before = snapshot(d)
+    for n in (0, 2):
+        rc, out, err = mlp(n, "--steps", str(STEPS), "--checkpoint-dir", d, *SMALL, env=gen_env(2, 7))
+        assert rc == 1, (n, rc, out, err)
+        assert (f"tide-mlp: checkpoint {ckpt(d, 6)} not loaded: written by generation 3, this run is "
+                "generation 2\n") in err, err
+        assert ("tide-mlp: generation 2 is stale: the checkpoint directory has generation 3's step 6; "
+                "not starting\n") in err, err
+        assert "resumed" not in out and "steps in" not in out and "params-sha256" not in out, out
+        assert snapshot(d) == before, (before, os.listdir(d))
+    h, out, _ = train(2, "--steps", str(STEPS), "--checkpoint-dir", d, *SMALL, env=gen_env(4, 7))
+    assert f"resumed from {ckpt(d, 6)}: 6 steps done (written by generation 3)" in out, out
+    assert h == REF["h"], out
+    assert ckpt_generation(ckpt(d, STEPS)) == 4
+
+
+def test_new_job_resumes_another_jobs_directory():
+    """The resubmit workflow: job 7 reached generation 3 (step 6) and was cancelled; job 8, generation
+    1, submitted again with the same directory resumes from step 6 to the uninterrupted result, and
+    its checkpoints are job 8's. Job 7's generation 2 would still be refused there."""
+    d = os.path.join(TMP, "resubmit")
+    train(0, "--steps", "3", "--checkpoint-dir", d, *SMALL, env=gen_env(1, 7))
+    train(0, "--steps", "6", "--checkpoint-dir", d, *SMALL, env=gen_env(3, 7))
+    assert ckpt_generation(ckpt(d, 6)) == 3 and ckpt_job(ckpt(d, 6)) == 7
+    rc, out, err = mlp(0, "--steps", str(STEPS), "--checkpoint-dir", d, *SMALL, env=gen_env(2, 7))
+    assert rc == 1 and "generation 2 is stale" in err, (rc, out, err)
+    h, out, err = train(2, "--steps", str(STEPS), "--checkpoint-dir", d, *SMALL, env=gen_env(1, 8))
+    assert f"resumed from {ckpt(d, 6)}: 6 steps done (written by generation 3)" in out, out
+    assert "not loaded" not in err and "stale" not in err, err
+    assert h == REF["h"], out
+    assert ckpt_generation(ckpt(d, STEPS)) == 1 and ckpt_job(ckpt(d, STEPS)) == 8
+
+
+def test_stale_rank_does_not_save():
+    """A generation-2 job still running when generation 3 writes its first checkpoint (a zombie after
+    a resize), under a fake tide worker: when it reports step 2, generation 3's step-4 checkpoint
+    appears in its directory and rank 0 gets checkpoint_now and stop_after_step. Both ranks stop at
+    the same step without saving, exit 1, and report no checkpoint; the newer file is untouched."""
+    src = os.path.join(TMP, "gen3-src")
+    train(0, "--steps", "4", "--checkpoint-dir", src, *SMALL, env=gen_env(3, 5))
+    d = os.path.join(TMP, "zombie")
+    os.makedirs(d)
+    sock = os.path.join(TMP, "zombie.sock")
+    fired = threading.Event()
+
+    def newer_generation_writes(c, rank, m):
+        if rank != 0 or m.get("op") != "step" or m["step"] < 2 or fired.is_set():
+            return
+        fired.set()
+        shutil.copy(ckpt(src, 4), os.path.join(d, ".incoming"))
+        os.replace(os.path.join(d, ".incoming"), ckpt(d, 4))
+        deadline = int(time.time() * 1000) + 600_000
+        cmds = [{"op": "checkpoint_now", "id": 11, "deadline_unix_ms": deadline},
+                {"op": "stop_after_step", "step": 0}]  # any step: stop after the current one
+        c.sendall(b"".join(json.dumps(x).encode() + b"\n" for x in cmds))
+
+    fw = FakeWorker(sock, {}, hook=newer_generation_writes)
+    env = gen_env(2, 5)
+    env.update(TIDE_AGENT_SOCK=sock)
+    try:
+        # slow steps, so that the run is far from its end when the commands arrive
+        rc, out, err = mlp(2, "--steps", "100000", "--simulated-compute", "1", "--checkpoint-dir", d,
+                           *SMALL, env=env)
+    finally:
+        fw.close()
+    assert fired.is_set() and rc == 1, (rc, out, err)
+    assert ("tide-mlp: generation 2 is stale: the checkpoint directory has generation 3's step 4; "
+            "not saving\n") in err, err
+    assert "params-sha256" not in out and "stopping after" not in out, out
+    assert snapshot(d) == {os.path.basename(ckpt(d, 4)): snapshot(src)[os.path.basename(ckpt(src, 4))]}
+    assert all(fw.of(r, "checkpoint") == [] and fw.of(r, "hello")[0]["generation"] == 2 for r in (0, 1))
+
+
 def main():
     try:
         tidetest.run([test_world_sizes, test_resume_on_another_world_size,
                       test_corrupt_checkpoint_is_never_loaded, test_bad_flags, test_divergence_stops_cleanly,
-                      test_sdk_checkpoint_now_and_stop, test_unreachable_worker_is_harmless])
+                      test_sdk_checkpoint_now_and_stop, test_unreachable_worker_is_harmless,
+                      test_stale_generation_is_refused, test_new_job_resumes_another_jobs_directory,
+                      test_stale_rank_does_not_save])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 

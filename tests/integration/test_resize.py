@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
@@ -154,6 +155,16 @@ def main():
                 assert abs(total - (ck + stop + start)) < 0.02, rz
                 print(f"     resize {f} -> {t} ({reason}): {total:.2f} s (checkpoint {ck:.2f}, stop {stop:.2f}, "
                       f"start {start:.2f})")
+            # /metrics counts them by reason, with their latencies summed.
+            body = urllib.request.urlopen(f"http://{c.addr}/metrics", timeout=10).read().decode()
+            n = {m[0]: float(m[1]) for m in re.findall(r'^tide_resizes_total\{reason="(\w+)"\} (\S+)$', body, re.M)}
+            s = {m[0]: float(m[1]) for m in re.findall(r'^tide_resize_seconds_total\{reason="(\w+)"\} (\S+)$', body,
+                                                      re.M)}
+            want = {}
+            for _, _, reason, total, *_ in rz:
+                want[reason] = want.get(reason, 0) + 1
+            assert all(n.get(k) == v for k, v in want.items()), (n, want)
+            assert abs(sum(s.values()) - sum(x[3] for x in rz)) < 0.05, (s, rz)
             # `tidectl logs` shows the last generation: it resumed from generation 2's checkpoint on 2 ranks.
             log = c.tidectl("logs", jid, "--rank", "0").stdout
             resumes = re.findall(r"^tide-mlp: resumed from \S+: (\d+) steps done \(written by generation (\d+)\), "

@@ -1,6 +1,8 @@
-/* Checkpoint encoding, checking, atomic writing and the newest-valid scan (checkpoint.h).
- * Invariant: nothing is decoded from bytes whose SHA-256 does not match, and a checkpoint file
- * appears under its final name only once all of its bytes are on disk. */
+/* Checkpoint encoding, checking, atomic writing, the newest-valid scan and the generation guard
+ * (checkpoint.h). Invariant: nothing is decoded from bytes whose SHA-256 does not match, a
+ * checkpoint file appears under its final name only once all of its bytes are on disk, and a run of
+ * job j > 0, generation g > 0 loads nothing of job j's later generations and writes nothing into a
+ * directory that holds one (other jobs' files never count for its lineage). */
 #include "checkpoint.h"
 
 #include <dirent.h>
@@ -24,6 +26,11 @@ static const uint8_t magic[8] = {'T', 'I', 'D', 'E', 'M', 'L', 'P', 0};
 size_t tide_mlp_ckpt_size(uint64_t n_params)
 {
     return TIDE_MLP_CKPT_HEADER + 16 * (size_t)n_params + SHA_LEN;
+}
+
+static size_t header_size(uint32_t version)
+{
+    return version == 1 ? TIDE_MLP_CKPT_HEADER_V1 : TIDE_MLP_CKPT_HEADER;
 }
 
 static void put_u32(uint8_t *p, uint32_t v)
@@ -136,6 +143,7 @@ void tide_mlp_ckpt_encode(const tide_mlp_state_t *s, uint8_t *buf, uint8_t *sha_
     put_u64(buf + 72, s->data_position);
     put_u64(buf + 80, s->generation);
     put_u64(buf + 88, n);
+    put_u64(buf + 96, s->job);
     p = buf + TIDE_MLP_CKPT_HEADER;
     for (size_t i = 0; i < n; i++, p += 8)
         put_f64(p, s->params[i]);
@@ -151,17 +159,16 @@ static bool same_double(double a, double b)
     return memcmp(&a, &b, sizeof(a)) == 0;
 }
 
-int tide_mlp_ckpt_decode(const uint8_t *buf, size_t len, const tide_mlp_config_t *expect,
-                         tide_mlp_state_t *s, tide_error_t *err)
+/* The checks that need no config: length, checksum, magic, version, size and data position.
+ * Returns 0 or -EBADMSG (err says which). */
+static int check_bytes(const uint8_t *buf, size_t len, tide_error_t *err)
 {
-    tide_mlp_config_t c;
     uint8_t d[SHA_LEN];
-    uint64_t n, steps, pos;
-    const uint8_t *p;
+    uint64_t n, batch, steps, pos;
+    uint32_t version;
+    size_t hdr;
 
-    memset(&c, 0, sizeof(c)); /* padding too: configs are compared with memcmp */
-
-    if (len < TIDE_MLP_CKPT_HEADER + SHA_LEN) {
+    if (len < TIDE_MLP_CKPT_HEADER_V1 + SHA_LEN) {
         tide_errprintf(err, "too short (%zu bytes)", len);
         return -EBADMSG;
     }
@@ -175,16 +182,47 @@ int tide_mlp_ckpt_decode(const uint8_t *buf, size_t len, const tide_mlp_config_t
         tide_errprintf(err, "not a tide-mlp checkpoint (bad magic)");
         return -EBADMSG;
     }
-    if (get_u32(buf + 8) != TIDE_MLP_CKPT_VERSION) {
-        tide_errprintf(err, "format version %u, this program reads %u", get_u32(buf + 8),
+    version = get_u32(buf + 8);
+    if (version < 1 || version > TIDE_MLP_CKPT_VERSION) {
+        tide_errprintf(err, "format version %u, this program reads 1 to %u", version,
                        TIDE_MLP_CKPT_VERSION);
         return -EBADMSG;
     }
+    hdr = header_size(version);
     n = get_u64(buf + 88);
-    if (n > (len - TIDE_MLP_CKPT_HEADER - SHA_LEN) / 16 || len != tide_mlp_ckpt_size(n)) {
+    if (len < hdr + SHA_LEN || n > (len - hdr - SHA_LEN) / 16 || len != hdr + 16 * n + SHA_LEN) {
         tide_errprintf(err, "size %zu does not match its %" PRIu64 " parameters", len, n);
         return -EBADMSG;
     }
+    batch = get_u64(buf + 32);
+    steps = get_u64(buf + 64);
+    pos = get_u64(buf + 72);
+    if (batch == 0 || steps > UINT64_MAX / batch || pos != steps * batch) {
+        tide_errprintf(err, "data position %" PRIu64 " is not steps done (%" PRIu64 ") x batch",
+                       pos, steps);
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+/* The job of bytes that passed check_bytes: 0 in version 1, which has no such field. */
+static uint64_t file_job(const uint8_t *buf)
+{
+    return get_u32(buf + 8) == 1 ? 0 : get_u64(buf + 96);
+}
+
+int tide_mlp_ckpt_decode(const uint8_t *buf, size_t len, const tide_mlp_config_t *expect,
+                         tide_mlp_state_t *s, tide_error_t *err)
+{
+    tide_mlp_config_t c;
+    uint64_t n;
+    const uint8_t *p;
+    int rc = check_bytes(buf, len, err);
+
+    if (rc)
+        return rc;
+    memset(&c, 0, sizeof(c)); /* padding too: configs are compared with memcmp */
+    n = get_u64(buf + 88);
     c.input = get_u32(buf + 12);
     c.width = get_u32(buf + 16);
     c.depth = get_u32(buf + 20);
@@ -194,13 +232,6 @@ int tide_mlp_ckpt_decode(const uint8_t *buf, size_t len, const tide_mlp_config_t
     c.seed = get_u64(buf + 40);
     c.lr = get_f64(buf + 48);
     c.momentum = get_f64(buf + 56);
-    steps = get_u64(buf + 64);
-    pos = get_u64(buf + 72);
-    if (c.batch == 0 || steps > UINT64_MAX / c.batch || pos != steps * c.batch) {
-        tide_errprintf(err, "data position %" PRIu64 " is not steps done (%" PRIu64 ") x batch",
-                       pos, steps);
-        return -EBADMSG;
-    }
 #define MATCH(field, flag, fmt, cast)                                                              \
     if (c.field != expect->field) {                                                                \
         tide_errprintf(err, "it was made with " flag " " fmt ", this run has " flag " " fmt,       \
@@ -231,13 +262,14 @@ int tide_mlp_ckpt_decode(const uint8_t *buf, size_t len, const tide_mlp_config_t
         return -EBADMSG;
     }
     s->cfg = c;
-    s->steps_done = steps;
-    s->data_position = pos;
+    s->steps_done = get_u64(buf + 64);
+    s->data_position = get_u64(buf + 72);
     s->generation = get_u64(buf + 80);
+    s->job = file_job(buf);
     s->n_params = n;
     s->params = tide_xmalloc(sizeof(double) * (n ? n : 1));
     s->velocity = tide_xmalloc(sizeof(double) * (n ? n : 1));
-    p = buf + TIDE_MLP_CKPT_HEADER;
+    p = buf + header_size(get_u32(buf + 8));
     for (size_t i = 0; i < n; i++, p += 8)
         s->params[i] = get_f64(p);
     for (size_t i = 0; i < n; i++, p += 8)
@@ -343,6 +375,19 @@ int tide_mlp_ckpt_save(const char *dir, const tide_mlp_state_t *s, uint32_t keep
     uint64_t *steps = NULL;
     int fd = -1, dfd = -1, rc, n;
 
+    if (s->job > 0 && s->generation > 0) {
+        /* a stale rank must not add to (or prune) a newer generation's lineage */
+        tide_error_t why = {{0}};
+        rc = tide_mlp_ckpt_check_lineage(dir, s->job, s->generation, &why);
+        if (rc == -ENOTDIR)
+            rc = 0; /* no checkpoints there; creating the directory fails below and says so */
+        if (rc == -ESTALE)
+            tide_errprintf(err, "%s; not saving", why.text);
+        else if (rc)
+            tide_errprintf(err, "%s", why.text);
+        if (rc)
+            goto done;
+    }
     tide_mlp_ckpt_encode(s, buf, NULL);
     rc = mkdir_p(dir);
     if (rc) {
@@ -439,12 +484,16 @@ done:
     return rc;
 }
 
-int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, tide_mlp_state_t *s,
-                              char *path, FILE *log, tide_error_t *err)
+int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, uint64_t job,
+                              uint64_t max_generation, tide_mlp_state_t *s, char *path, FILE *log,
+                              tide_error_t *err)
 {
     uint64_t *steps = NULL;
     int n = list_checkpoints(dir, &steps);
-    int rc = -ENOENT;
+    int rc = -ENOENT, newer = 0;
+
+    if (job == 0)
+        max_generation = 0; /* no lineage to keep: any generation loads */
 
     if (n < 0) {
         rc = n;
@@ -462,6 +511,8 @@ int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, 
         tide_error_t why = {{0}};
         uint8_t *buf = NULL;
         size_t len = 0;
+        uint64_t held, gen;
+        bool later;
         int r;
 
         ckpt_path(file, dir, steps[i]);
@@ -472,10 +523,35 @@ int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, 
             continue;
         }
         r = tide_mlp_ckpt_decode(buf, len, expect, s, &why);
-        free(buf);
         if (r == -EBADMSG) {
+            free(buf);
             if (log)
                 fprintf(log, "tide-mlp: checkpoint %s not loaded: %s\n", file, why.text);
+            continue;
+        }
+        /* 0 or -EINVAL: the bytes are intact, so the header can be read whatever the config */
+        held = get_u64(buf + 64);
+        gen = get_u64(buf + 80);
+        /* only this job's own later generations are refused: another job's file is a lineage of
+         * its own, which a new job may continue (submitted again with the same directory) */
+        later = max_generation && gen > max_generation && file_job(buf) == job;
+        free(buf);
+        if (r == 0 && (held != steps[i] || later))
+            tide_mlp_state_free(s);
+        if (held != steps[i]) {
+            if (log)
+                fprintf(log, "tide-mlp: checkpoint %s not loaded: it holds step %llu\n", file,
+                        (unsigned long long)held);
+            continue;
+        }
+        if (later) {
+            /* a later generation's: loading it would fork its lineage (this run is stale) */
+            if (log)
+                fprintf(log,
+                        "tide-mlp: checkpoint %s not loaded: written by generation %llu, this run "
+                        "is generation %llu\n",
+                        file, (unsigned long long)gen, (unsigned long long)max_generation);
+            newer++;
             continue;
         }
         if (r == -EINVAL) {
@@ -483,20 +559,93 @@ int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, 
             rc = r;
             goto done;
         }
-        if (r == 0 && s->steps_done != steps[i]) {
-            if (log)
-                fprintf(log, "tide-mlp: checkpoint %s not loaded: it holds step %llu\n", file,
-                        (unsigned long long)s->steps_done);
-            tide_mlp_state_free(s);
-            continue;
-        }
         if (path)
             snprintf(path, TIDE_MLP_CKPT_PATH_MAX, "%s", file);
         rc = 0;
         tide_error_clear(err);
         goto done;
     }
+    if (newer) {
+        rc = -ESTALE;
+        tide_errprintf(err,
+                       "%s: no valid checkpoint of generation %llu or older (%d of a later one)",
+                       dir, (unsigned long long)max_generation, newer);
+    }
 done:
     free(steps);
     return rc;
+}
+
+int tide_mlp_ckpt_newest_generation(const char *dir, uint64_t job, uint64_t *generation,
+                                    uint64_t *steps_out, tide_error_t *err)
+{
+    uint64_t *steps = NULL;
+    int n = list_checkpoints(dir, &steps);
+    int rc = 0;
+
+    if (n < 0) {
+        rc = n;
+        tide_errprintf(err, "%s: %s", dir, strerror(-rc));
+        goto done;
+    }
+    /* steps[] is newest first, so the first file of a generation is its newest step */
+    for (int i = 0; i < n; i++) {
+        char file[TIDE_MLP_CKPT_PATH_MAX];
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        uint64_t gen;
+
+        ckpt_path(file, dir, steps[i]);
+        if (read_file(file, &buf, &len) != 0)
+            continue; /* unreadable: not valid, as for the loader */
+        if (check_bytes(buf, len, NULL) == 0 && get_u64(buf + 64) == steps[i] &&
+            (job == 0 || file_job(buf) == job)) {
+            gen = get_u64(buf + 80);
+            if (rc == 0 || gen > *generation) {
+                *generation = gen;
+                *steps_out = steps[i];
+                rc = 1;
+            }
+        }
+        free(buf);
+    }
+done:
+    free(steps);
+    return rc;
+}
+
+int tide_mlp_ckpt_check_lineage(const char *dir, uint64_t job, uint64_t generation,
+                                tide_error_t *err)
+{
+    uint64_t newest = 0, steps = 0;
+    int rc;
+
+    if (job == 0 || generation == 0)
+        return 0; /* outside tide: no lineage to keep */
+    rc = tide_mlp_ckpt_newest_generation(dir, job, &newest, &steps, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 1 && newest > generation) {
+        tide_errprintf(err,
+                       "generation %llu is stale: the checkpoint directory has generation %llu's "
+                       "step %llu",
+                       (unsigned long long)generation, (unsigned long long)newest,
+                       (unsigned long long)steps);
+        return -ESTALE;
+    }
+    return 0;
+}
+
+uint64_t tide_mlp_job_id(const char *s)
+{
+    uint64_t v = 0;
+
+    if (!s || !*s)
+        return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return 0; /* not a number, or one that does not fit: no job to tell lineages by */
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    return v;
 }

@@ -68,6 +68,7 @@ typedef struct run {
     bool use_tasks;      /* every rank reaches tide and the share fits a declaration */
     uint64_t steps_done; /* also the index of the next step */
     uint64_t generation; /* TIDE_GENERATION of this run (0 outside tide) */
+    uint64_t job;        /* TIDE_JOB_ID of this run (0 outside tide or when not a number) */
     bool warned_no_dir;
     tide_mlp_step_times_t *times;
 } run_t;
@@ -90,7 +91,10 @@ static uint64_t env_u64(const char *name)
     return errno || *end ? 0 : v;
 }
 
-/* Rank 0 loads the newest valid checkpoint and broadcasts it. Returns 0 (resumed or fresh) or 1. */
+/* Rank 0 loads the newest valid checkpoint (of another job, or of this job's generation or an
+ * earlier one) and broadcasts it. A run whose directory holds a later generation's checkpoint of
+ * the same job is a stale rank: it stops here, since it could never save (docs/tide-mlp.md).
+ * Returns 0 (resumed or fresh) or 1. */
 static int resume(run_t *r)
 {
     const tide_mlp_options_t *o = r->opt;
@@ -101,10 +105,25 @@ static int resume(run_t *r)
     int rc = 0;
 
     if (r->rank == 0) {
-        rc = tide_mlp_ckpt_load_newest(o->checkpoint_dir, &o->cfg, &st, path, stderr, &err);
+        rc = tide_mlp_ckpt_load_newest(o->checkpoint_dir, &o->cfg, r->job, r->generation, &st, path,
+                                       stderr, &err);
+        if ((rc == 0 || rc == -ESTALE) && r->job > 0 && r->generation > 0) {
+            tide_error_t why = {{0}};
+            int lr = tide_mlp_ckpt_check_lineage(o->checkpoint_dir, r->job, r->generation, &why);
+            if (lr) {
+                tide_mlp_state_free(&st);
+                rc = lr;
+                if (lr == -ESTALE)
+                    tide_errprintf(&err, "%s; not starting", why.text);
+                else
+                    tide_errprintf(&err, "%s", why.text);
+            }
+        }
         if (rc == 0) {
             hdr[0] = st.steps_done;
             hdr[1] = st.generation;
+        } else if (rc == -ESTALE) {
+            fprintf(stderr, "tide-mlp: %s\n", err.text);
         } else if (rc != -ENOENT) {
             fprintf(stderr, "tide-mlp: cannot resume: %s\n", err.text);
         }
@@ -131,7 +150,8 @@ static int resume(run_t *r)
 }
 
 /* All ranks: rank 0 writes the checkpoint of the state after r->steps_done steps, every rank
- * reports its part to tide. Returns 0 or 1 (the checkpoint failed; rank 0 said why). */
+ * reports its part to tide. Returns 0 or, on every rank, the negative errno of the failure (rank 0
+ * said why): -ESTALE when the directory holds a later generation's checkpoint of this job. */
 static int checkpoint(run_t *r, bool requested)
 {
     const tide_mlp_options_t *o = r->opt;
@@ -147,6 +167,7 @@ static int checkpoint(run_t *r, bool requested)
             .steps_done = r->steps_done,
             .data_position = r->steps_done * o->cfg.batch,
             .generation = r->generation,
+            .job = r->job,
             .n_params = r->n,
             .params = r->params,
             .velocity = r->velocity,
@@ -154,13 +175,15 @@ static int checkpoint(run_t *r, bool requested)
         tide_error_t err = {{0}};
         rc =
             tide_mlp_ckpt_save(o->checkpoint_dir, &st, o->checkpoint_keep, path, &bytes, hex, &err);
-        if (rc)
+        if (rc == -ESTALE)
+            fprintf(stderr, "tide-mlp: %s\n", err.text);
+        else if (rc)
             fprintf(stderr, "tide-mlp: checkpoint after %" PRIu64 " steps failed: %s\n",
                     r->steps_done, err.text);
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rc)
-        return 1;
+        return rc;
     if (requested && !tide_trainer_checkpoint_requested(r->sdk, &request, NULL))
         request = 0;
     /* The SDK's step is the index of the last finished step: steps_done - 1. */
@@ -378,10 +401,13 @@ static int train(run_t *r)
                                 "--checkpoint-dir; ignored\n");
             r->warned_no_dir = true;
         }
-        if (want_ckpt && o->checkpoint_dir && checkpoint(r, ctl[CTL_CHECKPOINT] > 0) != 0 &&
-            (stop || r->steps_done == o->steps)) {
-            rc = 1; /* the state we stop with is not saved: say so */
-            break;
+        if (want_ckpt && o->checkpoint_dir) {
+            int crc = checkpoint(r, ctl[CTL_CHECKPOINT] > 0);
+            /* a stale rank stops at once: it must not train on beside a newer generation */
+            if (crc == -ESTALE || (crc != 0 && (stop || r->steps_done == o->steps))) {
+                rc = 1; /* the state we stop with is not saved: say so */
+                break;
+            }
         }
         if (stop) {
             if (r->rank == 0 && !o->quiet)
@@ -413,6 +439,7 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
         .world = world,
         .n = tide_mlp_param_count(&o->cfg),
         .generation = env_u64("TIDE_GENERATION"),
+        .job = tide_mlp_job_id(getenv("TIDE_JOB_ID")),
     };
     char hex[65];
     int rc = 0;
