@@ -317,9 +317,9 @@ void tide__resize_started(tide_core_t *core, tide_job_t *job)
         memset(r, 0, sizeof(*r)); /* the detail moved to last_resize */
         job->resizes++;
         job->size_cap = 0;
-        if ((unsigned)r->reason < 5) {
-            core->resizes_done[r->reason]++;
-            core->resize_seconds[r->reason] += r->total_s;
+        if ((unsigned)job->last_resize.reason < 5) {
+            core->resizes_done[job->last_resize.reason]++;
+            core->resize_seconds[job->last_resize.reason] += job->last_resize.total_s;
         }
         r = &job->last_resize;
         tide__event(core, "job.resized", job, NULL,

@@ -29,7 +29,7 @@ SDK = "examples/pytorch/ddp_train_sdk.py"
 # Each micro-batch costs at least 3 ms of running time (not part of the trajectory), so 2 ranks take >= 12 ms a
 # step and the run outlasts both resizes on any machine; the parameters do not depend on it or on the ranks.
 MLP_ARGS = ["--width", "64", "--depth", "2", "--batch", "64", "--micro-batches", "8", "--log-every", "0"]
-MLP_STEPS = 4000
+MLP_STEPS = 2000
 RESIZED = re.compile(r"job\.resized.*?(\d+) -> (\d+) workers \((\w+): [^)]*\) in ([\d.]+) s \(checkpoint ([\d.]+) s, "
                      r"stop ([\d.]+) s, start ([\d.]+) s\)")
 

@@ -278,6 +278,14 @@ static void test_grow_by_request(void **state)
                                          job->last_resize.start_s)) < 1e-9);
     assert_true(job->last_resize.done_ms > job->last_resize.decided_ms);
     assert_int_equal(job->resizes, 1);
+    {
+        uint64_t n[5];
+        double sec[5];
+        tide_core_resize_stats(h.core, n, sec);
+        assert_int_equal(n[TIDE_RESIZE_REQUESTED], 1);
+        assert_int_equal(n[TIDE_RESIZE_GROW] + n[TIDE_RESIZE_SHRINK] + n[TIDE_RESIZE_REPLACE], 0);
+        assert_true(fabs(sec[TIDE_RESIZE_REQUESTED] - 1.4) < 1e-9);
+    }
     assert_false(tide_list_linked(&job->resize_node)); /* at its goal */
     snprintf(want, sizeof(want), "running generation 2 on 4 worker(s)");
     assert_string_equal(job->message, want);
@@ -1128,6 +1136,12 @@ static void test_shrink_before_evict(void **state)
     assert_true(low->last_resize.stop_s == 0.3);
     assert_int_equal(low->preemptions, 0);
     assert_int_equal(low->resizes, 1);
+    {
+        uint64_t n[5];
+        double sec[5];
+        tide_core_resize_stats(h.core, n, sec);
+        assert_int_equal(n[TIDE_RESIZE_SHRINK], 1);
+    }
     assert_null(low->preempted_by);
     assert_int_equal(high->preempt_victims, 0);
     h_check_invariants(&h);
