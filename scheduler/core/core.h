@@ -326,6 +326,7 @@ struct tide_job {
     int32_t n_exclude;
     uint32_t exclude_taken;        /* bit i: exclude[i] is out of the free index during a placement */
     tide_list_t resize_node;       /* core->resizable while RUNNING with a size other than its goal */
+    int32_t grown_from;            /* the size tide grew it from by itself (reason grow); 0: not grown */
     bool sdk_seen;                 /* a rank reported through the SDK (assumed after a restore) */
     int64_t restored_mono;         /* mono time it was restored from the store; 0: never */
     tide_list_t all_node;    /* core->jobs_by_seq */

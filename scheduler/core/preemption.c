@@ -49,7 +49,7 @@ static tide_pscratch_t *scratch_of(tide_shape_t *s, tide_domain_t *d)
 }
 
 /* shrink_to > 0: v shrinks to that many workers (a resize, reason SHRINK) instead of being evicted. */
-static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job, int32_t shrink_to)
+static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job, int32_t shrink_to, bool reclaim)
 {
     v->preempted_by = tide_xstrdup(job->id);
     job->preempt_victims++;
@@ -63,8 +63,9 @@ static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job, int32
         r->from_workers = v->n_ranks;
         r->to_workers = shrink_to;
         r->from_generation = v->generation;
-        r->detail = tide_xasprintf("job %s (%s) needs %d GPU%s", job->id, tide_prio_name(job->spec.priority),
-                                   job->spec.min_workers, job->spec.min_workers == 1 ? "" : "s");
+        r->detail = tide_xasprintf("job %s (%s) needs %d GPU%s%s", job->id, tide_prio_name(job->spec.priority),
+                                   job->spec.min_workers, job->spec.min_workers == 1 ? "" : "s",
+                                   reclaim ? "; giving back what it grew into" : "");
         r->decided_ms = core->now_wall;
         r->decided_mono = core->now_mono;
         v->size_cap = shrink_to;
@@ -87,11 +88,20 @@ static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job, int32
     tide__job_rearm(core, v);
 }
 
-/* Shrink before evict: only the victims' ranks above their min_workers count (the tail ranks), in the
- * same victim order and domain search as an eviction; each chosen victim gives up what the job still
- * needs in the winning domain and runs on at a smaller size. False when shrinking cannot make room. */
+/* The smallest size a victim may be shrunk to: its min_workers, or when only what tide lent it by growing
+ * is taken back (reclaim), the size it grew from. */
+static int32_t shrink_floor(const tide_job_t *v, bool reclaim)
+{
+    if (reclaim && v->grown_from > v->spec.min_workers)
+        return v->grown_from;
+    return v->spec.min_workers;
+}
+
+/* Shrink before evict: only the victims' ranks above their floor count (the tail ranks), in the same
+ * victim order and domain search as an eviction; each chosen victim gives up what the job still needs
+ * in the winning domain and runs on at a smaller size. False when shrinking cannot make room. */
 static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, size_t nv, tide_level_t level,
-                       int32_t need)
+                       int32_t need, bool reclaim)
 {
     uint64_t stamp = ++core->scratch_stamp;
     tide_shape_t *win_s = NULL;
@@ -103,7 +113,7 @@ static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, s
         tide_job_t *v = vs[i].job;
         if (!tide__job_uses_sdk(v))
             continue; /* a restart without a checkpoint loses everything: evicting says so honestly */
-        for (int32_t r = v->spec.min_workers; r < v->n_ranks && !win_s; r++) {
+        for (int32_t r = shrink_floor(v, reclaim); r < v->n_ranks && !win_s; r++) {
             tide_worker_t *w = v->ranks[r].worker;
             tide_shape_t *s;
             tide_domain_t *d;
@@ -138,7 +148,7 @@ static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, s
         int32_t k = 0;
         if (!tide__job_uses_sdk(v))
             continue;
-        for (int32_t r = v->spec.min_workers; r < v->n_ranks; r++) {
+        for (int32_t r = shrink_floor(v, reclaim); r < v->n_ranks; r++) {
             tide_worker_t *w = v->ranks[r].worker;
             k += w && w->dom && w->job == v && w->dom->shape == win_s &&
                  (!win_d || tide__domain_at(w, level) == win_d);
@@ -154,9 +164,41 @@ static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, s
     }
     for (size_t i = 0; i < win_n; i++)
         if (take[i] > 0)
-            start_yield(core, vs[i].job, job, vs[i].job->n_ranks - take[i]);
+            start_yield(core, vs[i].job, job, vs[i].job->n_ranks - take[i], reclaim);
     free(take);
     return true;
+}
+
+/* What tide lent by growing running jobs (reason grow, no requested size) is taken back first, from any
+ * class up to the waiting job's own: a grow borrows idle capacity, it does not keep a job of the same
+ * class waiting. The grown jobs shrink back toward the size they grew from. */
+static bool reclaim_for(tide_core_t *core, tide_job_t *job, tide_level_t level, int32_t need)
+{
+    victim_t *vs = NULL;
+    size_t nv = 0, cap = 0;
+    tide_list_t *pos;
+    bool done;
+
+    for (int p = TIDE_PRIO_LOW; p <= (int)job->eff_priority && p < TIDE_PRIO_COUNT; p++) {
+        tide_list_for_each(pos, &core->running[p]) {
+            tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
+            if (v->grown_from <= 0 || v->grown_from >= v->n_ranks || v->preempted_by || tide__resize_in_progress(v))
+                continue;
+            if (nv == cap) {
+                cap = cap ? cap * 2 : 16;
+                vs = tide_xrealloc(vs, cap * sizeof(*vs));
+            }
+            vs[nv].job = v;
+            vs[nv].lost = lost_work(core, v);
+            nv++;
+        }
+    }
+    if (nv == 0)
+        return false;
+    qsort(vs, nv, sizeof(*vs), cmp_victim);
+    done = shrink_for(core, job, vs, nv, level, need, true);
+    free(vs);
+    return done;
 }
 
 void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
@@ -173,9 +215,12 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
     bool *take;
     int32_t reserve, slack;
 
-    if (!core->cfg.preemption || job->preempt_victims > 0 || job->spec.priority == TIDE_PRIO_LOW ||
-        job->placed_stamp == core->alloc_stamp + 1)
+    if (job->preempt_victims > 0 || job->placed_stamp == core->alloc_stamp + 1)
         return;
+    if (why != TIDE_WAIT_RESERVE && reclaim_for(core, job, level, need))
+        return;
+    if (!core->cfg.preemption || job->spec.priority == TIDE_PRIO_LOW)
+        goto nothing;
     /* Only the classes below the job's: O(running jobs that could be victims). */
     for (int p = TIDE_PRIO_LOW; p < (int)job->spec.priority; p++) {
         tide_list_for_each(pos, &core->running[p]) {
@@ -205,7 +250,7 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
     if (nv == 0)
         goto nothing;
     qsort(vs, nv, sizeof(*vs), cmp_victim);
-    if (shrink_for(core, job, vs, nv, level, need)) {
+    if (shrink_for(core, job, vs, nv, level, need, false)) {
         free(vs);
         return;
     }
@@ -267,7 +312,7 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
     }
     for (size_t i = 0; i < nv; i++)
         if (take[i])
-            start_yield(core, vs[i].job, job, 0);
+            start_yield(core, vs[i].job, job, 0, false);
     free(take);
     free(vs);
     return;

@@ -277,6 +277,9 @@ void tide__resize_placed(tide_core_t *core, tide_job_t *job)
 {
     tide_resize_t *r = &job->resize;
 
+    if (r->state != TIDE_RESIZE_STOPPING && r->state != TIDE_RESIZE_STARTING)
+        job->grown_from = 0; /* placed anew (not by a resize): it holds what placement gave it */
+
     if (r->state == TIDE_RESIZE_PENDING) {
         /* Placed anew for another reason (a lost rank, a preemption): placement took what the goal and
          * the capacity allowed; the next look decides again. */
@@ -317,6 +320,13 @@ void tide__resize_started(tide_core_t *core, tide_job_t *job)
         memset(r, 0, sizeof(*r)); /* the detail moved to last_resize */
         job->resizes++;
         job->size_cap = 0;
+        /* What tide lends by growing it may take back for a queued job of its class (preemption.c). */
+        if (job->last_resize.reason == TIDE_RESIZE_GROW && job->target_workers == 0)
+            job->grown_from = job->grown_from > 0 && job->grown_from < job->last_resize.from_workers
+                                  ? job->grown_from
+                                  : job->last_resize.from_workers;
+        else
+            job->grown_from = 0;
         if ((unsigned)job->last_resize.reason < 5) {
             core->resizes_done[job->last_resize.reason]++;
             core->resize_seconds[job->last_resize.reason] += job->last_resize.total_s;
@@ -467,6 +477,8 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
     }
     before = job->target_workers;
     job->target_workers = elastic ? 0 : workers;
+    if (job->target_workers > 0)
+        job->grown_from = 0; /* a size asked for is not a loan */
     *out = job;
     if (before != job->target_workers) {
         if (elastic)

@@ -978,6 +978,95 @@ static void test_auto_grow_after_the_dwell(void **state)
     h_fini(&h);
 }
 
+/* grow_setup, then the job grows 2 -> 4 into the GPUs `other` left (a loan: grown_from 2). */
+static tide_job_t *grown(h_t *h, tide_prio_t prio, tide_job_t **job)
+{
+    tide_job_t *other;
+    int64_t started;
+
+    h_init(h, NULL);
+    h_node(h, "n1", 4, NULL, 0, NULL);
+    other = run(h, 2, 2, prio, 2);
+    started = h->mono;
+    *job = run_sdk(h, 2, 4, prio, 2);
+    h_exit_all(h, other);
+    h_jump(h, started + 60000 - h->mono);
+    assert_int_equal((*job)->resize.reason, TIDE_RESIZE_GROW);
+    h_ckpt(h, *job, 5);
+    h_stop_all(h);
+    h_start_all(h);
+    h_sdk(h, *job, 0.4);
+    assert_int_equal((*job)->n_ranks, 4);
+    assert_int_equal((*job)->grown_from, 2);
+    h_clear(h);
+    h_check_invariants(h);
+    return other;
+}
+
+static void test_grown_job_gives_back_to_its_own_class(void **state)
+{
+    h_t h;
+    tide_job_t *job, *b;
+    const char *text;
+    (void)state;
+
+    grown(&h, TIDE_PRIO_NORMAL, &job);
+    b = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL); /* same class: no preemption, but the loan comes back */
+    assert_int_equal(b->state, TIDE_JOB_PENDING);
+    assert_int_equal(events_for(&h, "job.resizing", job), 1);
+    text = h_event_text(&h, "job.resizing", 0);
+    assert_contains(text, "4 -> 2");
+    assert_contains(text, "giving back what it grew into");
+    assert_int_equal(job->resize.reason, TIDE_RESIZE_SHRINK);
+    assert_int_equal(count_for(&h, TIDE_ACT_CHECKPOINT_NOW, job), 4);
+    h_check_invariants(&h);
+    h_clear(&h);
+    h_ckpt(&h, job, 9);
+    h_stop_all(&h);
+    assert_int_equal(b->state, TIDE_JOB_RUNNING);
+    h_start_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->n_ranks, 2);
+    assert_int_equal(job->grown_from, 0);
+    assert_int_equal(job->preemptions, 0);
+    assert_int_equal(job->last_resize.reason, TIDE_RESIZE_SHRINK);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+static void test_low_job_reclaims_a_low_loan_but_not_a_requested_size(void **state)
+{
+    h_t h;
+    tide_job_t *job, *b;
+    (void)state;
+
+    /* LOW takes back a LOW loan (preemption never serves LOW work). */
+    grown(&h, TIDE_PRIO_LOW, &job);
+    b = h_submit(&h, 1, 1, TIDE_PRIO_LOW);
+    assert_int_equal(events_for(&h, "job.resizing", job), 1);
+    assert_int_equal(job->resize.to_workers, 3); /* only what b needs */
+    h_clear(&h);
+    h_ckpt(&h, job, 9);
+    h_stop_all(&h);
+    h_start_all(&h);
+    assert_int_equal(b->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->n_ranks, 3);
+    h_check_invariants(&h);
+    h_fini(&h);
+
+    /* A size that was asked for is not a loan: a job of the same class waits. */
+    grown(&h, TIDE_PRIO_NORMAL, &job);
+    scale_ok(&h, job, 4);
+    assert_int_equal(job->grown_from, 0);
+    h_clear(&h);
+    b = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    assert_int_equal(b->state, TIDE_JOB_PENDING);
+    assert_int_equal(events_for(&h, "job.resizing", job), 0);
+    assert_int_equal(job->n_ranks, 4);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 static void test_no_auto_grow_without_sdk_or_when_off(void **state)
 {
     h_t h;
@@ -1384,6 +1473,8 @@ int main(void)
         cmocka_unit_test(test_second_request_claims_what_it_counts_on),
         cmocka_unit_test(test_cancel_during_resize),
         cmocka_unit_test(test_auto_grow_after_the_dwell),
+        cmocka_unit_test(test_grown_job_gives_back_to_its_own_class),
+        cmocka_unit_test(test_low_job_reclaims_a_low_loan_but_not_a_requested_size),
         cmocka_unit_test(test_no_auto_grow_without_sdk_or_when_off),
         cmocka_unit_test(test_no_auto_grow_over_a_queued_job),
         cmocka_unit_test(test_grow_claims_do_not_double_count),
