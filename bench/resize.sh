@@ -60,8 +60,9 @@ for r in $(seq "$ROUNDS"); do
         "$B/tidectl" -o json scale "$id" --workers "$to" --wait --timeout 120s | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["lastResize"]
-print(f"{r[\"fromWorkers\"]}->{r[\"workers\"]} total {r[\"totalSeconds\"]:.3f} checkpoint {r.get(\"checkpointSeconds\", 0):.3f}"
-      f" stop {r.get(\"stopSeconds\", 0):.3f} start {r.get(\"startSeconds\", 0):.3f}")' | tee -a "$OUT"
+g = lambda k: float(r.get(k, 0))
+print("%s->%s total %.3f checkpoint %.3f stop %.3f start %.3f" % (r["fromWorkers"], r["workers"], g("totalSeconds"),
+      g("checkpointSeconds"), g("stopSeconds"), g("startSeconds")))' | tee -a "$OUT"
         gen=$((gen + 1))
         wait_steps $gen
     done
