@@ -133,6 +133,35 @@ const tide_action_t *tide_core_actions(const tide_core_t *core, size_t *n)
     return core->actions;
 }
 
+void tide__act_launch(tide_core_t *core, tide_job_t *job, tide_worker_t *w, int32_t r)
+{
+    tide_action_t *a = tide__act(core, TIDE_ACT_LAUNCH);
+
+    a->job = job;
+    a->worker = w;
+    a->conn = w->conn;
+    a->generation = job->generation;
+    a->rank = r;
+    a->master_port = job->master_port;
+    job->launch_epoch = core->actions_epoch + 1;
+    tide__slot_set(core, job, r, TIDE_RANK_LAUNCHED);
+}
+
+bool tide__unlaunch(tide_core_t *core, tide_job_t *job, int32_t r)
+{
+    if (job->launch_epoch != core->actions_epoch + 1)
+        return false;
+    for (size_t i = core->n_actions; i-- > 0;) {
+        tide_action_t *a = &core->actions[i];
+        if (a->type == TIDE_ACT_LAUNCH && a->job == job && a->generation == job->generation && a->rank == r) {
+            memmove(a, a + 1, (core->n_actions - i - 1) * sizeof(*a));
+            core->n_actions--;
+            return true;
+        }
+    }
+    return false;
+}
+
 void tide_core_actions_clear(tide_core_t *core)
 {
     tide_list_t *pos, *tmp;
@@ -145,6 +174,7 @@ void tide_core_actions_clear(tide_core_t *core)
             a->worker->dirty = false;
     }
     core->n_actions = 0;
+    core->actions_epoch++;
     for (size_t i = 0; i < core->n_strings; i++)
         free(core->strings[i]);
     core->n_strings = 0;

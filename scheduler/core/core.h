@@ -327,6 +327,7 @@ struct tide_job {
     uint32_t exclude_taken;        /* bit i: exclude[i] is out of the free index during a placement */
     tide_list_t resize_node;       /* core->resizable while RUNNING with a size other than its goal */
     int32_t grown_from;            /* the size tide grew it from by itself (reason grow); 0: not grown */
+    uint64_t launch_epoch;         /* core->actions_epoch + 1 of the last call that emitted a LAUNCH for it */
     bool sdk_seen;                 /* a rank reported through the SDK (assumed after a restore) */
     int64_t restored_mono;         /* mono time it was restored from the store; 0: never */
     tide_list_t all_node;    /* core->jobs_by_seq */

@@ -121,6 +121,7 @@ struct tide_core {
 
     tide_action_t *actions;
     size_t n_actions, cap_actions;
+    uint64_t actions_epoch;   /* actions_clear calls so far */
     char **strings; /* owned strings that actions point at */
     size_t n_strings, cap_strings;
     tide_list_t graveyard; /* dropped jobs, freed at actions_clear */
@@ -167,6 +168,12 @@ typedef struct tide_stop_rec {
 
 /* actions.c */
 tide_action_t *tide__act(tide_core_t *core, tide_action_type_t type);
+/* LAUNCH of rank r of the job's current generation to w (the slot moves to LAUNCHED). */
+void tide__act_launch(tide_core_t *core, tide_job_t *job, tide_worker_t *w, int32_t r);
+/* Takes back a LAUNCH of rank r of the job's current generation emitted in this same call (not handed
+ * to the shell yet): true when there was one. O(actions of this call), and O(1) for a job that launched
+ * nothing in this call. */
+bool tide__unlaunch(tide_core_t *core, tide_job_t *job, int32_t r);
 /* Copies s into storage that lives until actions_clear. */
 const char *tide__keep(tide_core_t *core, const char *s);
 void tide__event(tide_core_t *core, const char *type, tide_job_t *job, tide_worker_t *w,

@@ -227,16 +227,7 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
 
 static void emit_launch(tide_core_t *core, tide_job_t *job, int32_t rank)
 {
-    tide_job_rank_t *slot = &job->ranks[rank];
-    tide_action_t *a = tide__act(core, TIDE_ACT_LAUNCH);
-
-    a->job = job;
-    a->worker = slot->worker;
-    a->conn = slot->worker->conn;
-    a->generation = job->generation;
-    a->rank = rank;
-    a->master_port = job->master_port;
-    tide__slot_set(core, job, rank, TIDE_RANK_LAUNCHED);
+    tide__act_launch(core, job, job->ranks[rank].worker, rank);
 }
 
 static void emit_stop(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
@@ -265,6 +256,14 @@ static void stop_ranks(tide_core_t *core, tide_job_t *job, const char *why)
         tide_worker_t *w = slot->worker;
         if (!w)
             continue;
+        if (slot->state == TIDE_RANK_LAUNCHED && tide__unlaunch(core, job, r)) {
+            /* Launched in this same call: the LAUNCH never left, nothing runs there; release now (a STOP
+             * the worker would ignore would keep it bound, and the shell would read freed ranks). */
+            slot->worker = NULL;
+            if (w->job == job && w->rank == r)
+                tide__worker_release(core, w);
+            continue;
+        }
         if (slot->state == TIDE_RANK_LAUNCHED || slot->state == TIDE_RANK_RUNNING) {
             if (w->connected) {
                 emit_stop(core, job, r, why);
@@ -314,6 +313,11 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
 static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
 {
     account_generation(core, job);
+    /* A resize goes on with the next placement: one waiting for its checkpoint stops now with the
+     * generation; one that was starting starts again. */
+    tide__resize_stopping(core, job);
+    if (job->resize.state == TIDE_RESIZE_STARTING)
+        job->resize.state = TIDE_RESIZE_STOPPING;
     tide__ckpt_request_end(core, job, "the generation was rolled back");
     stop_ranks(core, job, "generation rolled back");
     for (int32_t r = 0; r < job->n_ranks; r++)

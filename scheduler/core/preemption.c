@@ -111,8 +111,10 @@ static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, s
 
     for (size_t i = 0; i < nv && !win_s; i++) {
         tide_job_t *v = vs[i].job;
-        if (!tide__job_uses_sdk(v))
-            continue; /* a restart without a checkpoint loses everything: evicting says so honestly */
+        /* A restart without a checkpoint loses everything: evicting says so honestly. A generation still
+         * starting cannot checkpoint yet. */
+        if (!tide__job_uses_sdk(v) || v->launch_deadline)
+            continue;
         for (int32_t r = shrink_floor(v, reclaim); r < v->n_ranks && !win_s; r++) {
             tide_worker_t *w = v->ranks[r].worker;
             tide_shape_t *s;
@@ -146,7 +148,7 @@ static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, s
     for (size_t i = 0; i < win_n && deficit > 0; i++) {
         tide_job_t *v = vs[i].job;
         int32_t k = 0;
-        if (!tide__job_uses_sdk(v))
+        if (!tide__job_uses_sdk(v) || v->launch_deadline)
             continue;
         for (int32_t r = shrink_floor(v, reclaim); r < v->n_ranks; r++) {
             tide_worker_t *w = v->ranks[r].worker;

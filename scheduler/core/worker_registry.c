@@ -449,14 +449,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         tide_job_t *job = w->job;
         if (job->master_port > 0 && w->rank > 0 && w->rank < job->n_ranks &&
             job->ranks[w->rank].state == TIDE_RANK_ASSIGNED) {
-            tide_action_t *a = tide__act(core, TIDE_ACT_LAUNCH);
-            a->worker = w;
-            a->conn = w->conn;
-            a->job = job;
-            a->generation = job->generation;
-            a->rank = w->rank;
-            a->master_port = job->master_port;
-            tide__slot_set(core, job, w->rank, TIDE_RANK_LAUNCHED);
+            tide__act_launch(core, job, w, w->rank);
         }
     }
     tide__tasks_worker_up(core, w);

@@ -164,6 +164,7 @@ static void draw_knobs(dst_t *d)
     k->w_cordon = (int)dst_range(d, 0, 4);
     k->w_ckpt = (int)dst_range(d, 0, 4);
     k->w_mfu = (int)dst_range(d, 2, 8);
+    k->w_scale = dst_chance(d, 0.8) ? (int)dst_range(d, 1, 6) : 0;
     k->p_flush_fail = dst_range(d, 0, 30) / 100.0;
     k->job_telemetry = dst_chance(d, 0.5);
     k->p_tasks = d->sw.no_tasks ? 0 : 0.5;
@@ -209,6 +210,17 @@ static void draw_config(dst_t *d, tide_core_config_t *cfg)
     cfg->straggler_check_ms = dst_range(d, 500, 5000);
     cfg->straggler_window_ms = dst_range(d, 1000, 30000);
     cfg->straggler_ratio = dst_range(d, 110, 200) / 100.0;
+    /* elastic scaling (docs/elastic.md): short dwells and graces, so that grows, shrinks and replacements
+     * happen within a seed's minute */
+    cfg->auto_grow = dst_chance(d, 0.7);
+    cfg->resize_dwell_ms = dst_range(d, 500, 10000);
+    cfg->resize_grace_ms = (uint32_t)dst_range(d, 1000, 10000);
+    if (dst_chance(d, 0.5))
+        cfg->grow_min_gain = 0;
+    if ((cfg->replace_stragglers = dst_chance(d, 0.3))) {
+        cfg->straggler_window_ms = dst_range(d, 1000, 5000);
+        cfg->straggler_check_ms = dst_range(d, 500, 2000);
+    }
     /* pools: a critical pool (dedicated or not), a shared one, one for LOW work */
     n_pools = 0;
     if (dst_chance(d, 0.6))
@@ -334,13 +346,60 @@ static void pick_job(dst_t *d, char *id, size_t len)
     snprintf(id, len, "%llu", (unsigned long long)(next > 1 ? (uint64_t)dst_range(d, 1, (int64_t)next - 1) : 1));
 }
 
+/* JobService.ScaleJob (docs/elastic.md): mostly a live job with min < max and a size within its bounds;
+ * sometimes outside them or elastic with a size (-EINVAL: nothing changes), elastic (the target is
+ * forgotten), or any job number the clients have seen (ended: -EALREADY; pruned: -ENOENT). */
+static void inject_scale(dst_t *d)
+{
+    tide_job_t *job = NULL, *pick = NULL;
+    char id[DST_ID_MAX];
+    int32_t workers, lo = 1, hi = 4;
+    bool elastic = false;
+    int64_t n = 0, r;
+    int rc;
+
+    if (!shell_up(d))
+        return;
+    if (dst_chance(d, 0.1)) {
+        pick_job(d, id, sizeof(id));
+    } else {
+        while ((job = tide_core_job_next(d->shell->core, job))) {
+            if (job->state != TIDE_JOB_PENDING && job->state != TIDE_JOB_RUNNING)
+                continue;
+            if (job->spec.min_workers == job->spec.max_workers && !dst_chance(d, 0.15))
+                continue;
+            if (dst_below(d, ++n) == 0)
+                pick = job;
+        }
+        if (!pick)
+            return;
+        snprintf(id, sizeof(id), "%s", pick->id);
+        lo = pick->spec.min_workers;
+        hi = pick->spec.max_workers;
+    }
+    r = dst_below(d, 100);
+    if (r < 65) {
+        workers = (int32_t)dst_range(d, lo, hi);
+    } else if (r < 80) {
+        workers = dst_chance(d, 0.5) ? lo - (int32_t)dst_range(d, 1, 2) : hi + (int32_t)dst_range(d, 1, 3);
+    } else if (r < 95) {
+        workers = 0;
+        elastic = true;
+    } else {
+        workers = (int32_t)dst_range(d, 1, hi);
+        elastic = true;
+    }
+    rc = shell_scale(d, id, workers, elastic);
+    dst_trace(d, "client: scale job %s to %d%s -> %d", id, workers, elastic ? " (elastic)" : "", rc);
+}
+
 static void inject(dst_t *d)
 {
     enum { I_SUBMIT, I_CANCEL, I_CORDON, I_CKPT, I_MFU, I_CRASH, I_LEAVE, I_JOIN, I_HANG, I_BLIP, I_FAIL,
-           I_RESTART, I_N };
+           I_RESTART, I_SCALE, I_N };
     dst_knobs_t *k = &d->k;
-    int w[I_N] = {k->w_submit, k->w_cancel, k->w_cordon, k->w_ckpt, k->w_mfu, k->w_crash, k->w_leave,
-                  k->w_join, k->w_hang, k->w_blip, k->w_fail, k->w_restart};
+    int w[I_N] = {k->w_submit, k->w_cancel, k->w_cordon, k->w_ckpt,  k->w_mfu,     k->w_crash, k->w_leave,
+                  k->w_join,   k->w_hang,   k->w_blip,   k->w_fail, k->w_restart, k->w_scale};
     agent_t *a = &d->world->a[dst_below(d, d->world->n)];
     char id[DST_ID_MAX];
 
@@ -394,6 +453,9 @@ static void inject(dst_t *d)
         break;
     case I_RESTART:
         shell_crash_at_turn_end(d, dst_chance(d, 0.5));
+        break;
+    case I_SCALE:
+        inject_scale(d);
         break;
     default:
         break;
@@ -489,6 +551,10 @@ static void run_seed(uint64_t seed)
                  "lost_restarts %d, %d pool(s)",
               seed, d->world->n, cfg.preemption, cfg.ckpt_flush, cfg.reserve_gpus, (long long)cfg.aging_ms,
               cfg.lost_restarts, n_pools);
+    dst_trace(d, "dst: auto_grow %d, dwell %lld ms, resize grace %u ms, grow_min_gain %.3f, replace_stragglers %d "
+                 "(window %lld ms)",
+              cfg.auto_grow, (long long)cfg.resize_dwell_ms, cfg.resize_grace_ms, cfg.grow_min_gain,
+              cfg.replace_stragglers, (long long)cfg.straggler_window_ms);
 
     next_inject = dst_range(d, 1, d->k.inject_mean_ms);
     while (d->now < d->k.chaos_ms) {
@@ -573,8 +639,8 @@ static void usage(FILE *f)
                "                [--no-restarts] [--no-net-faults] [--no-preemption] [--no-flush] "
                "[--no-starvation] [--no-tasks] [--strict | --strict-kb N ...]\n"
                "                [--keep-going]\n"
-               "--strict: no tolerance for the known core bugs KB1..KB%d (tests/dst/README.md); --strict-kb N: for "
-               "KBN only\n"
+               "--strict: no tolerance for the known core bugs KB1..KB4, KB8..KB%d (tests/dst/README.md); --strict-kb "
+               "N: for KBN only (every known bug is fixed now: all are checked by default)\n"
                "--keep-going: list every failing seed instead of stopping at the first\n"
                "Runs N seeds from K (TIDE_DST_SEED, TIDE_DST_SEEDS; default: seed 1, 400 seeds).\n",
             DST_KNOWN_BUGS);
@@ -587,7 +653,7 @@ static bool parse(int argc, char **argv)
     size_t sl = 0;
 
     opt.argv0 = argv[0];
-    /* KB1..KB4 are fixed in the core: always checked, with no tolerance. */
+    /* KB1..KB4 and KB8..KB10 are fixed in the core: always checked, with no tolerance (dst.h). */
     for (int k = 1; k <= DST_KNOWN_BUGS; k++)
         opt.sw.strict[k] = true;
     opt.first = env_seed ? strtoull(env_seed, NULL, 10) : 1;
@@ -621,7 +687,7 @@ static bool parse(int argc, char **argv)
             g_keep_going = true;
         } else if (strcmp(a, "--strict-kb") == 0 && i + 1 < argc) {
             int k = atoi(argv[++i]);
-            if (k < 1 || k > DST_KNOWN_BUGS) {
+            if (k < 1 || k > DST_KNOWN_BUGS || (k >= 5 && k <= 7)) {
                 usage(stderr);
                 return false;
             }
@@ -691,7 +757,14 @@ int main(int argc, char **argv)
                 " empty), %" PRIu64 " releases, %" PRIu64 " waits (longest %lld ms); task messages duplicated %"
                 PRIu64 ", late %" PRIu64 "; refused by the core %" PRIu64 " (%" PRIu64
                 " declarations: no pool room)\n"
-                "dst: task checks: pools %" PRIu64 ", commits %" PRIu64 ", gives %" PRIu64 "\n",
+                "dst: task checks: pools %" PRIu64 ", commits %" PRIu64 ", gives %" PRIu64 "\n"
+                "dst: scale: %" PRIu64 " ScaleJob calls (%" PRIu64 " acknowledged, %" PRIu64 " invalid, %" PRIu64
+                " on ended jobs, %" PRIu64 " unknown); resizes: %" PRIu64 " decided, %" PRIu64 " pending, %" PRIu64
+                " cancelled; done: %" PRIu64 " requested, %" PRIu64 " grow, %" PRIu64 " shrink, %" PRIu64
+                " replace; %" PRIu64 " generations of a new size (%" PRIu64 " resumed from a checkpoint); %" PRIu64
+                " resize checks\n"
+                "dst: open core bugs tolerated: KB8 %" PRIu64 " job(s), KB9 %" PRIu64 " launch(es), KB10 %" PRIu64
+                " job(s)\n",
                 s->seeds, secs, secs > 0 ? (double)s->seeds / secs : 0, s->steps, (double)s->sim_ms / 60000.0,
                 s->core_calls, s->restarts, s->lossy_restarts, s->msgs, s->drops, s->slow, s->dups, s->spawns,
                 s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
@@ -702,7 +775,10 @@ int main(int argc, char **argv)
                 s->tasks_restart_lost, s->task_steps_gen_cut, s->task_dups_gen_over, s->steals_sent, s->gives,
                 s->gives_ids, s->gives_empty, s->releases, s->waits, (long long)s->wait_max_ms, s->task_msgs_dup,
                 s->task_msgs_late, s->task_rejected, s->declare_nospace, s->pool_checks, s->commit_checks,
-                s->give_checks);
+                s->give_checks, s->scales, s->scales_acked, s->scale_einval, s->scale_ealready, s->scale_enoent,
+                s->ev_resizing, s->ev_resize_pending, s->ev_resize_cancelled, s->ev_resized[0], s->ev_resized[1],
+                s->ev_resized[2], s->ev_resized[3], s->gens_resized, s->gens_resized_resumed, s->resize_checks,
+                s->kb8_seen, s->kb9_seen, s->kb10_seen);
     }
     return rc;
 }

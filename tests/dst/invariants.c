@@ -36,6 +36,9 @@ typedef struct cjob {
     int64_t release_due_since; /* its held durable copy may be released since; -1: not */
     bool recovering;          /* queued again after a lost rank (job.requeued): may take the hot spares */
     bool started_recovering;  /* it was, when the core call being checked placed it */
+    int64_t over_since;       /* settled above its requested size since; -1: not */
+    int64_t kb8_at;           /* decided_mono of a resize seen in the KB8 state; -1: none */
+    bool kb10;                /* counted as a KB10 case already */
     UT_hash_handle hh;
 } cjob_t;
 
@@ -114,6 +117,7 @@ static cjob_t *cjob(checker_t *c, const char *id, bool create)
     j->live_durable = j->live_last = -1;
     j->fit_since = -1;
     j->preempting_since = j->copying_since = j->release_due_since = -1;
+    j->over_since = j->kb8_at = -1;
     HASH_ADD_STR(c->jobs, id, j);
     return j;
 }
@@ -288,6 +292,32 @@ static int32_t model_limit(dst_t *d, const model_t *m, const tide_job_t *job)
     return slack < m->n_free ? (slack > 0 ? slack : 0) : m->n_free;
 }
 
+/* The model as the job sees it: its excluded workers (replaced stragglers, resize.c; the core takes
+ * them out of the free index for its placement) are not free for it; usable_too: not usable either
+ * (as if they were idle, could it ever run?). */
+static void model_without(const model_t *m, const tide_job_t *job, bool usable_too, model_t *out)
+{
+    *out = *m;
+    for (int i = 0; i < out->n; i++) {
+        mworker_t *x = &out->w[i];
+        bool ex = false;
+        for (int32_t k = 0; k < job->n_exclude && !ex; k++)
+            ex = strcmp(job->exclude[k], x->a->id) == 0;
+        if (!ex)
+            continue;
+        if (x->usable && usable_too) {
+            out->s[x->shape].usable--;
+            out->n_usable--;
+            x->usable = false;
+        }
+        if (x->free) {
+            out->s[x->shape].free--;
+            out->n_free--;
+            x->free = false;
+        }
+    }
+}
+
 /* Does the job fit at most limit free workers of shape s now? */
 static bool model_fits(const model_t *m, int s, const tide_job_spec_t *sp, int32_t limit)
 {
@@ -372,7 +402,8 @@ static void check_reserve(dst_t *d, const shell_event_t *ev, size_t n, int32_t r
         cjob_t *cj;
         int gen, cnt;
         if (strcmp(ev[i].type, "job.preempting") == 0 || strcmp(ev[i].type, "job.preempted") == 0 ||
-            strcmp(ev[i].type, "job.requeued") == 0 || strcmp(ev[i].type, "job.rolled_back") == 0)
+            strcmp(ev[i].type, "job.requeued") == 0 || strcmp(ev[i].type, "job.rolled_back") == 0 ||
+            strcmp(ev[i].type, "job.resize_stopping") == 0)
             return;
         if (strcmp(ev[i].type, "job.started") != 0)
             continue;
@@ -454,7 +485,8 @@ static void check_inversion(dst_t *d, const shell_event_t *ev, size_t n, int32_t
                 if (!model_matches(&m.s[ps], &j->spec) ||
                     model_max(&m, ps, level_of(&j->spec), false) < j->spec.min_workers ||
                     !model_could_fit(d, &m, j) || has_event(ev, n, j->id, "job.preempted") ||
-                    has_event(ev, n, j->id, "job.requeued") || has_event(ev, n, j->id, "job.rolled_back"))
+                    has_event(ev, n, j->id, "job.requeued") || has_event(ev, n, j->id, "job.rolled_back") ||
+                    has_event(ev, n, j->id, "job.resize_stopping"))
                     continue;
                 /* LOW work may take the reserve's LOW-free part of a shape held for a job that waits only
                  * for the reserve (that job's share of the free GPUs is untouched). Which job held the shape
@@ -518,6 +550,14 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
         st->ev_failed += strcmp(t, "job.failed") == 0;
         st->ev_cancelled += strcmp(t, "job.cancelled") == 0;
         st->ev_ckpt_missed += strcmp(t, "job.checkpoint_missed") == 0;
+        st->ev_resizing += strcmp(t, "job.resizing") == 0;
+        st->ev_resize_pending += strcmp(t, "job.resize_pending") == 0;
+        st->ev_resize_cancelled += strcmp(t, "job.resize_cancelled") == 0;
+        if (strcmp(t, "job.resized") == 0) {
+            static const char *const reasons[] = {"(requested:", "(grow:", "(shrink:", "(replace:"};
+            for (int k = 0; k < 4; k++)
+                st->ev_resized[k] += strstr(ev[i].text, reasons[k]) != NULL;
+        }
         if (strcmp(t, "job.requeued") == 0 && ev[i].job[0] && strstr(ev[i].text, " lost (")) {
             cjob_t *j = cjob(c, ev[i].job, false);
             if (j)
@@ -666,7 +706,7 @@ void chk_on_commit(dst_t *d, const store_batch_t *b)
     }
 }
 
-void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc)
+void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc, int32_t arg)
 {
     cjob_t *j;
     store_job_t *r;
@@ -692,7 +732,181 @@ void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc)
             j->cancel_acked = true;
             d->stats->cancels_acked++;
         }
+    } else if (op == OP_SCALE && (rc == 0 || rc == -EALREADY)) {
+        /* an acknowledged target is in the store (it survives a restart); a refused one ended there */
+        r = store_job_find(d->store, id);
+        if (rc == 0 && (!r || r->target_workers != arg))
+            dst_fail(d, "ScaleJob of job %s to %d acknowledged but the store has %s %d", id, arg,
+                     r ? "target" : "no record, target", r ? r->target_workers : 0);
+        if (rc == -EALREADY && r && !is_final(r->state))
+            dst_fail(d, "ScaleJob of job %s refused as already ended but the store says %s", id,
+                     tide_job_state_name(r->state));
+        d->stats->scales_acked += rc == 0;
     }
+}
+
+/* --- elastic scaling (docs/elastic.md) --- */
+
+void chk_on_scale(dst_t *d, const char *id, int32_t workers, bool elastic, int rc, const char *err,
+                  const chk_scale_t *b, size_t n_acts)
+{
+    const tide_job_t *job = tide_core_job_find(d->shell->core, id);
+    bool invalid = b->exists && (elastic ? workers != 0 : (workers < b->min || workers > b->max));
+    int want = !b->exists ? -ENOENT : is_final(b->state) ? -EALREADY : invalid ? -EINVAL : 0;
+    char lo[40], hi[40];
+
+    d->stats->scales++;
+    if (rc != want)
+        dst_fail(d, "ScaleJob(%s, %d%s) returned %d, expected %d (job %s, %d..%d workers): %s", id, workers,
+                 elastic ? ", elastic" : "", rc, want, b->exists ? tide_job_state_name(b->state) : "unknown",
+                 b->min, b->max, err);
+    if (rc == -ENOENT) {
+        d->stats->scale_enoent++;
+        return;
+    }
+    if (rc != 0) {
+        /* errors change nothing */
+        d->stats->scale_einval += rc == -EINVAL;
+        d->stats->scale_ealready += rc == -EALREADY;
+        if (n_acts != 0 || !job || (int)job->state != b->state || job->target_workers != b->target ||
+            (int32_t)job->resize.state != b->resize_state || job->resize.to_workers != b->resize_to ||
+            job->size_cap != b->size_cap || job->generation != b->generation || job->n_ranks != b->n_ranks)
+            dst_fail(d, "ScaleJob(%s, %d%s) was refused (%d: %s) but changed the job or emitted %zu action(s): "
+                        "target %d -> %d, resize %s -> %s (to %d -> %d), cap %d -> %d",
+                     id, workers, elastic ? ", elastic" : "", rc, err, n_acts, b->target,
+                     job ? job->target_workers : -1,
+                     tide_resize_state_name((tide_resize_state_t)b->resize_state),
+                     job ? tide_resize_state_name(job->resize.state) : "-", b->resize_to,
+                     job ? job->resize.to_workers : -1, b->size_cap, job ? job->size_cap : -1);
+        snprintf(lo, sizeof(lo), "min_workers %d", b->min);
+        snprintf(hi, sizeof(hi), "max_workers %d", b->max);
+        if (rc == -EINVAL && !elastic && (!strstr(err, lo) || !strstr(err, hi)))
+            dst_fail(d, "ScaleJob(%s, %d) refused without naming the bounds %d..%d: %s", id, workers, b->min, b->max,
+                     err);
+        return;
+    }
+    if (!job || job->target_workers != (elastic ? 0 : workers))
+        dst_fail(d, "ScaleJob(%s, %d%s) accepted but the job's target is %d", id, workers, elastic ? ", elastic" : "",
+                 job ? job->target_workers : -1);
+    /* a shrink can always be had: it starts at once (docs/elastic.md) */
+    if (!elastic && b->settled && b->n_ranks > workers && job->state == TIDE_JOB_RUNNING &&
+        job->resize.state != TIDE_RESIZE_CHECKPOINTING)
+        dst_fail(d, "ScaleJob(%s, %d) asked running job of %d workers to shrink, but no resize began (resize %s)", id,
+                 workers, b->n_ranks, tide_resize_state_name(job->resize.state));
+}
+
+/* Elastic scaling, after every step: the resize records are well-formed and move through their phases
+ * in order (CHECKPOINTING only while its generation runs, STOPPING and STARTING only while the job is
+ * PENDING resp. RUNNING, never DONE; the last one's phases add up to its latency); a running job's size
+ * is within [min, max] and at most its requested size once it could shrink (docs/elastic.md: "a shrink
+ * starts at once"); a checkpointing resize stops by its grace; the grow claims add up; core->resizable
+ * lists exactly the running jobs off their goal. */
+static void check_resize(dst_t *d)
+{
+    tide_core_t *core = d->shell->core;
+    const tide_core_config_t *cfg = tide_core_config(core);
+    tide_job_t *job = NULL;
+    int32_t claimed = 0, off_goal = 0, listed = 0;
+    const int64_t slack = 1000;
+    tide_list_t *pos;
+
+    while ((job = tide_core_job_next(core, job))) {
+        const tide_resize_t *r = &job->resize, *l = &job->last_resize;
+        int32_t goal = job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
+        bool running = job->state == TIDE_JOB_RUNNING, in_progress = tide__resize_in_progress(job), kb8;
+        cjob_t *j = cjob(d->chk, job->id, false);
+
+        d->stats->resize_checks++;
+        if (job->grow_claim < 0 || (job->grow_claim > 0 && r->state != TIDE_RESIZE_CHECKPOINTING &&
+                                    r->state != TIDE_RESIZE_STOPPING))
+            dst_fail(d, "job %s claims %d free worker(s) for a grow with its resize %s", job->id, job->grow_claim,
+                     tide_resize_state_name(r->state));
+        claimed += job->grow_claim;
+        if (r->state == TIDE_RESIZE_DONE)
+            dst_fail(d, "job %s: its resize in progress is DONE (a done one moves to last_resize)", job->id);
+        /* KB8 (dst.h): a rollback leaves a resize CHECKPOINTING or STARTING while the job is PENDING, and a
+         * CHECKPOINTING one stays so in the next generation. Tolerated: that resize is not checked. */
+        if (!d->sw.strict[8] && j && job->state == TIDE_JOB_PENDING &&
+            (r->state == TIDE_RESIZE_STARTING || r->state == TIDE_RESIZE_CHECKPOINTING) &&
+            j->kb8_at != r->decided_mono) {
+            j->kb8_at = r->decided_mono;
+            d->stats->kb8_seen++;
+        }
+        kb8 = !d->sw.strict[8] && j && r->state != TIDE_RESIZE_NONE && j->kb8_at == r->decided_mono;
+        if (!kb8 && ((r->state == TIDE_RESIZE_CHECKPOINTING && (!running || r->from_generation != job->generation)) ||
+                     (r->state == TIDE_RESIZE_STOPPING && running) ||
+                     (r->state == TIDE_RESIZE_STARTING && job->state == TIDE_JOB_PENDING) ||
+                     (r->state != TIDE_RESIZE_NONE && !running && job->state != TIDE_JOB_PENDING))) {
+            dst_fail(d, "job %s is %s in generation %d with its resize %s (decided in generation %d: %d -> %d, %s: %s)",
+                     job->id, tide_job_state_name(job->state), job->generation, tide_resize_state_name(r->state),
+                     r->from_generation, r->from_workers, r->to_workers, tide_resize_reason_name(r->reason),
+                     r->detail ? r->detail : "");
+        }
+        if (r->state != TIDE_RESIZE_NONE && (r->to_workers < job->spec.min_workers ||
+                                             r->to_workers > job->spec.max_workers))
+            dst_fail(d, "job %s (%d..%d workers) resizes to %d", job->id, job->spec.min_workers,
+                     job->spec.max_workers, r->to_workers);
+        if (r->state == TIDE_RESIZE_STARTING && running && job->n_ranks > r->to_workers)
+            dst_fail(d, "job %s: its resize to %d workers started a generation of %d", job->id, r->to_workers,
+                     job->n_ranks);
+        if (l->state != TIDE_RESIZE_NONE) {
+            double sum = l->checkpoint_s + l->stop_s + l->start_s;
+            if (l->state != TIDE_RESIZE_DONE || l->total_s < 0 || l->checkpoint_s < 0 || l->stop_s < 0 ||
+                l->start_s < 0 || sum - l->total_s > 1e-6 || l->total_s - sum > 1e-6)
+                dst_fail(d, "job %s: its last resize is %s in %.6f s, phases checkpoint %.6f + stop %.6f + start "
+                            "%.6f s",
+                         job->id, tide_resize_state_name(l->state), l->total_s, l->checkpoint_s, l->stop_s,
+                         l->start_s);
+            if (l->to_generation <= l->from_generation || l->workers < job->spec.min_workers ||
+                l->workers > l->to_workers || l->to_workers > job->spec.max_workers)
+                dst_fail(d, "job %s: its last resize went from generation %d to %d with %d workers (asked %d, "
+                            "job %d..%d)",
+                         job->id, l->from_generation, l->to_generation, l->workers, l->to_workers,
+                         job->spec.min_workers, job->spec.max_workers);
+        }
+        /* a resize waiting for its checkpoint stops by its grace (a shrink's is the preemption grace) */
+        if (r->state == TIDE_RESIZE_CHECKPOINTING && !kb8) {
+            int64_t grace = r->reason == TIDE_RESIZE_SHRINK ? cfg->preempt_grace_ms : cfg->resize_grace_ms;
+            if (d->now - r->decided_mono > grace + slack)
+                dst_fail(d, "job %s has been checkpointing for a resize (%s) for %lld ms; its grace is %lld ms",
+                         job->id, tide_resize_reason_name(r->reason), (long long)(d->now - r->decided_mono),
+                         (long long)grace);
+        }
+        if (running && (job->n_ranks < job->spec.min_workers || job->n_ranks > job->spec.max_workers))
+            dst_fail(d, "job %s runs generation %d on %d workers outside its %d..%d", job->id, job->generation,
+                     job->n_ranks, job->spec.min_workers, job->spec.max_workers);
+        /* Above its requested size: allowed while a resize is under way (one placed before ScaleJob lowered
+         * the target), while the generation starts, waits for workers to re-register after a restart, or
+         * yields to a preemption (resize.c can_begin: no resize begins then); once settled it shrinks (at
+         * once, or after the dwell a generation of an SDK job gets to report first). */
+        if (j) {
+            bool settled = running && job->ranks_unstarted == 0 && !job->launch_deadline && !job->awaiting &&
+                           !job->preempted_by && !in_progress;
+            if (!(settled && job->target_workers > 0 && job->n_ranks > job->target_workers))
+                j->over_since = -1;
+            else if (j->over_since < 0)
+                j->over_since = d->now;
+            else if (d->now - j->over_since > cfg->resize_dwell_ms + slack)
+                dst_fail(d, "job %s has run %d workers for %lld ms since it could shrink to its requested %d (no "
+                            "resize under way: %s; dwell %lld ms)",
+                         job->id, job->n_ranks, (long long)(d->now - j->over_since), job->target_workers,
+                         tide_resize_state_name(r->state), (long long)cfg->resize_dwell_ms);
+        }
+        if (running && !job->dropped && job->n_ranks != goal) {
+            off_goal++;
+            if (!tide_list_linked(&job->resize_node))
+                dst_fail(d, "job %s runs %d workers, its goal is %d, but it is not in the resizable list", job->id,
+                         job->n_ranks, goal);
+        } else if (tide_list_linked(&job->resize_node)) {
+            dst_fail(d, "job %s (%s, %d workers, goal %d) is in the resizable list", job->id,
+                     tide_job_state_name(job->state), job->n_ranks, goal);
+        }
+    }
+    tide_list_for_each(pos, &core->resizable) listed++;
+    if (listed != off_goal)
+        dst_fail(d, "the resizable list has %d jobs; %d running jobs are off their goal", listed, off_goal);
+    if (core->grow_claimed < 0 || core->grow_claimed != claimed)
+        dst_fail(d, "the core counts %d workers claimed by grows; its jobs claim %d", core->grow_claimed, claimed);
 }
 
 void chk_on_restart(dst_t *d)
@@ -717,6 +931,9 @@ void chk_on_restart(dst_t *d)
                      (long long)job->last_ckpt.step, (long long)job->durable_ckpt.step,
                      (long long)(r->has_last ? r->last.step : -1),
                      (long long)(r->has_durable ? r->durable.step : -1));
+        if (job->target_workers != r->target_workers || job->resizes != r->resizes)
+            dst_fail(d, "job %s restored with target %d and %d resize(s), its record has %d and %d", r->id,
+                     job->target_workers, job->resizes, r->target_workers, r->resizes);
     }
     HASH_ITER(hh, d->store->workers, sw, swt) {
         tide_worker_t *w = tide_core_worker_find(core, sw->id);
@@ -739,6 +956,7 @@ void chk_on_restart(dst_t *d)
         j->live_last = j->committed_last;
         j->fit_since = -1;
         j->preempting_since = j->copying_since = j->release_due_since = -1;
+        j->over_since = -1;
         j->recovering = false;
     }
 }
@@ -1204,7 +1422,9 @@ static void check_starvation(dst_t *d)
             tide_job_t *job = tide_list_entry(pos, tide_job_t, queue_node);
             const tide_job_spec_t *sp = &job->spec;
             tide_level_t level = level_of(sp);
-            int32_t limit = model_limit(d, &m, job), room = m.reserve - m.low_busy;
+            int32_t limit, room = m.reserve - m.low_busy;
+            model_t mx;
+            const model_t *v = &m; /* the free workers as this job sees them (exclusions) */
             bool all_blocked = n_blocked >= n_shapes, matched = false, free_enough = false, blocked = false;
             bool low = job->eff_priority == TIDE_PRIO_LOW, why_reserve;
             int fits_in = -1;
@@ -1219,6 +1439,11 @@ static void check_starvation(dst_t *d)
                 model_hold(&m, job, false, &n_blocked, &n_blocked_reserve);
                 continue;
             }
+            if (job->n_exclude > 0) {
+                model_without(&m, job, false, &mx);
+                v = &mx;
+            }
+            limit = model_limit(d, v, job);
             for (int s = 0; s < m.n_shapes; s++) {
                 int32_t lim = limit;
                 if (m.s[s].usable == 0 || !model_matches(&m.s[s], sp))
@@ -1231,26 +1456,28 @@ static void check_starvation(dst_t *d)
                     }
                     lim = room < lim ? room : lim;
                 }
-                if (model_max(&m, s, level, true) >= sp->min_workers)
+                if (model_max(v, s, level, true) >= sp->min_workers)
                     free_enough = true;
-                if (fits_in < 0 && model_fits(&m, s, sp, lim))
+                if (fits_in < 0 && model_fits(v, s, sp, lim))
                     fits_in = s;
             }
             if (!matched)
                 continue;
             d->stats->starvation_checks++;
             if (fits_in >= 0 && (j = cjob(d->chk, job->id, false))) {
+                char why[200];
                 j->fit_seen = true;
                 if (j->fit_since < 0)
                     j->fit_since = d->now;
                 else if (d->now - j->fit_since >= DST_STARVE_MS)
                     dst_fail(d, "job %s (%s, %d..%d GPUs, %s) has waited %lld ms though %d free GPU(s) of shape "
                                 "(%s, %s, %llu GiB) fit it and no earlier job of its class or above holds them "
-                                "(free %d, LOW-held %d, reserve %d)",
+                                "(free %d, LOW-held %d, reserve %d; the core says: %s)",
                              job->id, tide_prio_name(job->eff_priority), sp->min_workers, sp->max_workers,
                              tide_topology_name(sp->topology), (long long)(d->now - j->fit_since),
-                             m.s[fits_in].free, m.s[fits_in].pool, m.s[fits_in].device,
-                             (unsigned long long)(m.s[fits_in].mem >> 30), m.n_free, m.low_busy, m.reserve);
+                             v->s[fits_in].free, m.s[fits_in].pool, m.s[fits_in].device,
+                             (unsigned long long)(m.s[fits_in].mem >> 30), m.n_free, m.low_busy, m.reserve,
+                             tide_core_job_reason(core, job, why, sizeof(why)));
             }
             (void)blocked;
             why_reserve = free_enough && limit < sp->min_workers;
@@ -1281,6 +1508,7 @@ void chk_step(dst_t *d)
     d->checked_at = d->now;
     if (d->calm)
         check_steal_liveness(d, false);
+    check_resize(d);
     h_check_invariants(&d->shell->h);
     check_jobs(d);
     check_placement(d);
@@ -1292,7 +1520,22 @@ void chk_step(dst_t *d)
 
 static bool job_done(dst_t *d, const model_t *m, const tide_job_t *job)
 {
-    return is_final(job->state) || (job->state == TIDE_JOB_PENDING && !model_could_fit(d, m, job));
+    model_t mx;
+    cjob_t *j;
+
+    if (is_final(job->state) || (job->state == TIDE_JOB_PENDING && !model_could_fit(d, m, job)))
+        return true;
+    if (job->state != TIDE_JOB_PENDING || job->n_exclude == 0 || d->sw.strict[10])
+        return false;
+    /* KB10 (dst.h): it could run were its excluded workers not excluded, never with them */
+    model_without(m, job, true, &mx);
+    if (model_could_fit(d, &mx, job))
+        return false;
+    if ((j = cjob(d->chk, job->id, false)) && !j->kb10) {
+        j->kb10 = true;
+        d->stats->kb10_seen++;
+    }
+    return true;
 }
 
 bool chk_settled(dst_t *d)

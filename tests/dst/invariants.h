@@ -5,8 +5,9 @@
  * lower class while capacity allows (the pass replayed on a model of the cluster), and every job ended
  * at the end unless it never could run; placement honours pool, class, memory, device and topology; the
  * headroom reserve; checkpoint steps and the checkpoint gate; the core's timers; work stealing (at most
- * once, exactly once, no task lost when its holder dies, every waiting next_task answered). Known core
- * bugs are tolerated as dst.h describes unless strict. */
+ * once, exactly once, no task lost when its holder dies, every waiting next_task answered); elastic
+ * scaling (ScaleJob's answers, sizes within bounds and targets, resize phases, grow claims, the
+ * resizable list). Known core bugs are tolerated as dst.h describes unless strict. */
 #ifndef TIDE_DST_INVARIANTS_H
 #define TIDE_DST_INVARIANTS_H
 
@@ -35,8 +36,20 @@ void chk_on_commit(dst_t *d, const store_batch_t *b);
 /* The turn's batch is durable (its events become visible) / was lost in a crash. */
 void chk_turn_committed(dst_t *d);
 void chk_turn_lost(dst_t *d);
-/* A reply reached its client (after its commit). */
-void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc);
+/* A reply reached its client (after its commit); arg: OP_SCALE's target (0: elastic). */
+void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc, int32_t arg);
+/* A job as a ScaleJob call found it (exists false: unknown to the core). */
+typedef struct chk_scale {
+    bool exists;
+    int state;
+    int32_t target, resize_state, resize_to, size_cap, generation, n_ranks, min, max;
+    bool settled; /* running, fully started, no worker awaited, not yielding, no resize in progress: a
+                     shrink starts now */
+} chk_scale_t;
+/* tide_core_job_scale(id, workers, elastic) returned rc (err: its text) after emitting n_acts actions,
+ * for a job that was `before`: the right answer, and a refusal changed nothing. */
+void chk_on_scale(dst_t *d, const char *id, int32_t workers, bool elastic, int rc, const char *err,
+                  const chk_scale_t *before, size_t n_acts);
 /* The scheduler was rebuilt from the store. */
 void chk_on_restart(dst_t *d);
 /* Work stealing. The core is about to give a thief tasks (a GIVE_TASKS action, after its call). */

@@ -1,8 +1,8 @@
 #!/bin/sh
-# Shows that the work-stealing invariants of tide-dst can fail (tests/dst/README.md, "Mutants"): copies
-# the source tree to a scratch directory, breaks the core (scheduler/core/task_pool.c) or the worker
-# deque (worker/task_deque.c) in one named way, builds tide-dst there and runs seeds until one fails.
-# The tree itself is never touched.
+# Shows that the work-stealing and elastic-scaling invariants of tide-dst can fail (tests/dst/README.md,
+# "Mutants"): copies the source tree to a scratch directory, breaks the core (scheduler/core/task_pool.c,
+# resize.c, placement.c, job_queue.c) or the worker deque (worker/task_deque.c) in one named way, builds
+# tide-dst there and runs seeds until one fails. The tree itself is never touched.
 #
 #   tests/dst/mutate.sh [-n SEEDS] [-k] [NAME ...]     (no NAME: every mutant; -k: keep the scratch dir)
 #
@@ -21,7 +21,8 @@ done
 shift $((OPTIND - 1))
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-ALL="replay-skip give-early release-keeps release-no-replay lost-keeps-tasks held-count welcome-no-steals"
+ALL="replay-skip give-early release-keeps release-no-replay lost-keeps-tasks held-count welcome-no-steals
+     resize-no-cap resize-no-wait grow-claim-kept resize-phases"
 NAMES=${*:-$ALL}
 WORK=${TMPDIR:-/tmp}/tide-mutants.$$
 FLAGS=""
@@ -41,6 +42,7 @@ import sys
 root, name = sys.argv[1], sys.argv[2]
 core, deque = "scheduler/core/task_pool.c", "worker/task_deque.c"
 life = "scheduler/core/job_lifecycle.c"
+resize, placement, queue = "scheduler/core/resize.c", "scheduler/core/placement.c", "scheduler/core/job_queue.c"
 M = {
   # The core ignores a repeated steal id instead of answering it again: a thief whose GiveTasks was
   # lost with its stream waits for good (invariant 4).
@@ -88,6 +90,27 @@ M = {
   "welcome-no-steals": (deque,
     "            (void)send_steal(d, r, next, next->steal_id);",
     "            (void)0; /* MUTANT: pending steals not re-sent */"),
+  # Elastic scaling. Placement ignores the size cap (a requested size, a resize's new size): a job is
+  # placed with max_workers whatever it asked for (a resize starts a generation bigger than its size).
+  "resize-no-cap": (placement,
+    "    k = tide__job_size_cap(job); /* max_workers, or less: a requested size, a resize */",
+    "    k = job->spec.max_workers; /* MUTANT: no size cap */"),
+  # A resizing job is placed again without waiting for its old generation's ranks to exit (never two
+  # generations at once).
+  "resize-no-wait": (queue,
+    "        if (!tide_list_empty(&job->bound)) {\n            /* Never two generations at once",
+    "        if (!tide_list_empty(&job->bound) && job->resize.state != TIDE_RESIZE_STOPPING) { /* MUTANT */\n"
+    "            /* Never two generations at once"),
+  # A grow's claim on free workers is not released when its new generation is placed (the claims add
+  # up; only a resize not placed yet claims).
+  "grow-claim-kept": (resize,
+    "    release_claim(core, job);\n    if (r->state != TIDE_RESIZE_STOPPING && r->state != TIDE_RESIZE_STARTING)\n",
+    "    /* MUTANT: claim kept */\n    if (r->state != TIDE_RESIZE_STOPPING && r->state != TIDE_RESIZE_STARTING)\n"),
+  # The start phase of a resize is timed from the checkpoint instead of the stop: its phases do not add
+  # up to its latency.
+  "resize-phases": (resize,
+    "        r->start_s = (double)(core->now_mono - r->stopped_mono) / 1e3;",
+    "        r->start_s = (double)(core->now_mono - r->ckpt_mono) / 1e3; /* MUTANT */"),
 }
 if name not in M:
     sys.exit("unknown mutant %s (known: %s)" % (name, " ".join(M)))

@@ -92,13 +92,29 @@ static out_item_t *out_add(shell_t *sh, int kind)
     return o;
 }
 
-static void out_msg(shell_t *sh, const tide_action_t *a, net_kind_t kind)
+static void out_msg(dst_t *d, const tide_action_t *a, net_kind_t kind)
 {
+    shell_t *sh = d->shell;
     out_item_t *o;
     net_msg_t *m;
+    bool gen_gone = false;
 
     if (!a->conn)
         return; /* no stream: the daemon has nowhere to send it either */
+    if (kind == NM_LAUNCH && a->job &&
+        (a->job->generation != a->generation || a->job->state != TIDE_JOB_RUNNING || a->rank >= a->job->n_ranks)) {
+        /* KB9 (dst.h): the call that launched the rank also ended its generation */
+        if (d->sw.strict[9])
+            dst_fail(d, "KB9: LAUNCH of job %s generation %d rank %d after the same call ended that generation (job "
+                        "%s, generation %d, %d ranks): the daemon's send_launch would read job->ranks[%d] of freed "
+                        "ranks",
+                     a->job->id, a->generation, a->rank, tide_job_state_name(a->job->state), a->job->generation,
+                     a->job->n_ranks, a->rank);
+        d->stats->kb9_seen++;
+        gen_gone = true;
+        dst_trace(d, "shell: KB9: LAUNCH of job %s g%d r%d whose generation the same call ended", a->job->id,
+                  a->generation, a->rank);
+    }
     o = out_add(sh, OUT_MSG);
     m = o->msg = net_msg_new(kind);
     o->stream = (uint64_t)(uintptr_t)a->conn;
@@ -110,7 +126,7 @@ static void out_msg(shell_t *sh, const tide_action_t *a, net_kind_t kind)
     m->gen = a->generation;
     m->rank = a->rank;
     m->port = a->master_port;
-    m->world = a->job ? a->job->n_ranks : 0;
+    m->world = gen_gone ? -1 : a->job ? a->job->n_ranks : 0; /* -1: not known (KB9) */
     m->step = a->step;
     m->request = a->request_id;
 }
@@ -166,22 +182,22 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
             store_batch_put_meta(&sh->batch, tide_core_next_seq(sh->core));
             break;
         case TIDE_ACT_WELCOME:
-            out_msg(sh, a, NM_WELCOME);
+            out_msg(d, a, NM_WELCOME);
             break;
         case TIDE_ACT_LAUNCH:
-            out_msg(sh, a, NM_LAUNCH);
+            out_msg(d, a, NM_LAUNCH);
             break;
         case TIDE_ACT_STOP:
-            out_msg(sh, a, NM_STOP);
+            out_msg(d, a, NM_STOP);
             break;
         case TIDE_ACT_CHECKPOINT_NOW:
-            out_msg(sh, a, NM_CKPT_NOW);
+            out_msg(d, a, NM_CKPT_NOW);
             break;
         case TIDE_ACT_FLUSH:
-            out_msg(sh, a, NM_FLUSH);
+            out_msg(d, a, NM_FLUSH);
             break;
         case TIDE_ACT_RELEASE_TASKS:
-            out_msg(sh, a, NM_RELEASE_TASKS);
+            out_msg(d, a, NM_RELEASE_TASKS);
             if (a->conn) {
                 sh->out_tail->msg->task_kind = a->task_kind;
                 sh->out_tail->msg->queued = a->max_tasks;
@@ -189,7 +205,7 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
             break;
         case TIDE_ACT_GIVE_TASKS:
             chk_on_give(d, a);
-            out_msg(sh, a, NM_GIVE_TASKS);
+            out_msg(d, a, NM_GIVE_TASKS);
             if (a->conn) {
                 sh->out_tail->msg->task_kind = a->task_kind;
                 net_msg_set_ids(sh->out_tail->msg, a->task_ids, a->n_task_ids);
@@ -400,7 +416,7 @@ static void commit_and_release(dst_t *d)
                 }
             }
         } else {
-            chk_on_reply(d, o->op, o->job, o->rc);
+            chk_on_reply(d, o->op, o->job, o->rc, o->arg);
         }
         net_msg_free(o->msg);
         free(o);
@@ -527,13 +543,14 @@ int64_t shell_next_due(dst_t *d)
 
 /* --- clients --- */
 
-static void reply(shell_t *sh, shell_op_t op, const char *id, int rc)
+static out_item_t *reply(shell_t *sh, shell_op_t op, const char *id, int rc)
 {
     out_item_t *o = out_add(sh, OUT_REPLY);
 
     o->op = op;
     o->rc = rc;
     snprintf(o->job, sizeof(o->job), "%s", id ? id : "");
+    return o;
 }
 
 int shell_submit(dst_t *d, const tide_job_spec_t *spec, wjob_t *behaviour, char *id_out, size_t len)
@@ -595,6 +612,43 @@ int shell_checkpoint(dst_t *d, const char *id, int64_t deadline_ms)
         return -ENOTCONN;
     CALL(d, rc = tide_core_job_checkpoint(sh->core, id, deadline_ms, &job, &err));
     reply(sh, OP_CHECKPOINT, id, rc);
+    return rc;
+}
+
+int shell_scale(dst_t *d, const char *id, int32_t workers, bool elastic)
+{
+    shell_t *sh = d->shell;
+    tide_job_t *job = NULL, *before_job;
+    tide_error_t err = {{0}};
+    chk_scale_t before = {.exists = false};
+    size_t n_acts;
+    int32_t rb, ub;
+    int rc;
+
+    if (!sh->up)
+        return -ENOTCONN;
+    if ((before_job = tide_core_job_find(sh->core, id))) {
+        before.exists = true;
+        before.state = before_job->state;
+        before.target = before_job->target_workers;
+        before.resize_state = before_job->resize.state;
+        before.resize_to = before_job->resize.to_workers;
+        before.size_cap = before_job->size_cap;
+        before.generation = before_job->generation;
+        before.n_ranks = before_job->n_ranks;
+        before.min = before_job->spec.min_workers;
+        before.max = before_job->spec.max_workers;
+        before.settled = before_job->state == TIDE_JOB_RUNNING && before_job->ranks_unstarted == 0 &&
+                         !before_job->launch_deadline && !before_job->awaiting && !before_job->preempted_by &&
+                         !tide__resize_in_progress(before_job);
+    }
+    rb = sh->core->reserve.gpus;
+    ub = sh->core->n_usable;
+    rc = tide_core_job_scale(sh->core, id, workers, elastic, &job, &err);
+    (void)tide_core_actions(sh->core, &n_acts);
+    chk_on_scale(d, id, workers, elastic, rc, err.text, &before, n_acts);
+    absorb(d, rb, ub);
+    reply(sh, OP_SCALE, id, rc)->arg = elastic ? 0 : workers;
     return rc;
 }
 

@@ -13,7 +13,7 @@
 #include "store.h"
 #include "world.h"
 
-typedef enum shell_op { OP_SUBMIT, OP_CANCEL, OP_CORDON, OP_CHECKPOINT } shell_op_t;
+typedef enum shell_op { OP_SUBMIT, OP_CANCEL, OP_CORDON, OP_CHECKPOINT, OP_SCALE } shell_op_t;
 
 /* One core call's events, for the checks that look at a call as a whole. */
 #define SHELL_EVENTS_MAX 256
@@ -31,6 +31,7 @@ typedef struct out_item {
     shell_op_t op;
     char job[DST_ID_MAX];
     int rc;
+    int32_t arg; /* OP_SCALE: the target it set (0: elastic) */
     struct out_item *next;
 } out_item_t;
 
@@ -81,6 +82,10 @@ int shell_submit(dst_t *d, const tide_job_spec_t *spec, wjob_t *behaviour, char 
 int shell_cancel(dst_t *d, const char *id);
 int shell_cordon(dst_t *d, const char *worker_id, bool cordon);
 int shell_checkpoint(dst_t *d, const char *id, int64_t deadline_ms);
+/* JobService.ScaleJob: tide_core_job_scale(id, workers, elastic). The call is checked as a whole
+ * (chk_on_scale: what it returned against the job before it, and that a refusal changed nothing); the
+ * reply against the store once it is committed (chk_on_reply). */
+int shell_scale(dst_t *d, const char *id, int32_t workers, bool elastic);
 /* Job-level telemetry from the simulator's side: every running job's MFU. */
 void shell_job_telemetry(dst_t *d);
 

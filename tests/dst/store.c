@@ -80,6 +80,8 @@ store_job_t *store_job_snapshot(const tide_job_t *job)
     j->flushed_bytes = job->flushed_bytes;
     j->flushes = job->flushes;
     j->preemptions = job->preemptions;
+    j->target_workers = job->target_workers;
+    j->resizes = job->resizes;
     j->run_class = (int32_t)(job->state == TIDE_JOB_PENDING ? job->eff_priority : job->run_priority) + 1;
     {
         /* As scheduler/daemon/convert.c writes them: the bound workers of an earlier generation. */
@@ -267,6 +269,8 @@ static int restore_job(tide_core_t *core, const store_job_t *j, tide_error_t *er
         .flushed_bytes = j->flushed_bytes,
         .flushes = j->flushes,
         .preemptions = j->preemptions,
+        .target_workers = j->target_workers,
+        .resizes = j->resizes,
         .run_class = j->run_class,
         .stopping_workers = (const char *const *)j->stopping_workers,
         .stopping_generations = j->stopping_gens,

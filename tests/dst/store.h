@@ -35,6 +35,8 @@ typedef struct store_job {
     uint64_t flushed_bytes;
     uint32_t flushes;
     int32_t preemptions;
+    int32_t target_workers;     /* ScaleJob's size; 0: none */
+    int32_t resizes;
     int32_t run_class;          /* as the daemon's record: the class a RUNNING job runs with, + 1 */
     int32_t n_stopping;         /* workers still stopping a rank of an earlier generation */
     char **stopping_workers;

@@ -175,8 +175,13 @@ static trainer_t *trainer_get(dst_t *d, const char *job, int32_t gen, int32_t wo
 
     snprintf(key, sizeof(key), "%s/%d", job, gen);
     HASH_FIND_STR(w->trainers, key, t);
-    if (t)
+    if (t) {
+        /* every rank of a generation is launched with its size (a resize makes a new generation) */
+        if (world > 0 && t->world != (world > W_MAX_RANKS ? W_MAX_RANKS : world))
+            dst_fail(d, "job %s generation %d: a rank is launched with WORLD_SIZE %d, another had %d", job, gen, world,
+                     t->world);
         return t;
+    }
     t = tide_xcalloc(1, sizeof(*t));
     snprintf(t->key, sizeof(t->key), "%s", key);
     t->job = world_job_find(w, job);
@@ -191,6 +196,20 @@ static trainer_t *trainer_get(dst_t *d, const char *job, int32_t gen, int32_t wo
     t->world = world < 1 ? 1 : (world > W_MAX_RANKS ? W_MAX_RANKS : world);
     t->t0 = t->stall = -1;
     t->resume = t->job->resume;
+    /* A new generation resumes from the newest checkpoint every rank of one generation saved, whatever
+     * its size; the scheduler never records one that the trainers did not complete. */
+    if (shell_up(d)) {
+        const tide_job_t *cj = tide_core_job_find(d->shell->core, job);
+        if (cj && cj->last_ckpt.step > t->resume)
+            dst_fail(d, "job %s generation %d resumes from step %lld, but the scheduler recorded a checkpoint of step "
+                        "%lld (generation %d) that no generation completed",
+                     job, gen, (long long)t->resume, (long long)cj->last_ckpt.step, cj->last_ckpt.generation);
+    }
+    if (t->job->last_world && t->job->last_world != t->world) {
+        d->stats->gens_resized++;
+        d->stats->gens_resized_resumed += t->resume > 0;
+    }
+    t->job->last_world = t->world;
     t->save_req = -1;
     t->fail_rank = -1;
     t->fail_after = -1;

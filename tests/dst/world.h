@@ -43,6 +43,7 @@ typedef struct wjob {
     uint64_t id_base, id_stride;
     int64_t task_ms;
     double p_slow_rank; /* a rank of a generation is slow (2..5x) */
+    int32_t last_world; /* the size of its newest generation so far; 0: none */
     UT_hash_handle hh;
 } wjob_t;
 

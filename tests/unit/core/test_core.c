@@ -454,12 +454,48 @@ static void test_rollbacks_are_bounded(void **state)
     job = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
     for (int i = 0; i < 4 && job->state != TIDE_JOB_FAILED; i++) {
         tide_worker_t *w = tide_core_worker_find(h.core, "n1/gpu0");
+        h_clear(&h); /* the shell sent the LAUNCH (one not sent yet would be taken back by a rollback) */
         h_advance_alive(&h, 30000, NULL);
         if (w->job) /* the rolled-back rank's exit frees the worker */
             tide_core_rank_exited(h.core, w, job->id, w->generation, 0, 143, NULL);
     }
     assert_int_equal(job->state, TIDE_JOB_FAILED);
     assert_non_null(strstr(job->message, "failed to start"));
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A LAUNCH the shell has not been handed yet (same core call) is taken back when its generation ends in
+ * that call: no STOP for a rank that never ran (the worker would ignore it and stay bound), the worker is
+ * free at once, and the shell never reads the freed ranks. Once handed, a STOP is due as before. */
+static void test_launch_taken_back_in_the_same_call(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    tide_worker_t *w;
+    tide_error_t err;
+    (void)state;
+    h_init(&h, NULL);
+    cluster(&h, 1, 1);
+    w = tide_core_worker_find(h.core, "n1/gpu0");
+    h_clear(&h);
+    job = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
+    assert_int_equal(h_count(&h, TIDE_ACT_LAUNCH), 1);
+    assert_int_equal(tide_core_job_cancel(h.core, job->id, &job, &err), 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_LAUNCH), 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_STOP), 0);
+    assert_null(w->job);
+    assert_int_equal(w->state, TIDE_WORKER_READY);
+    h_check_invariants(&h);
+
+    h_clear(&h);
+    job = h_submit(&h, 1, 1, TIDE_PRIO_NORMAL);
+    h_clear(&h); /* handed to the shell */
+    assert_int_equal(tide_core_job_cancel(h.core, job->id, &job, &err), 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_STOP), 1);
+    assert_ptr_equal(w->job, job); /* bound until the exit */
+    tide_core_rank_exited(h.core, w, job->id, job->generation, 0, 143, NULL);
+    assert_null(w->job);
     h_check_invariants(&h);
     h_fini(&h);
 }
@@ -907,6 +943,7 @@ int main(void)
         cmocka_unit_test(test_unknown_rank_is_stopped),
         cmocka_unit_test(test_launch_timeout_rolls_back),
         cmocka_unit_test(test_rollbacks_are_bounded),
+        cmocka_unit_test(test_launch_taken_back_in_the_same_call),
         cmocka_unit_test(test_priority_order),
         cmocka_unit_test(test_job_too_big_does_not_block),
         cmocka_unit_test(test_cordon),
