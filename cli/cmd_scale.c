@@ -35,6 +35,17 @@ static bool resize_open(const Tide__V1__Job *j)
            j->resize->state != TIDE__V1__RESIZE_STATE__RESIZE_STATE_DONE;
 }
 
+/* Whether the job holds the size asked for: no resize under way or pending and, with a requested size,
+ * running with exactly that many workers. A request the scheduler could not start yet (the job was
+ * starting, yielding to a preemption, or waiting for its workers after a restart) is not settled. */
+static bool settled(const Tide__V1__Job *j)
+{
+    if (resize_open(j))
+        return false;
+    return j->target_workers == 0 ||
+           (j->state == TIDE__V1__JOB_STATE__JOB_STATE_RUNNING && (int32_t)j->n_worker_ids == j->target_workers);
+}
+
 /* The generation the resize starts from: a completed resize names a newer one. */
 static int32_t base_generation(const Tide__V1__Job *j)
 {
@@ -51,13 +62,21 @@ static void print_buf(tide_cli_t *cli, tide_buf_t *b)
 }
 
 /* Prints how the wait ended (the table form) and returns the exit code. */
-static int report_end(tide_cli_t *cli, const Tide__V1__Job *job, const char *jid, int32_t gen0)
+static int report_end(tide_cli_t *cli, const Tide__V1__Job *job, const char *jid, int32_t gen0, int32_t asked)
 {
     tide_buf_t b = TIDE_BUF_INIT;
     int rc;
 
-    if (job->last_resize && job->last_resize->to_generation > gen0) {
+    if (!job_ended(job) && asked > 0 && job->target_workers != asked) {
+        /* Another ScaleJob changed the requested size meanwhile: what was asked for is not what holds. */
+        tide_buf_printf(&b, "job %s: the requested size changed to %s meanwhile; %zu workers now\n", jid,
+                        job->target_workers ? "another size" : "elastic", job->n_worker_ids);
+        rc = TIDE_CLI_EXIT_FAILURE;
+    } else if (!job_ended(job) && settled(job) && job->last_resize && job->last_resize->to_generation > gen0) {
         tide_cli_render_resized(job, &b);
+        rc = TIDE_CLI_EXIT_OK;
+    } else if (!job_ended(job) && settled(job)) {
+        tide_buf_printf(&b, "job %s: %zu workers\n", jid, job->n_worker_ids);
         rc = TIDE_CLI_EXIT_OK;
     } else if (job_ended(job)) {
         char state[32], *msg = tide_cli_sanitize(job->message);
@@ -84,7 +103,7 @@ static int report_end(tide_cli_t *cli, const Tide__V1__Job *job, const char *jid
  * the newest job read (caller frees; NULL when none was read) and *ended tells whether the wait
  * reached an outcome (rather than an error or the timeout). */
 static int wait_resize(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__Job *first,
-                       const char *jid, int64_t timeout_ms, Tide__V1__Job **last, bool *ended)
+                       const char *jid, int32_t asked, int64_t timeout_ms, Tide__V1__Job **last, bool *ended)
 {
     Tide__V1__GetJobRequest req = TIDE__V1__GET_JOB_REQUEST__INIT;
     int32_t gen0 = base_generation(first);
@@ -103,10 +122,10 @@ static int wait_resize(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__J
         tide_cli_status_t st;
         ProtobufCMessage *resp;
 
-        if (!resize_open(job) || job_ended(job)) {
+        if (settled(job) || job_ended(job) || (asked > 0 && job->target_workers != asked)) {
             tide_cli_progress_clear(&pl);
             *ended = true;
-            rc = report_end(cli, job, jid, gen0);
+            rc = report_end(cli, job, jid, gen0, asked);
             break;
         }
         if (now - start >= timeout_ms) {
@@ -117,11 +136,11 @@ static int wait_resize(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__J
                 cli,
                 "DEADLINE_EXCEEDED: job %s: the resize to %d workers is not done after %s (it goes "
                 "on; 'tidectl job %s' shows it)",
-                jid, job->resize->to_workers, d, jid);
+                jid, job->resize ? job->resize->to_workers : job->target_workers, d, jid);
             rc = TIDE_CLI_EXIT_FAILURE;
             break;
         }
-        if (tide_cli_progress_active(&pl)) {
+        if (tide_cli_progress_active(&pl) && job->resize) {
             tide_buf_t b = TIDE_BUF_INIT;
             if ((int)job->resize->state != phase) {
                 phase = (int)job->resize->state;
@@ -246,14 +265,14 @@ int tide_cli_cmd_scale(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc,
         tide_cli_render_scale(job, &b);
         print_buf(cli, &b);
     }
-    if (!wait || !resize_open(job)) {
+    if (!wait || settled(job)) {
         /* Nothing to follow: the size holds already, or a pending job starts with it. */
         if (cli->format == TIDE_CLI_FORMAT_JSON)
             tide_cli_print_json(cli->out, &job->base);
         rc = TIDE_CLI_EXIT_OK;
         goto done;
     }
-    rc = wait_resize(cli, conn, job, jid, timeout_s * 1000, &last, &ended);
+    rc = wait_resize(cli, conn, job, jid, req.workers, timeout_s * 1000, &last, &ended);
     if (ended && cli->format == TIDE_CLI_FORMAT_JSON)
         tide_cli_print_json(cli->out, last ? &last->base : &job->base);
     fflush(cli->out);

@@ -328,6 +328,7 @@ struct tide_job {
     tide_list_t resize_node;       /* core->resizable while RUNNING with a size other than its goal */
     int32_t grown_from;            /* the size tide grew it from by itself (reason grow); 0: not grown */
     uint64_t launch_epoch;         /* core->actions_epoch + 1 of the last call that emitted a LAUNCH for it */
+    int32_t sdk_ranks;             /* ranks of this generation whose progress says they use the SDK */
     bool sdk_seen;                 /* a rank reported through the SDK (assumed after a restore) */
     int64_t restored_mono;         /* mono time it was restored from the store; 0: never */
     tide_list_t all_node;    /* core->jobs_by_seq */

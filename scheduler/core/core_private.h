@@ -338,6 +338,12 @@ bool tide__resize_in_progress(const tide_job_t *job);
 int32_t tide__job_size_cap(const tide_job_t *job);
 /* Puts the job in core->resizable, or takes it out, as its state and size say. */
 void tide__resize_track(tide_core_t *core, tide_job_t *job);
+/* What kept a resize from starting is over (a start, a cancelled yield, an abort, a reconcile): track
+ * the job and, when it is off its goal, look at it after the next pass. */
+void tide__resize_poke(tide_core_t *core, tide_job_t *job);
+/* A worker of the job was released: when a resize is stopping and none is bound any more, the old
+ * generation has stopped (the end of the stop phase). */
+void tide__resize_old_stopped(tide_core_t *core, tide_job_t *job);
 /* The checkpoint a resize waited for landed (how), or it cannot have one: stop the generation and queue
  * the job again with its size cap. No-op unless the resize is checkpointing. */
 void tide__resize_go(tide_core_t *core, tide_job_t *job, const char *how);

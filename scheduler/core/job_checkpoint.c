@@ -68,9 +68,12 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
 
     if (!slot)
         return;
+    w->job->sdk_ranks += (int32_t)p->sdk - (int32_t)slot->progress.sdk;
     slot->progress = *p;
-    if (p->sdk)
+    if (p->sdk && !w->job->sdk_seen) {
         w->job->sdk_seen = true;
+        tide__resize_track(core, w->job); /* it may grow by itself now: O(1), no action */
+    }
     if (p->task_seconds > 0)
         tide__straggler_arm(core, w->job); /* no-op once armed */
 }

@@ -110,9 +110,11 @@ void tide__job_maybe_reconciled(tide_core_t *core, tide_job_t *job)
     if (job->awaiting > 0 || !job->reconcile_deadline)
         return;
     job->reconcile_deadline = 0;
-    if (job->state == TIDE_JOB_RUNNING)
+    if (job->state == TIDE_JOB_RUNNING) {
         tide__event(core, "job.reconciled", job, NULL,
                     "every worker of job %s re-registered after the scheduler restart", job->id);
+        tide__resize_poke(core, job); /* a requested size that waited for the workers */
+    }
     tide__job_rearm(core, job);
 }
 
@@ -129,6 +131,7 @@ static void free_ranks(tide_job_t *job)
     job->ranks_exited = 0;
     job->ranks_unstarted = 0;
     job->awaiting = 0;
+    job->sdk_ranks = 0;
 }
 
 void tide__job_free(tide_job_t *job)
@@ -316,8 +319,6 @@ static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
     /* A resize goes on with the next placement: one waiting for its checkpoint stops now with the
      * generation; one that was starting starts again. */
     tide__resize_stopping(core, job);
-    if (job->resize.state == TIDE_RESIZE_STARTING)
-        job->resize.state = TIDE_RESIZE_STOPPING;
     tide__ckpt_request_end(core, job, "the generation was rolled back");
     stop_ranks(core, job, "generation rolled back");
     for (int32_t r = 0; r < job->n_ranks; r++)

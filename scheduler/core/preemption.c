@@ -69,6 +69,7 @@ static void start_yield(tide_core_t *core, tide_job_t *v, tide_job_t *job, int32
         r->decided_ms = core->now_wall;
         r->decided_mono = core->now_mono;
         v->size_cap = shrink_to;
+        tide__persist_job(core, v);
         tide__event(core, "job.resizing", v, NULL, "job %s generation %d: %d -> %d workers (shrink: %s); %s", v->id,
                     v->generation, v->n_ranks, shrink_to, r->detail,
                     tide__job_uses_sdk(v) ? "checkpointing first" : "it reports no checkpoints; stopping now");
@@ -184,7 +185,8 @@ static bool reclaim_for(tide_core_t *core, tide_job_t *job, tide_level_t level, 
     for (int p = TIDE_PRIO_LOW; p <= (int)job->eff_priority && p < TIDE_PRIO_COUNT; p++) {
         tide_list_for_each(pos, &core->running[p]) {
             tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
-            if (v->grown_from <= 0 || v->grown_from >= v->n_ranks || v->preempted_by || tide__resize_in_progress(v))
+            if (v->grown_from <= 0 || v->grown_from >= v->n_ranks || v->preempted_by ||
+                v->resize.state == TIDE_RESIZE_CHECKPOINTING)
                 continue;
             if (nv == cap) {
                 cap = cap ? cap * 2 : 16;
@@ -219,7 +221,7 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
 
     if (job->preempt_victims > 0 || job->placed_stamp == core->alloc_stamp + 1)
         return;
-    if (why != TIDE_WAIT_RESERVE && reclaim_for(core, job, level, need))
+    if (core->cfg.preemption && why != TIDE_WAIT_RESERVE && reclaim_for(core, job, level, need))
         return;
     if (!core->cfg.preemption || job->spec.priority == TIDE_PRIO_LOW)
         goto nothing;
@@ -229,8 +231,8 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
             tide_job_t *v = tide_list_entry(pos, tide_job_t, run_node);
             tide_worker_t *w0 = v->n_ranks > 0 ? v->ranks[0].worker : NULL;
             if (v->run_priority >= job->spec.priority || v->preempted_by || v->n_ranks == 0 ||
-                tide__resize_in_progress(v))
-                continue; /* a resizing job stops soon anyway: its capacity comes back by itself */
+                v->resize.state == TIDE_RESIZE_CHECKPOINTING)
+                continue; /* a resize about to stop it: its capacity comes back by itself */
             /* Waiting only for the reserve: LOW-held GPUs count as reserve already, evicting LOW
              * work frees nothing it may use. */
             if (why == TIDE_WAIT_RESERVE && v->run_priority == TIDE_PRIO_LOW)
@@ -359,6 +361,7 @@ void tide__preempt_yield(tide_core_t *core, tide_job_t *v, const char *how)
                     for_job ? "no longer waits" : "is gone");
         if (v->resize.reason == TIDE_RESIZE_SHRINK)
             tide__resize_abort(core, v, for_job ? "the job it made room for no longer waits" : "the job it made room for is gone");
+        tide__resize_poke(core, v); /* a size asked for while it yielded */
         free(by);
         tide__job_rearm(core, v);
         return;

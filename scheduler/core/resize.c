@@ -56,10 +56,7 @@ const char *tide_resize_state_name(tide_resize_state_t s)
 
 bool tide__job_uses_sdk(const tide_job_t *job)
 {
-    for (int32_t r = 0; r < job->n_ranks; r++)
-        if (job->ranks[r].progress.sdk)
-            return true;
-    return false;
+    return job->sdk_ranks > 0;
 }
 
 static bool in_progress(const tide_job_t *job)
@@ -88,7 +85,9 @@ int32_t tide__job_size_cap(const tide_job_t *job)
 
 void tide__resize_track(tide_core_t *core, tide_job_t *job)
 {
-    bool want = job->state == TIDE_JOB_RUNNING && !job->dropped && job->n_ranks != goal_of(job);
+    /* Only jobs tide may resize: a requested size, or growing by itself (a trainer that checkpoints). */
+    bool want = job->state == TIDE_JOB_RUNNING && !job->dropped && job->n_ranks != goal_of(job) &&
+                (job->target_workers > 0 || (core->cfg.auto_grow && job->sdk_seen));
     bool in = tide_list_linked(&job->resize_node);
 
     if (want && !in) {
@@ -97,6 +96,13 @@ void tide__resize_track(tide_core_t *core, tide_job_t *job)
     } else if (!want && in) {
         tide_list_remove(&job->resize_node);
     }
+}
+
+void tide__resize_poke(tide_core_t *core, tide_job_t *job)
+{
+    tide__resize_track(core, job);
+    if (tide_list_linked(&job->resize_node))
+        core->resize_due = core->need_schedule = true;
 }
 
 static void release_claim(tide_core_t *core, tide_job_t *job)
@@ -168,7 +174,9 @@ static void begin(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_re
 static void begin(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason, const char *fmt, ...)
 {
     tide_resize_t *r = &job->resize;
-    bool sdk = tide__job_uses_sdk(job);
+    /* Ranks that have not reported yet (just started, or adopted after a restart) of a job known to
+     * checkpoint are asked too: their grace bounds the wait. */
+    bool sdk = tide__job_uses_sdk(job) || job->sdk_seen;
     va_list ap;
 
     va_start(ap, fmt);
@@ -247,12 +255,26 @@ void tide__resize_stopping(tide_core_t *core, tide_job_t *job)
 {
     tide_resize_t *r = &job->resize;
 
+    if (r->state == TIDE_RESIZE_STARTING) {
+        /* The generation it placed ends before every rank ran (a rollback, an eviction): it is placed
+         * again; stop and start are measured from here. */
+        r->state = TIDE_RESIZE_STOPPING;
+        r->ckpt_mono = core->now_mono;
+        r->stopped_mono = 0;
+        return;
+    }
     if (r->state != TIDE_RESIZE_CHECKPOINTING)
         return;
     r->state = TIDE_RESIZE_STOPPING;
     r->ckpt_mono = core->now_mono;
     r->checkpoint_s = (double)(core->now_mono - r->decided_mono) / 1e3;
     job->resize_at = 0;
+}
+
+void tide__resize_old_stopped(tide_core_t *core, tide_job_t *job)
+{
+    if (job->resize.state == TIDE_RESIZE_STOPPING && !job->resize.stopped_mono && tide_list_empty(&job->bound))
+        job->resize.stopped_mono = core->now_mono;
 }
 
 void tide__resize_go(tide_core_t *core, tide_job_t *job, const char *how)
@@ -262,6 +284,21 @@ void tide__resize_go(tide_core_t *core, tide_job_t *job, const char *how)
 
     if (r->state != TIDE_RESIZE_CHECKPOINTING || job->state != TIDE_JOB_RUNNING)
         return;
+    if (to > job->n_ranks || r->reason == TIDE_RESIZE_REPLACE) {
+        /* The free GPUs it counts on may have gone meanwhile (placement does not know claims): a
+         * restart that would not get them is not worth it. */
+        int32_t need = r->reason == TIDE_RESIZE_REPLACE ? 1 : to - job->n_ranks;
+        const char *why = NULL;
+        int32_t avail;
+        release_claim(core, job);
+        avail = grow_avail(core, job, &why);
+        if (avail < need) {
+            tide__resize_abort(core, job, why ? why : "the free GPUs it counted on were taken");
+            return;
+        }
+        job->grow_claim = need;
+        core->grow_claimed += need;
+    }
     tide__resize_stopping(core, job);
     if (job->last_ckpt.step >= 0)
         tide__job_requeue(core, job, "job.resize_stopping",
@@ -297,8 +334,9 @@ void tide__resize_placed(tide_core_t *core, tide_job_t *job)
         job->n_exclude = 0;
     }
     if (r->state == TIDE_RESIZE_STOPPING) {
-        r->stopped_mono = core->now_mono;
-        r->stop_s = (double)(core->now_mono - r->ckpt_mono) / 1e3;
+        if (!r->stopped_mono)
+            r->stopped_mono = core->now_mono;
+        r->stop_s = (double)(r->stopped_mono - r->ckpt_mono) / 1e3;
     }
     r->state = TIDE_RESIZE_STARTING;
     r->to_generation = job->generation;
@@ -339,13 +377,7 @@ void tide__resize_started(tide_core_t *core, tide_job_t *job)
                     r->total_s, r->checkpoint_s, r->stop_s, r->start_s);
         tide__persist_job(core, job);
     }
-    tide__resize_track(core, job);
-    if (tide_list_linked(&job->resize_node)) {
-        job->resize_check_at = job->gen_start_mono + core->cfg.resize_dwell_ms;
-        if (job->resize_check_at <= core->now_mono)
-            job->resize_check_at = 0;
-        tide__job_rearm(core, job);
-    }
+    tide__resize_poke(core, job); /* a request that waited for this start is decided now (or its dwell armed) */
 }
 
 void tide__resize_abort(tide_core_t *core, tide_job_t *job, const char *why)
@@ -357,11 +389,17 @@ void tide__resize_abort(tide_core_t *core, tide_job_t *job, const char *why)
     if (in_progress(job))
         tide__event(core, "job.resize_cancelled", job, NULL, "job %s: resize %d -> %d workers cancelled: %s", job->id,
                     r->from_workers, r->to_workers, why);
+    if (r->reason == TIDE_RESIZE_REPLACE) {
+        for (int32_t i = 0; i < job->n_exclude; i++)
+            free(job->exclude[i]);
+        job->n_exclude = 0;
+    }
     release_claim(core, job);
     resize_clear(r);
     job->size_cap = 0;
     job->resize_at = 0;
     tide__persist_job(core, job);
+    tide__resize_poke(core, job); /* its requested size is decided again */
 }
 
 void tide__resize_on_timer(tide_core_t *core, tide_job_t *job)
@@ -389,20 +427,7 @@ static void reconcile(tide_core_t *core, tide_job_t *job, bool by_request)
     if (!can_begin(job) || n == goal)
         return;
     if (n > goal) {
-        /* A requested size below the current one can always be had, and was asked for: no dwell. But a
-         * generation of a job known to checkpoint whose ranks have not reported yet (just started, or
-         * adopted after a scheduler restart) is given until its dwell to report, polled every second,
-         * so that it checkpoints first. */
-        int64_t since = job->gen_start_mono > job->restored_mono ? job->gen_start_mono : job->restored_mono;
-        int64_t until = since + core->cfg.resize_dwell_ms;
-        if (!by_request && job->sdk_seen && !tide__job_uses_sdk(job) && core->now_mono < until) {
-            int64_t at = core->now_mono + 1000 < until ? core->now_mono + 1000 : until;
-            if (!job->resize_check_at || job->resize_check_at > at) {
-                job->resize_check_at = at;
-                tide__job_rearm(core, job);
-            }
-            return;
-        }
+        /* A requested size below the current one can always be had, and was asked for: no dwell. */
         begin(core, job, goal, TIDE_RESIZE_REQUESTED, "requested by ScaleJob");
         return;
     }
@@ -491,31 +516,29 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
     }
     if (job->resize.state == TIDE_RESIZE_PENDING && before != job->target_workers)
         resize_clear(&job->resize); /* decided again below, against the new goal */
-    if (in_progress(job) && job->target_workers > 0 && job->resize.state < TIDE_RESIZE_STARTING) {
-        job->resize.to_workers = job->size_cap = job->target_workers;
+    if (in_progress(job) && job->resize.state < TIDE_RESIZE_STARTING && job->resize.reason != TIDE_RESIZE_SHRINK) {
+        /* A resize not placed yet takes the newest size (placement gets what it can of it; elastic: up to
+         * max_workers); one being placed already is looked at again once it is done. A shrink for a
+         * preemption keeps its cap: the job it makes room for is placed first anyway. */
+        job->size_cap = job->target_workers;
+        job->resize.to_workers = goal_of(job);
         if (job->resize.reason != TIDE_RESIZE_REPLACE) {
             release_claim(core, job);
-            if (job->resize.to_workers > job->resize.from_workers) {
-                job->grow_claim = job->resize.to_workers - job->resize.from_workers;
+            if (job->state == TIDE_JOB_RUNNING && job->resize.to_workers > job->n_ranks) {
+                job->grow_claim = job->resize.to_workers - job->n_ranks;
                 core->grow_claimed += job->grow_claim;
             }
         }
+    } else if (job->state == TIDE_JOB_PENDING && job->size_cap > 0 && job->target_workers > 0 &&
+               job->size_cap > job->target_workers) {
+        job->size_cap = job->target_workers;
     }
-    if (job->state == TIDE_JOB_PENDING) {
-        if (job->size_cap > 0 && job->target_workers > 0 && job->size_cap > job->target_workers)
-            job->size_cap = job->target_workers;
-        tide__persist_job(core, job);
+    tide__persist_job(core, job);
+    if (job->state == TIDE_JOB_PENDING || in_progress(job)) {
+        tide__resize_track(core, job);
         return 0;
     }
     tide__resize_track(core, job);
-    if (in_progress(job)) {
-        /* A resize not placed yet takes the new size (placement gets what it can of it); one being
-         * placed already is looked at again once it is done. */
-        if (job->target_workers > 0 && job->resize.state < TIDE_RESIZE_STARTING)
-            job->resize.to_workers = job->size_cap = job->target_workers;
-        tide__persist_job(core, job);
-        return 0;
-    }
     if (job->target_workers > 0)
         reconcile(core, job, true);
     else

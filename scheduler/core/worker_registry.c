@@ -172,8 +172,10 @@ void tide__worker_release(tide_core_t *core, tide_worker_t *w)
     else
         tide__worker_update_free(core, w);
     core->need_schedule = true;
-    if (job)
+    if (job) {
+        tide__resize_old_stopped(core, job);
         tide__preempt_stopped(core, job);
+    }
 }
 
 static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why, bool failure)

@@ -892,7 +892,9 @@ static void check_resize(dst_t *d)
                          job->id, job->n_ranks, (long long)(d->now - j->over_since), job->target_workers,
                          tide_resize_state_name(r->state), (long long)cfg->resize_dwell_ms);
         }
-        if (running && !job->dropped && job->n_ranks != goal) {
+        /* tide resizes only jobs with a requested size, or growing by themselves (SDK, auto_grow) */
+        if (running && !job->dropped && job->n_ranks != goal &&
+            (job->target_workers > 0 || (cfg->auto_grow && job->sdk_seen))) {
             off_goal++;
             if (!tide_list_linked(&job->resize_node))
                 dst_fail(d, "job %s runs %d workers, its goal is %d, but it is not in the resizable list", job->id,

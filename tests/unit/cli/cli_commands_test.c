@@ -1008,7 +1008,8 @@ typedef enum scale_view {
     SV_ACTIVE,   /* running, the resize under way (state in scale_script_t.active_state) */
     SV_DONE,     /* resized 2 -> 4, generation 3 */
     SV_FAILED,   /* the job failed meanwhile */
-    SV_WITHDRAWN, /* no resize any more, and none completed */
+    SV_WITHDRAWN, /* no resize any more, and none completed: another request asked for 2 */
+    SV_UNSTARTED, /* 4 requested, 2 run, no resize open (the scheduler could not start it yet) */
     SV_ALREADY,  /* 4 workers, 4 requested: nothing to do */
     SV_QUEUED,   /* a pending job */
     SV_ELASTIC,  /* running 4 of 2..8, nothing requested */
@@ -1069,6 +1070,8 @@ static void send_scale_job(fake_call_t *call, scale_view_t v, int active_state)
         break;
     case SV_WITHDRAWN:
         j.target_workers = 2;
+        break;
+    case SV_UNSTARTED:
         break;
     case SV_ALREADY:
         j.n_worker_ids = 4, j.worker_ids = four;
@@ -1318,11 +1321,23 @@ static void test_scale_wait(void **state)
     assert_int_equal(r.rc, 1);
     assert_non_null(strstr(r.out, "\"state\": \"JOB_STATE_FAILED\""));
     result_free(&r);
+    /* No resize open but the job is not at the size asked for (the scheduler could not start it yet:
+     * the job was yielding, starting or reconnecting): not done; it waits on, here until --timeout. */
     s.outcome = SV_WITHDRAWN, s.gets = 0;
     r = run("scale", "7", "-n", "4", "-W", NULL);
     assert_int_equal(r.rc, 1);
     expect_str(r.out, "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n"
-                      "job 7: the resize was withdrawn; 2 workers now\n");
+                      "job 7: the requested size changed to another size meanwhile; 2 workers now\n");
+    result_free(&r);
+    s.outcome = SV_UNSTARTED, s.gets = 0;
+    fast_clock_ms = NOW_MS - 10000;
+    clock_fn = fast_clock;
+    r = run("scale", "7", "-n", "4", "-W", "--timeout", "1m", NULL);
+    clock_fn = NULL;
+    assert_int_equal(r.rc, 1);
+    expect_str(r.out, "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n");
+    assert_non_null(strstr(r.err, "DEADLINE_EXCEEDED: job 7: the resize to 4 workers is not done after"));
+    assert_true(s.gets > 1);
     result_free(&r);
 
     /* The scheduler goes away while we wait. */

@@ -391,7 +391,9 @@ static void check_resize(tide_core_t *core)
 
     HASH_ITER(hh, core->jobs, job, jtmp) {
         int32_t goal = job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
-        bool want = job->state == TIDE_JOB_RUNNING && job->n_ranks != goal;
+        /* tide resizes only jobs with a requested size, or growing by themselves (SDK, auto_grow) */
+        bool want = job->state == TIDE_JOB_RUNNING && job->n_ranks != goal &&
+                    (job->target_workers > 0 || (core->cfg.auto_grow && job->sdk_seen));
         tide_resize_state_t st = job->resize.state;
 
         assert_true(job->grow_claim >= 0);

@@ -713,8 +713,8 @@ static void test_pending_retry_is_said_once(void **state)
     h_fini(&h);
 }
 
-/* A ScaleJob shrink that arrives while the generation still starts cannot begin at once; it must be
- * carried out once the generation runs (at the latest after the dwell), never dropped. */
+/* A ScaleJob shrink that arrives while the generation still starts cannot begin at once; it is carried
+ * out as soon as the generation runs (no dwell: it was asked for), never dropped. */
 static void test_shrink_requested_while_starting(void **state)
 {
     h_t h;
@@ -729,15 +729,21 @@ static void test_shrink_requested_while_starting(void **state)
     scale_ok(&h, job, 2);
     assert_int_equal(job->target_workers, 2);
     assert_int_equal(job->resize.state, TIDE_RESIZE_NONE); /* not while it starts */
-    h_start_all(&h);
-    h_sdk(&h, job, 0.4);
-    h_clear(&h);
-    h_jump(&h, 61000);
-    h_jump(&h, 1000);
-    h_check_invariants(&h);
+    h_start_keep(&h);
+    /* Every rank started: the shrink begins at once; no rank ever reported through the SDK, so there is
+     * nothing to checkpoint and it stops now. */
     assert_int_equal(events_for(&h, "job.resizing", job), 1);
-    assert_int_equal(job->resize.state, TIDE_RESIZE_CHECKPOINTING);
-    assert_int_equal(job->resize.to_workers, 2);
+    assert_contains(h_event_text(&h, "job.resizing", 0), "stopping now");
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    h_check_invariants(&h);
+    h_stop_all(&h);
+    h_start_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->generation, 2);
+    assert_int_equal(job->n_ranks, 2);
+    assert_int_equal(job->last_resize.workers, 2);
+    assert_int_equal(job->last_resize.reason, TIDE_RESIZE_REQUESTED);
+    h_check_invariants(&h);
     h_fini(&h);
 }
 
@@ -807,13 +813,13 @@ static void test_restored_pin_below_the_size_shrinks(void **state)
     }
     assert_int_equal(j2->state, TIDE_JOB_RUNNING);
     assert_int_equal(j2->ranks_running, 4);
-    h_check_invariants(&h2);
-    h_sdk(&h2, j2, 0.4);
-    h_clear(&h2);
-    h_jump(&h2, 61000);
-    h_jump(&h2, 1000);
+    /* Reconciled: the shrink begins. The ranks have not reported since the restart, but a restored job
+     * may checkpoint: it is asked to first, within its grace. */
     assert_int_equal(events_for(&h2, "job.resizing", j2), 1);
+    assert_int_equal(j2->resize.state, TIDE_RESIZE_CHECKPOINTING);
     assert_int_equal(j2->resize.to_workers, 2);
+    assert_int_equal(count_for(&h2, TIDE_ACT_CHECKPOINT_NOW, j2), 4);
+    assert_int_equal(count_for(&h2, TIDE_ACT_STOP, j2), 0);
     h_check_invariants(&h2);
     h_fini(&h1);
     h_fini(&h2);
@@ -933,7 +939,8 @@ static void grow_setup(h_t *h, const tide_core_config_t *cfg, bool sdk, tide_job
     *other = run(h, 2, 2, TIDE_PRIO_NORMAL, 2);
     *started = h->mono;
     *job = sdk ? run_sdk(h, 2, 4, TIDE_PRIO_NORMAL, 2) : run(h, 2, 4, TIDE_PRIO_NORMAL, 2);
-    assert_true(tide_list_linked(&(*job)->resize_node));
+    /* only a job that may grow by itself (it reports through the SDK) is looked at */
+    assert_int_equal(tide_list_linked(&(*job)->resize_node), sdk && (!cfg || cfg->auto_grow));
 }
 
 static void test_auto_grow_after_the_dwell(void **state)
@@ -1063,6 +1070,116 @@ static void test_low_job_reclaims_a_low_loan_but_not_a_requested_size(void **sta
     assert_int_equal(b->state, TIDE_JOB_PENDING);
     assert_int_equal(events_for(&h, "job.resizing", job), 0);
     assert_int_equal(job->n_ranks, 4);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A size asked for while the job yields to a preemption is carried out once the preemption is called off. */
+static void test_scale_during_a_yield_is_kept(void **state)
+{
+    h_t h;
+    tide_job_t *low, *crit, *out;
+    tide_error_t err;
+    (void)state;
+
+    h_init(&h, NULL);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    low = run_sdk(&h, 2, 4, TIDE_PRIO_LOW, 4);
+    crit = h_submit(&h, 4, 4, TIDE_PRIO_CRITICAL); /* shrinking cannot free 4: low is evicted */
+    assert_non_null(low->preempted_by);
+    scale_ok(&h, low, 2);
+    assert_int_equal(low->resize.state, TIDE_RESIZE_NONE); /* not while it yields */
+    h_clear(&h);
+    assert_int_equal(tide_core_job_cancel(h.core, crit->id, &out, &err), 0);
+    h_ckpt(&h, low, 7); /* its yield point: the job it made room for is gone, it keeps running */
+    h_advance_alive(&h, 500, NULL);
+    assert_null(low->preempted_by);
+    assert_int_equal(events_for(&h, "job.preempt_cancelled", low), 1);
+    assert_int_equal(events_for(&h, "job.resizing", low), 1);
+    assert_int_equal(low->resize.state, TIDE_RESIZE_CHECKPOINTING);
+    assert_int_equal(low->resize.to_workers, 2);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* A job whose resized generation is still starting is a victim like any other: a higher class waiting
+ * for its GPUs is not stuck behind it. */
+static void test_starting_resize_can_be_preempted(void **state)
+{
+    h_t h;
+    tide_job_t *low, *normal;
+    (void)state;
+
+    h_init(&h, NULL);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    low = run_sdk(&h, 2, 4, TIDE_PRIO_LOW, 4);
+    scale_ok(&h, low, 2);
+    h_ckpt(&h, low, 3);
+    h_stop_all(&h);
+    assert_int_equal(low->resize.state, TIDE_RESIZE_STARTING);
+    assert_int_equal(low->n_ranks, 2);
+    h_clear(&h);
+    normal = h_submit(&h, 4, 4, TIDE_PRIO_NORMAL);
+    assert_int_equal(normal->state, TIDE_JOB_PENDING);
+    assert_non_null(low->preempted_by);
+    assert_string_equal(low->preempted_by, normal->id);
+    assert_int_equal(low->state, TIDE_JOB_PENDING); /* still starting: no checkpoint to wait for */
+    assert_int_equal(low->resize.state, TIDE_RESIZE_STOPPING); /* placed again later, at its size */
+    h_check_invariants(&h);
+    h_stop_all(&h);
+    assert_int_equal(normal->state, TIDE_JOB_RUNNING);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* The free GPUs a grow counted on were taken while it checkpointed (placement does not know claims): the
+ * grow is called off instead of restarting the job for nothing. */
+static void test_grow_called_off_when_its_gpus_are_taken(void **state)
+{
+    h_t h;
+    tide_job_t *job, *other, *late;
+    int64_t started;
+    (void)state;
+
+    grow_setup(&h, NULL, true, &job, &other, &started);
+    h_exit_all(&h, other);
+    h_jump(&h, started + 60000 - h.mono);
+    assert_int_equal(job->resize.state, TIDE_RESIZE_CHECKPOINTING);
+    assert_int_equal(h.core->grow_claimed, 2);
+    late = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    assert_int_equal(late->state, TIDE_JOB_RUNNING);
+    h_clear(&h);
+    h_ckpt(&h, job, 5);
+    assert_int_equal(events_for(&h, "job.resize_cancelled", job), 1);
+    assert_int_equal(count_for(&h, TIDE_ACT_STOP, job), 0);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->generation, 1);
+    assert_int_equal(job->resize.state, TIDE_RESIZE_NONE);
+    assert_int_equal(h.core->grow_claimed, 0);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* Back to elastic while a resize to 3 is stopping: the new generation takes what is free, up to max. */
+static void test_elastic_while_stopping(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    tide_error_t err;
+    (void)state;
+
+    h_init(&h, NULL);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    job = run_sdk(&h, 2, 8, TIDE_PRIO_NORMAL, 8);
+    scale_ok(&h, job, 3);
+    h_ckpt(&h, job, 4);
+    assert_int_equal(job->resize.state, TIDE_RESIZE_STOPPING);
+    assert_int_equal(scale(&h, job, 0, true, &err), 0);
+    h_stop_all(&h);
+    h_start_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->n_ranks, 8);
+    assert_int_equal(job->target_workers, 0);
     h_check_invariants(&h);
     h_fini(&h);
 }
@@ -1473,6 +1590,10 @@ int main(void)
         cmocka_unit_test(test_second_request_claims_what_it_counts_on),
         cmocka_unit_test(test_cancel_during_resize),
         cmocka_unit_test(test_auto_grow_after_the_dwell),
+        cmocka_unit_test(test_scale_during_a_yield_is_kept),
+        cmocka_unit_test(test_starting_resize_can_be_preempted),
+        cmocka_unit_test(test_grow_called_off_when_its_gpus_are_taken),
+        cmocka_unit_test(test_elastic_while_stopping),
         cmocka_unit_test(test_grown_job_gives_back_to_its_own_class),
         cmocka_unit_test(test_low_job_reclaims_a_low_loan_but_not_a_requested_size),
         cmocka_unit_test(test_no_auto_grow_without_sdk_or_when_off),
