@@ -21,8 +21,10 @@ What the SDK lines do:
 - generations: every checkpoint records the TIDE_JOB_ID and TIDE_GENERATION that wrote it (+1 per
   resize, preemption or requeue; "" and 0 outside tide). A run of generation g never loads a checkpoint
   of its own job's later generation, and if the dir holds one, this run is a stale rank (one that should
-  have stopped): it neither starts nor saves over the newer lineage, and exits 1 saying why. Another
-  job's checkpoints load whatever their generation (a job submitted again resumes the old one's dir).
+  have stopped): it neither starts nor saves over the newer lineage, and exits 1 saying why. Among its
+  own job's checkpoints the newest is the newest generation's newest step (a stale rank may have written
+  higher steps first). Another job's checkpoints load whatever their generation, by step, when this job
+  has none of its own (a job submitted again resumes the old one's dir).
   Outside tide nothing is checked.
 
 Checkpoint dir: --checkpoint-dir, else $TIDE_CHECKPOINT_DIR, else TMPDIR/ddp_train_sdk-RUN_ID
@@ -169,17 +171,25 @@ def checkpoints(d, seen):
 
 
 def newest_checkpoint(d, seen):
-    """The newest checkpoint that is not this job's from a later generation (any, outside tide), or None."""
+    """The checkpoint to resume from, or None. Outside tide the newest by step. Under tide this job's own
+    by (generation, step), skipping its later generations: a stale rank of an older generation that
+    outlived its stop may have written higher steps than the newer generation, and that branch must not
+    win. Other jobs' checkpoints (by step) only when this job has none of its own to load."""
     if not GENERATION or not JOB:
         paths = sorted(glob.glob(os.path.join(d, "ckpt-*.pt")))
         return paths[-1] if paths else None
-    for path, job, gen, _ in checkpoints(d, seen):
-        if job == JOB and gen > GENERATION:
+    own, others = [], []
+    for path, job, gen, step in checkpoints(d, seen):  # newest step first
+        if job != JOB:
+            others.append(path)
+        elif gen > GENERATION:
             print(f"ddp_train_sdk: checkpoint {path} not loaded: written by generation {gen}, "
                   f"this run is generation {GENERATION}", file=sys.stderr, flush=True)
-            continue
-        return path
-    return None
+        else:
+            own.append((gen, step, path))
+    if own:
+        return max(own)[2]
+    return others[0] if others else None
 
 
 def stale(d, seen):

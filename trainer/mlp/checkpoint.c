@@ -1,8 +1,9 @@
 /* Checkpoint encoding, checking, atomic writing, the newest-valid scan and the generation guard
  * (checkpoint.h). Invariant: nothing is decoded from bytes whose SHA-256 does not match, a
  * checkpoint file appears under its final name only once all of its bytes are on disk, and a run of
- * job j > 0, generation g > 0 loads nothing of job j's later generations and writes nothing into a
- * directory that holds one (other jobs' files never count for its lineage). */
+ * job j > 0, generation g > 0 loads nothing of job j's later generations, writes nothing into a
+ * directory that holds one, and ranks job j's own files by (generation, step) for loading and
+ * pruning (other jobs' files never count for its lineage and rank after its own, by step). */
 #include "checkpoint.h"
 
 #include <dirent.h>
@@ -286,6 +287,44 @@ void tide_mlp_state_free(tide_mlp_state_t *s)
     s->params = s->velocity = NULL;
 }
 
+static int read_file(const char *path, uint8_t **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t got = 0;
+    int rc = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0) {
+        rc = -errno;
+        goto done;
+    }
+    buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+    if (!buf) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? -errno : -EIO;
+            goto done;
+        }
+        got += (size_t)r;
+    }
+    *out = buf;
+    *len = got;
+    buf = NULL;
+done:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
 /* Checkpoint files in dir, by steps done, newest first. Returns the count (0 when the directory
  * does not exist) or a negative errno. *steps is caller-freed. */
 static int list_checkpoints(const char *dir, uint64_t **steps)
@@ -327,6 +366,76 @@ static int list_checkpoints(const char *dir, uint64_t **steps)
 static void ckpt_path(char *out, const char *dir, uint64_t steps)
 {
     snprintf(out, TIDE_MLP_CKPT_PATH_MAX, "%s/mlp-%012llu.ckpt", dir, (unsigned long long)steps);
+}
+
+/* What one checkpoint file in a directory holds, as far as its order is concerned. */
+typedef struct entry {
+    uint64_t steps; /* from its name */
+    uint64_t job;   /* the rest only when valid */
+    uint64_t gen;
+    bool valid; /* checksum, format, and the step inside is the one in its name */
+} entry_t;
+
+/* Every checkpoint file in dir, read whole and checked (any config), newest step first. Returns
+ * the count (0 when the directory does not exist) or a negative errno. *out is caller-freed. */
+static int scan(const char *dir, entry_t **out)
+{
+    uint64_t *steps = NULL;
+    entry_t *v = NULL;
+    int n = list_checkpoints(dir, &steps);
+
+    if (n > 0)
+        v = tide_xcalloc((size_t)n, sizeof(*v));
+    for (int i = 0; i < n; i++) {
+        char file[TIDE_MLP_CKPT_PATH_MAX];
+        uint8_t *buf = NULL;
+        size_t len = 0;
+
+        v[i].steps = steps[i];
+        ckpt_path(file, dir, steps[i]);
+        if (read_file(file, &buf, &len) != 0)
+            continue; /* unreadable: not valid, as for the loader */
+        if (check_bytes(buf, len, NULL) == 0 && get_u64(buf + 64) == steps[i]) {
+            v[i].valid = true;
+            v[i].job = file_job(buf);
+            v[i].gen = get_u64(buf + 80);
+        }
+        free(buf);
+    }
+    free(steps);
+    *out = v;
+    return n;
+}
+
+/* Whether e is a valid checkpoint of job `job`'s lineage (never for job 0: no lineage). */
+static bool in_lineage(const entry_t *e, uint64_t job)
+{
+    return job != 0 && e->valid && e->job == job;
+}
+
+/* The order in which checkpoints are newer for job `job`: its own lineage first, by (generation,
+ * step), so that a stale branch (an older generation that outlived its stop and wrote higher
+ * steps) ranks below the newer generation; then every other file (other jobs, job 0, damaged ones)
+ * by step. Job 0: by step alone. */
+static bool ranks_before(const entry_t *a, const entry_t *b, uint64_t job)
+{
+    bool ma = in_lineage(a, job), mb = in_lineage(b, job);
+
+    if (ma != mb)
+        return ma;
+    if (ma && a->gen != b->gen)
+        return a->gen > b->gen;
+    return a->steps > b->steps;
+}
+
+static void sort_for(entry_t *v, int n, uint64_t job)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of files */
+        for (int j = i; j > 0 && ranks_before(&v[j], &v[j - 1], job); j--) {
+            entry_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
 }
 
 static int mkdir_p(const char *dir)
@@ -372,7 +481,8 @@ int tide_mlp_ckpt_save(const char *dir, const tide_mlp_state_t *s, uint32_t keep
     size_t len = tide_mlp_ckpt_size(s->n_params);
     uint8_t *buf = tide_xmalloc(len);
     char final[TIDE_MLP_CKPT_PATH_MAX], tmp[TIDE_MLP_CKPT_PATH_MAX + 32];
-    uint64_t *steps = NULL;
+    entry_t *files = NULL;
+    uint64_t lineage;
     int fd = -1, dfd = -1, rc, n;
 
     if (s->job > 0 && s->generation > 0) {
@@ -428,59 +538,34 @@ int tide_mlp_ckpt_save(const char *dir, const tide_mlp_state_t *s, uint32_t keep
         *bytes = len;
     if (sha256_hex)
         tide_mlp_sha256_hex(buf, len, sha256_hex);
-    /* Keep the newest `keep` at or below this one. Newer files can only be ones the loader refused
-     * (it takes the newest valid one): they stay, for a human to look at. */
-    n = list_checkpoints(dir, &steps);
-    for (int i = 0, kept = 0; i < n; i++) {
+    /* Keep the newest `keep` at or below this one, this file included, in the loader's order (for
+     * this job's lineage: by generation, then step, so a stale branch's higher steps go first).
+     * Files that rank above it can only be ones the loader refused (it takes the first valid one):
+     * they stay, for a human to look at, and do not count. */
+    lineage = s->generation > 0 ? s->job : 0;
+    n = scan(dir, &files);
+    sort_for(files, n, lineage);
+    for (int i = 0, kept = 1; i < n; i++) {
+        const entry_t *e = &files[i];
         char old[TIDE_MLP_CKPT_PATH_MAX];
-        if (steps[i] > s->steps_done || kept++ < (int)keep)
+        bool above;
+
+        if (e->steps == s->steps_done)
+            continue; /* this one */
+        if (in_lineage(e, lineage))
+            above = e->gen > s->generation || (e->gen == s->generation && e->steps > s->steps_done);
+        else
+            above = e->steps > s->steps_done;
+        if (above || kept++ < (int)keep)
             continue;
-        ckpt_path(old, dir, steps[i]);
+        ckpt_path(old, dir, e->steps);
         unlink(old);
     }
 done:
-    free(steps);
+    free(files);
     if (dfd >= 0)
         close(dfd);
     free(buf);
-    return rc;
-}
-
-static int read_file(const char *path, uint8_t **out, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    uint8_t *buf = NULL;
-    size_t got = 0;
-    int rc = 0;
-
-    if (fd < 0)
-        return -errno;
-    if (fstat(fd, &st) != 0) {
-        rc = -errno;
-        goto done;
-    }
-    buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
-    if (!buf) {
-        rc = -ENOMEM;
-        goto done;
-    }
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rc = r < 0 ? -errno : -EIO;
-            goto done;
-        }
-        got += (size_t)r;
-    }
-    *out = buf;
-    *len = got;
-    buf = NULL;
-done:
-    free(buf);
-    close(fd);
     return rc;
 }
 
@@ -488,12 +573,13 @@ int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, 
                               uint64_t max_generation, tide_mlp_state_t *s, char *path, FILE *log,
                               tide_error_t *err)
 {
-    uint64_t *steps = NULL;
-    int n = list_checkpoints(dir, &steps);
+    entry_t *files = NULL;
+    int n = scan(dir, &files);
     int rc = -ENOENT, newer = 0;
 
-    if (job == 0)
-        max_generation = 0; /* no lineage to keep: any generation loads */
+    if (job == 0 || max_generation == 0)
+        job = max_generation = 0; /* no lineage to keep: any generation loads, newest step first */
+    sort_for(files, n > 0 ? n : 0, job); /* this job's newest generation's newest step first */
 
     if (n < 0) {
         rc = n;
@@ -515,7 +601,7 @@ int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, 
         bool later;
         int r;
 
-        ckpt_path(file, dir, steps[i]);
+        ckpt_path(file, dir, files[i].steps);
         r = read_file(file, &buf, &len);
         if (r) {
             if (log)
@@ -536,9 +622,9 @@ int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, 
          * its own, which a new job may continue (submitted again with the same directory) */
         later = max_generation && gen > max_generation && file_job(buf) == job;
         free(buf);
-        if (r == 0 && (held != steps[i] || later))
+        if (r == 0 && (held != files[i].steps || later))
             tide_mlp_state_free(s);
-        if (held != steps[i]) {
+        if (held != files[i].steps) {
             if (log)
                 fprintf(log, "tide-mlp: checkpoint %s not loaded: it holds step %llu\n", file,
                         (unsigned long long)held);
@@ -572,15 +658,15 @@ int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, 
                        dir, (unsigned long long)max_generation, newer);
     }
 done:
-    free(steps);
+    free(files);
     return rc;
 }
 
 int tide_mlp_ckpt_newest_generation(const char *dir, uint64_t job, uint64_t *generation,
                                     uint64_t *steps_out, tide_error_t *err)
 {
-    uint64_t *steps = NULL;
-    int n = list_checkpoints(dir, &steps);
+    entry_t *files = NULL;
+    int n = scan(dir, &files);
     int rc = 0;
 
     if (n < 0) {
@@ -588,29 +674,19 @@ int tide_mlp_ckpt_newest_generation(const char *dir, uint64_t job, uint64_t *gen
         tide_errprintf(err, "%s: %s", dir, strerror(-rc));
         goto done;
     }
-    /* steps[] is newest first, so the first file of a generation is its newest step */
+    /* files[] is newest step first, so the first file of a generation is its newest step */
     for (int i = 0; i < n; i++) {
-        char file[TIDE_MLP_CKPT_PATH_MAX];
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        uint64_t gen;
-
-        ckpt_path(file, dir, steps[i]);
-        if (read_file(file, &buf, &len) != 0)
-            continue; /* unreadable: not valid, as for the loader */
-        if (check_bytes(buf, len, NULL) == 0 && get_u64(buf + 64) == steps[i] &&
-            (job == 0 || file_job(buf) == job)) {
-            gen = get_u64(buf + 80);
-            if (rc == 0 || gen > *generation) {
-                *generation = gen;
-                *steps_out = steps[i];
-                rc = 1;
-            }
+        const entry_t *e = &files[i];
+        if (!e->valid || (job != 0 && e->job != job))
+            continue;
+        if (rc == 0 || e->gen > *generation) {
+            *generation = e->gen;
+            *steps_out = e->steps;
+            rc = 1;
         }
-        free(buf);
     }
 done:
-    free(steps);
+    free(files);
     return rc;
 }
 

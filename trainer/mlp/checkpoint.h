@@ -15,7 +15,9 @@
  * rename, fsync of the directory). Generations (TIDE_GENERATION, 0 outside tide) order the lineage
  * of one job (TIDE_JOB_ID, 0 outside tide): a run of job j > 0 and generation g > 0 neither loads a
  * checkpoint of job j from a later generation nor writes into a directory that holds one (it is a
- * stale rank). Other jobs' checkpoints load as before (a new job resumes an old job's directory).
+ * stale rank), and takes job j's newest generation's newest step, not the highest step (a stale
+ * branch may have written higher ones). Other jobs' checkpoints load by step when job j has none of
+ * its own (a new job resumes an old job's directory).
  * docs/tide-mlp.md. */
 #ifndef TIDE_MLP_CHECKPOINT_H
 #define TIDE_MLP_CHECKPOINT_H
@@ -63,21 +65,24 @@ int tide_mlp_ckpt_decode(const uint8_t *buf, size_t len, const tide_mlp_config_t
 void tide_mlp_state_free(tide_mlp_state_t *s);
 
 /* Writes s to DIR/mlp-STEPS.ckpt atomically, then deletes all but the newest `keep` checkpoints in
- * dir. Fills path (TIDE_MLP_CKPT_PATH_MAX bytes), *bytes and sha256_hex (65 bytes) when not NULL.
- * When s->job and s->generation are > 0 it first runs tide_mlp_ckpt_check_lineage: -ESTALE, nothing
- * written, err "generation 2 is stale: ...; not saving". Returns 0 or a negative errno with err
- * saying what failed (nothing is left half-written). */
+ * dir (the new one always stays) in tide_mlp_ckpt_load_newest's order for job s->job, generation
+ * s->generation; files ranked above the new one stay and do not count. Fills path
+ * (TIDE_MLP_CKPT_PATH_MAX bytes), *bytes and sha256_hex (65 bytes) when not NULL. When s->job and
+ * s->generation are > 0 it first runs tide_mlp_ckpt_check_lineage: -ESTALE, nothing written, err
+ * "generation 2 is stale: ...; not saving". Returns 0 or a negative errno with err saying what
+ * failed (nothing is left half-written). */
 int tide_mlp_ckpt_save(const char *dir, const tide_mlp_state_t *s, uint32_t keep, char *path,
                        uint64_t *bytes, char *sha256_hex, tide_error_t *err);
 
-/* Loads the newest valid checkpoint in dir into *s (see tide_mlp_ckpt_decode). A file that is not
- * valid, or (job > 0 and max_generation > 0) was written by job `job` in a generation above
- * max_generation, is named on `log` (when not NULL) and skipped for the next older one; other jobs'
- * files (and job 0's) load whatever their generation. Returns 0 (path filled when not NULL),
- * -ENOENT when dir has no checkpoint files (or does not exist), -ESTALE when none was loaded and
- * some valid ones were refused for their generation, -EBADMSG when it has some but none is valid,
- * -EINVAL when the newest valid one is for another config, or another negative errno for I/O
- * errors; err says which. */
+/* Loads the newest valid checkpoint in dir into *s (see tide_mlp_ckpt_decode). Newest: when job > 0
+ * and max_generation > 0, job `job`'s own valid files come first, by (generation, step), then all
+ * others (other jobs', job 0's) by step; else by step alone. A file that is not valid, or was
+ * written by job `job` in a generation above max_generation, is named on `log` (when not NULL) and
+ * skipped for the next one; other jobs' files (and job 0's) load whatever their generation. Returns
+ * 0 (path filled when not NULL), -ENOENT when dir has no checkpoint files (or does not exist),
+ * -ESTALE when none was loaded and some valid ones were refused for their generation, -EBADMSG when
+ * it has some but none is valid, -EINVAL when the newest valid one is for another config, or
+ * another negative errno for I/O errors; err says which. */
 int tide_mlp_ckpt_load_newest(const char *dir, const tide_mlp_config_t *expect, uint64_t job,
                               uint64_t max_generation, tide_mlp_state_t *s, char *path, FILE *log,
                               tide_error_t *err);

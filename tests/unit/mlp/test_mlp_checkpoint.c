@@ -2,8 +2,9 @@
  * magic, version, data position), version-1 files (no job), config mismatches named by flag,
  * atomic saves that keep the newest N, a directory scan that skips invalid files for the next
  * older valid one and never loads them, and generations within one job: a later generation's file
- * of the same job is never loaded and a stale generation never writes beside one, while other
- * jobs' files (whatever their generation) load and never make a run stale. */
+ * of the same job is never loaded and a stale generation never writes beside one, the job's own
+ * files rank by (generation, step) for loading and pruning, while other jobs' files (whatever their
+ * generation) load when it has none and never make a run stale. */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -512,11 +513,13 @@ static void test_later_generation_is_never_loaded(void **state)
     assert_non_null(strstr(err.text, "no valid checkpoint of generation 1 or older (3 of a later"));
     free(logbuf);
 
-    /* a damaged file still counts as damaged, whatever generation it claims */
+    /* a damaged file still counts as damaged, whatever generation it claims: it belongs to no
+     * lineage, so it ranks after the job's valid files (and is named as damaged once reached,
+     * below) */
     flip(f->dir, 6, 300);
     assert_int_equal(load_gen(f, 4, &logbuf, &rc, &err), 3);
     assert_non_null(strstr(logbuf, "000009.ckpt not loaded: written by generation 5"));
-    assert_non_null(strstr(logbuf, "000006.ckpt not loaded: checksum mismatch"));
+    assert_null(strstr(logbuf, "000006.ckpt"));
     free(logbuf);
 
     /* a later generation's file of another config is refused for its generation, not an error */
@@ -529,6 +532,14 @@ static void test_later_generation_is_never_loaded(void **state)
                      -EINVAL);
     assert_non_null(strstr(err.text, "000003.ckpt does not belong to this run"));
     assert_null(out.params);
+
+    /* without step 3 the damaged step 6 is reached: named as damaged, not as a later generation */
+    unlink_ckpt(f->dir, 3);
+    assert_int_equal(load_gen(f, 4, &logbuf, &rc, &err), -1);
+    assert_int_equal(rc, -ESTALE);
+    assert_non_null(strstr(logbuf, "000006.ckpt not loaded: checksum mismatch"));
+    assert_non_null(strstr(err.text, "(1 of a later one)"));
+    free(logbuf);
 }
 
 static void test_newest_generation(void **state)
@@ -671,10 +682,98 @@ static void test_other_jobs_later_generation_is_loaded(void **state)
     assert_int_equal(load_as(f, 8, 1, &logbuf, &rc, &err), 6);
     assert_null(strstr(logbuf, "000006.ckpt"));
     free(logbuf);
-    /* and job 7's generation 2 may load job 8's step 12 (another job's file) */
+    /* job 7's generation 2 takes its own step 3 over job 8's higher steps; without it, it may load
+     * job 8's step 12 (another job's file) */
+    assert_int_equal(load_as(f, 7, 2, &logbuf, &rc, &err), 3);
+    assert_null(strstr(logbuf, "000012.ckpt"));
+    free(logbuf);
+    unlink_ckpt(f->dir, 3);
     assert_int_equal(load_as(f, 7, 2, &logbuf, &rc, &err), 12);
+    assert_non_null(strstr(logbuf, "000006.ckpt not loaded: written by generation 3"));
     free(logbuf);
     f->st.job = 7;
+}
+
+/* A stale rank of generation 1 that outlived its stop wrote step 30 after generation 2's steps 10
+ * and 20: job 7's own files rank by (generation, step), so the newer generation's newest step is
+ * loaded and the stale branch is the first to be pruned; other jobs' files (higher steps or not)
+ * are used only when the job has none of its own. */
+static void test_stale_branch_ranks_below_newer_generation(void **state)
+{
+    fixture_t *f = *state;
+    tide_error_t err = {{0}};
+    char *logbuf = NULL;
+    int rc;
+
+    assert_int_equal(save_as(f, 10, 2, 10, &err), 0);
+    assert_int_equal(save_as(f, 20, 2, 10, &err), 0);
+    plant(f, 30, 1); /* the stale branch: no guard, as a rank that checked before step 10 was */
+
+    /* generation 3 (and 2) resume from generation 2's step 20, not from the higher step 30 */
+    assert_int_equal(load_gen(f, 3, &logbuf, &rc, &err), 20);
+    assert_string_equal(logbuf, "");
+    free(logbuf);
+    assert_int_equal(load_gen(f, 2, &logbuf, &rc, &err), 20);
+    free(logbuf);
+    /* the stale generation 1 itself refuses generation 2's files (main.c then stops it) */
+    assert_int_equal(load_gen(f, 1, &logbuf, &rc, &err), 30);
+    assert_non_null(strstr(logbuf, "000020.ckpt not loaded: written by generation 2"));
+    assert_non_null(strstr(logbuf, "000010.ckpt not loaded: written by generation 2"));
+    free(logbuf);
+    /* outside tide (no job, or generation 0) there is no lineage: the highest step, as before */
+    assert_int_equal(load_as(f, 0, 3, &logbuf, &rc, &err), 30);
+    free(logbuf);
+    assert_int_equal(load_gen(f, 0, &logbuf, &rc, &err), 30);
+    free(logbuf);
+    /* damaged, generation 2's step 20 (no lineage now) gives way to its step 10, still not to the
+     * stale step 30 */
+    flip(f->dir, 20, 400);
+    assert_int_equal(load_gen(f, 3, &logbuf, &rc, &err), 10);
+    assert_null(strstr(logbuf, "000030.ckpt"));
+    free(logbuf);
+    unlink_ckpt(f->dir, 20);
+    assert_int_equal(save_as(f, 20, 2, 10, &err), 0);
+
+    /* other jobs' files with higher steps: job 9's step 50 and a version-1 (job 0) step 60 */
+    f->st.job = 9;
+    plant(f, 50, 6);
+    plant_v1(f, 60, 8);
+    f->st.job = 7;
+    assert_int_equal(load_gen(f, 3, &logbuf, &rc, &err), 20);
+    assert_string_equal(logbuf, "");
+    free(logbuf);
+    /* a job with none of its own (job 8) takes the newest by step among all of them */
+    assert_int_equal(load_as(f, 8, 1, &logbuf, &rc, &err), 60);
+    free(logbuf);
+    /* job 7 with only later generations of its own (generation 1 of it sees none it may load)
+     * falls back to the others by step as well */
+    unlink_ckpt(f->dir, 30);
+    assert_int_equal(load_gen(f, 1, &logbuf, &rc, &err), 60);
+    assert_non_null(strstr(logbuf, "000020.ckpt not loaded: written by generation 2"));
+    free(logbuf);
+    plant(f, 30, 1);
+
+    /* pruning, keep 3, generation 2 saves step 25: its own 25, 20, 10 stay and the stale step 30
+     * goes first (it ranks below them though its step is higher); the other jobs' files above
+     * step 25 stay, as refused ones do */
+    assert_int_equal(save_as(f, 25, 2, 3, &err), 0);
+    assert_true(exists(f->dir, 25) && exists(f->dir, 20) && exists(f->dir, 10));
+    assert_false(exists(f->dir, 30));
+    assert_true(exists(f->dir, 50) && exists(f->dir, 60));
+    /* keep 1: only the new file of the lineage stays; keep 0 keeps the new file too */
+    assert_int_equal(save_as(f, 26, 2, 1, &err), 0);
+    assert_true(exists(f->dir, 26));
+    assert_false(exists(f->dir, 25) || exists(f->dir, 20) || exists(f->dir, 10));
+    assert_int_equal(save_as(f, 27, 2, 0, &err), 0);
+    assert_true(exists(f->dir, 27));
+    assert_false(exists(f->dir, 26));
+    assert_true(exists(f->dir, 50) && exists(f->dir, 60));
+    assert_int_equal(load_gen(f, 3, &logbuf, &rc, &err), 27);
+    free(logbuf);
+
+    f->st.steps_done = 17;
+    f->st.data_position = 17 * f->st.cfg.batch;
+    f->st.generation = 5;
 }
 
 /* The guards compare with the run's own job only. */
@@ -865,6 +964,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_jobs_later_generation_is_loaded, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_lineage_guard_ignores_other_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_branch_ranks_below_newer_generation, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_version1_file_still_loads, setup, teardown),
         cmocka_unit_test(test_job_id),
         cmocka_unit_test_setup_teardown(test_save_failure_is_reported, setup, teardown),
