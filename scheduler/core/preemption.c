@@ -98,25 +98,31 @@ static int32_t shrink_floor(const tide_job_t *v, bool reclaim)
     return v->spec.min_workers;
 }
 
-/* Shrink before evict: only the victims' ranks above their floor count (the tail ranks), in the same
- * victim order and domain search as an eviction; each chosen victim gives up what the job still needs
- * in the winning domain and runs on at a smaller size. False when shrinking cannot make room. */
-static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, size_t nv, tide_level_t level,
-                       int32_t need, bool reclaim)
+/* Which victims a search may take from: every rank (an eviction), or only the ranks above a victim's
+ * floor of a victim that checkpoints and runs fully started (a shrink; reclaim: the floor is the size it
+ * grew from). */
+typedef enum search_mode { SEARCH_EVICT, SEARCH_SHRINK, SEARCH_RECLAIM } search_mode_t;
+
+/* Adds victims one by one in their order and, after each of their ranks, looks at the domain of the
+ * job's locality level (or the shape) that rank's worker is in: the first where the free workers and
+ * the ranks counted so far reach `need` wins. Returns how many victims that took (0: none found) and the
+ * winning shape and domain (NULL for a shape-wide job). O(ranks of the victims looked at). */
+static size_t search(tide_core_t *core, tide_job_t *job, const victim_t *vs, size_t nv, tide_level_t level,
+                     int32_t need, search_mode_t mode, tide_shape_t **win_s, tide_domain_t **win_d)
 {
     uint64_t stamp = ++core->scratch_stamp;
-    tide_shape_t *win_s = NULL;
-    tide_domain_t *win_d = NULL;
-    size_t win_n = 0;
-    int32_t *take, deficit, reserve, slack;
 
-    for (size_t i = 0; i < nv && !win_s; i++) {
+    for (size_t i = 0; i < nv; i++) {
         tide_job_t *v = vs[i].job;
-        /* A restart without a checkpoint loses everything: evicting says so honestly. A generation still
-         * starting cannot checkpoint yet. */
-        if (!tide__job_uses_sdk(v) || v->launch_deadline)
-            continue;
-        for (int32_t r = shrink_floor(v, reclaim); r < v->n_ranks && !win_s; r++) {
+        int32_t r0 = 0;
+        if (mode != SEARCH_EVICT) {
+            /* A restart without a checkpoint loses everything: evicting says so honestly. A generation
+             * still starting cannot checkpoint yet. */
+            if (!tide__job_uses_sdk(v) || v->launch_deadline)
+                continue;
+            r0 = shrink_floor(v, mode == SEARCH_RECLAIM);
+        }
+        for (int32_t r = r0; r < v->n_ranks; r++) {
             tide_worker_t *w = v->ranks[r].worker;
             tide_shape_t *s;
             tide_domain_t *d;
@@ -133,14 +139,29 @@ static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, s
                 ps->cap = 0;
             }
             ps->cap++;
+            ps->last_victim = (int32_t)i;
             if ((d ? d->n_free : s->n_free) + ps->cap >= need) {
-                win_s = s;
-                win_d = d;
-                win_n = i + 1;
+                *win_s = s;
+                *win_d = d;
+                return i + 1;
             }
         }
     }
-    if (!win_s)
+    return 0;
+}
+
+/* Shrink before evict: only the victims' ranks above their floor count (the tail ranks), in the same
+ * victim order and domain search as an eviction; each chosen victim gives up what the job still needs
+ * in the winning domain and runs on at a smaller size. False when shrinking cannot make room. */
+static bool shrink_for(tide_core_t *core, tide_job_t *job, const victim_t *vs, size_t nv, tide_level_t level,
+                       int32_t need, bool reclaim)
+{
+    tide_shape_t *win_s = NULL;
+    tide_domain_t *win_d = NULL;
+    size_t win_n = search(core, job, vs, nv, level, need, reclaim ? SEARCH_RECLAIM : SEARCH_SHRINK, &win_s, &win_d);
+    int32_t *take, deficit, reserve, slack;
+
+    if (win_n == 0)
         return false;
     take = tide_xcalloc(win_n, sizeof(*take));
     deficit = need - (win_d ? win_d->n_free : win_s->n_free);
@@ -212,7 +233,6 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
     victim_t *vs = NULL;
     size_t nv = 0, cap = 0;
     tide_list_t *pos;
-    uint64_t stamp;
     tide_shape_t *win_s = NULL;
     tide_domain_t *win_d = NULL;
     size_t win_n = 0;
@@ -258,36 +278,8 @@ void tide__preempt_for(tide_core_t *core, tide_job_t *job, tide_wait_t why)
         free(vs);
         return;
     }
-    stamp = ++core->scratch_stamp;
-    /* Add victims one by one; after each, look at the domains it touched. */
-    for (size_t i = 0; i < nv && !win_s; i++) {
-        tide_job_t *v = vs[i].job;
-        for (int32_t r = 0; r < v->n_ranks && !win_s; r++) {
-            tide_worker_t *w = v->ranks[r].worker;
-            tide_shape_t *s;
-            tide_domain_t *d;
-            tide_pscratch_t *ps;
-            if (!w || !w->dom || w->job != v)
-                continue;
-            s = w->dom->shape;
-            if (!tide__shape_matches(core, s, job) || s->n_usable < need)
-                continue;
-            d = tide__domain_at(w, level);
-            ps = scratch_of(s, d);
-            if (ps->stamp != stamp) {
-                ps->stamp = stamp;
-                ps->cap = 0;
-            }
-            ps->cap++;
-            ps->last_victim = (int32_t)i;
-            if ((d ? d->n_free : s->n_free) + ps->cap >= need) {
-                win_s = s;
-                win_d = d;
-                win_n = i + 1;
-            }
-        }
-    }
-    if (!win_s)
+    win_n = search(core, job, vs, nv, level, need, SEARCH_EVICT, &win_s, &win_d);
+    if (win_n == 0)
         goto nothing;
     /* Take the victims holding workers in the winning domain. The reserve: victims above LOW free
      * capacity that counts toward it (LOW-held GPUs count as reserve already); when the job would eat

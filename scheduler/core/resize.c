@@ -257,9 +257,8 @@ void tide__resize_stopping(tide_core_t *core, tide_job_t *job)
 
     if (r->state == TIDE_RESIZE_STARTING) {
         /* The generation it placed ends before every rank ran (a rollback, an eviction): it is placed
-         * again; stop and start are measured from here. */
+         * again. The failed start counts in the stop phase (the phases still add up to the total). */
         r->state = TIDE_RESIZE_STOPPING;
-        r->ckpt_mono = core->now_mono;
         r->stopped_mono = 0;
         return;
     }
