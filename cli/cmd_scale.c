@@ -69,8 +69,12 @@ static int report_end(tide_cli_t *cli, const Tide__V1__Job *job, const char *jid
 
     if (!job_ended(job) && asked > 0 && job->target_workers != asked) {
         /* Another ScaleJob changed the requested size meanwhile: what was asked for is not what holds. */
-        tide_buf_printf(&b, "job %s: the requested size changed to %s meanwhile; %zu workers now\n", jid,
-                        job->target_workers ? "another size" : "elastic", job->n_worker_ids);
+        if (job->target_workers > 0)
+            tide_buf_printf(&b, "job %s: another request changed the size to %d meanwhile; %zu workers now\n", jid,
+                            job->target_workers, job->n_worker_ids);
+        else
+            tide_buf_printf(&b, "job %s: another request made it elastic meanwhile; %zu workers now\n", jid,
+                            job->n_worker_ids);
         rc = TIDE_CLI_EXIT_FAILURE;
     } else if (!job_ended(job) && settled(job) && job->last_resize && job->last_resize->to_generation > gen0) {
         tide_cli_render_resized(job, &b);

@@ -1327,7 +1327,7 @@ static void test_scale_wait(void **state)
     r = run("scale", "7", "-n", "4", "-W", NULL);
     assert_int_equal(r.rc, 1);
     expect_str(r.out, "job 7: scaling 2 -> 4 workers (resizing: checkpointing)\n"
-                      "job 7: the requested size changed to another size meanwhile; 2 workers now\n");
+                      "job 7: another request changed the size to 2 meanwhile; 2 workers now\n");
     result_free(&r);
     s.outcome = SV_UNSTARTED, s.gets = 0;
     fast_clock_ms = NOW_MS - 10000;
