@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "burst_sim.h"
 #include "scenario.h"
 #include "sim.h"
 #include "steal_sim.h"
@@ -31,7 +32,9 @@ static void usage(FILE *f)
                "  -q                no progress and no run time on stderr\n"
                "The scenario format and the models: docs/simulator.md.\n"
                "       tide-sim steal [FLAGS]   one job's steps with and without work stealing\n"
-               "                                (tide-sim steal --help; docs/work-stealing.md)\n");
+               "                                (tide-sim steal --help; docs/work-stealing.md)\n"
+               "       tide-sim burst [FLAGS]   one job under pulses with burst off, detached, resize\n"
+               "                                (tide-sim burst --help; docs/elastic.md)\n");
 }
 
 int main(int argc, char **argv)
@@ -54,6 +57,8 @@ int main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "steal") == 0)
         return tide_steal_sim_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "burst") == 0)
+        return tide_burst_sim_main(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "o:vqh", longopts, NULL)) != -1) {
         switch (c) {
         case 's': {
