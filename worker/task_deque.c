@@ -941,6 +941,32 @@ int tide_task_deque_give(tide_task_deque_t *d, const Tide__V1__GiveTasks *g, int
     return 0;
 }
 
+size_t tide_task_deque_stopping(tide_task_deque_t *d, uint64_t rank_id, int64_t now_ms, tide_task_answer_t *out,
+                                size_t max)
+{
+    rank_t *r = find_rank(d, rank_id);
+    tide_list_t *pos;
+    size_t n = 0;
+
+    if (!r)
+        return 0;
+    tide_list_for_each(pos, &r->pools)
+    {
+        pool_t *p = tide_list_entry(pos, pool_t, link);
+        if (!p->waiter || n == max)
+            continue;
+        memset(&out[n], 0, sizeof(out[n]));
+        out[n].waiter = p->waiter;
+        out[n].kind = p->kind;
+        out[n].step = p->step;
+        n++;
+        p->steal_id = 0;
+        p->exhausted = true;
+        wait_end(r, p, now_ms);
+    }
+    return n;
+}
+
 void tide_task_deque_welcome(tide_task_deque_t *d)
 {
     tide_list_t *rpos, *pos;

@@ -693,6 +693,15 @@ int tide_trainer_server_stop_after_step(tide_trainer_server_t *s, uint64_t id)
     tide_buf_reset(&s->out);
     tide_trainer_encode_stop_after_step(&s->out, r->stop_after);
     broadcast(s, r);
+    {
+        /* A next_task waiting for a steal would wait for good (the scheduler drops the generation's
+         * pools): answer it now, so the trainer ends its step and sees the stop. */
+        tide_task_answer_t owed[8];
+        size_t n;
+        while ((n = tide_task_deque_stopping(s->tasks, id, mono_ms(), owed, 8)) > 0)
+            for (size_t i = 0; i < n; i++)
+                answer(s, &owed[i]);
+    }
     return 0;
 }
 

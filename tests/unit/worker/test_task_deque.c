@@ -244,6 +244,39 @@ static void test_declare_pop_and_steal(void **state)
     assert_int_equal(f->o.n, 0);
 }
 
+/* A rank being stopped: its trainer waiting for a steal's answer gets no_task at once (the scheduler
+ * drops the generation's pools and may never answer); a late GiveTasks for that steal is ignored. */
+static void test_stopping_answers_the_waiter(void **state)
+{
+    fx_t *f = *state;
+    static const uint64_t ids[] = {10}, late[] = {20, 21};
+    tide_task_answer_t owed[4], ans;
+    uint64_t id = 0;
+
+    assert_int_equal(tide_task_deque_declare(f->d, 1, MEMBER, 3, ids, 1, 4, 0, NULL, NULL), 0);
+    assert_int_equal(next(f, 1, 3, -1, 0, 100, &id), TIDE_TASK_NEXT_TASK);
+    assert_int_equal(next(f, 1, 3, 10, 0, 200, &id), TIDE_TASK_NEXT_WAIT);
+    assert_int_equal(tide_task_deque_pending_steal(f->d, 1, MEMBER, 3), 1);
+    /* rank 2 (no waiter) and an unknown rank owe nothing */
+    assert_int_equal(tide_task_deque_stopping(f->d, 2, 300, owed, 4), 0);
+    assert_int_equal(tide_task_deque_stopping(f->d, 99, 300, owed, 4), 0);
+    assert_int_equal(tide_task_deque_stopping(f->d, 1, 300, owed, 4), 1);
+    assert_ptr_equal(owed[0].waiter, &f->waiter[0]);
+    assert_false(owed[0].has_task);
+    assert_int_equal(owed[0].kind, MEMBER);
+    assert_int_equal(owed[0].step, 3);
+    assert_int_equal(tide_task_deque_pending_steal(f->d, 1, MEMBER, 3), 0);
+    assert_int_equal(tide_task_deque_stopping(f->d, 1, 400, owed, 4), 0); /* answered once */
+    assert_int_equal(give(f, 0, MEMBER, 3, 1, late, 2, 500, &ans), 0);
+    assert_null(ans.waiter);
+    assert_int_equal(tide_task_deque_queued(f->d, 1, MEMBER, 3), 0);
+    /* the pool is exhausted: a next_task gets no_task, no new steal */
+    outbox_clear(&f->o);
+    assert_int_equal(next(f, 1, 3, -1, 0, 600, &id), TIDE_TASK_NEXT_NONE);
+    for (size_t i = 0; i < f->o.n; i++)
+        assert_int_not_equal(f->o.msg[i]->msg_case, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST);
+}
+
 static void test_errors_change_nothing(void **state)
 {
     fx_t *f = *state;
@@ -2071,6 +2104,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_declare_pop_and_steal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopping_answers_the_waiter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_tail_and_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_give_and_replays, setup, teardown),
