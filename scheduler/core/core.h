@@ -330,7 +330,6 @@ struct tide_job {
     uint64_t launch_epoch;         /* core->actions_epoch + 1 of the last call that emitted a LAUNCH for it */
     int32_t sdk_ranks;             /* ranks of this generation whose progress says they use the SDK */
     bool sdk_seen;                 /* a rank reported through the SDK (assumed after a restore) */
-    int64_t restored_mono;         /* mono time it was restored from the store; 0: never */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;

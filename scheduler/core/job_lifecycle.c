@@ -853,7 +853,6 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     /* Progress is not kept: until its ranks report again, assume they may checkpoint (a resize by tide
      * waits up to the dwell for them to report, so it can ask for a checkpoint first). */
     job->sdk_seen = true;
-    job->restored_mono = core->now_mono;
     if (rec->durable_ckpt)
         tide__ckpt_copy(&job->durable_ckpt, rec->durable_ckpt);
     job->flushed_bytes = rec->flushed_bytes;
