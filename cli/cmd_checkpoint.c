@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "output.h"
+#include "job_poll.h"
 #include "progress_line.h"
 #include "render.h"
 #include "rpc_call.h"
@@ -108,7 +109,6 @@ static int report_end(tide_cli_t *cli, const Tide__V1__Job *job, const char *jid
 static int wait_request(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__Job *first, const char *jid,
                         int64_t fallback_ms, Tide__V1__Job **last, bool *ended)
 {
-    Tide__V1__GetJobRequest req = TIDE__V1__GET_JOB_REQUEST__INIT;
     uint64_t request = first->checkpoint_request;
     int64_t start = cli->now_ms();
     int64_t limit = deadline_left_ms(first, start, fallback_ms) + GRACE_MS;
@@ -122,8 +122,6 @@ static int wait_request(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__
     *ended = false;
     for (;;) {
         int64_t now = cli->now_ms();
-        tide_cli_status_t st;
-        ProtobufCMessage *resp;
 
         if (job->checkpoint_request != request) {
             tide_cli_progress_clear(&pl);
@@ -140,22 +138,8 @@ static int wait_request(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__
             break;
         }
         draw_wait(&pl, job, jid, now - start, now);
-        if (tide_cli_conn_sleep(conn, poll) < 0) {
-            tide_cli_progress_clear(&pl);
-            tide_cli_errorf(cli, "INTERNAL: cannot start a timer");
-            rc = TIDE_CLI_EXIT_FAILURE;
+        if ((rc = tide_cli_job_poll(cli, conn, first->id, poll, &pl, last)) != 0)
             break;
-        }
-        req.id = first->id;
-        if (tide_cli_unary(conn, "/tide.v1.JobService/GetJob", &req.base, &tide__v1__job__descriptor, &resp, &st) < 0) {
-            tide_cli_progress_clear(&pl);
-            tide_cli_report(conn, &st);
-            rc = TIDE_CLI_EXIT_FAILURE;
-            break;
-        }
-        if (*last)
-            protobuf_c_message_free_unpacked(&(*last)->base, NULL);
-        *last = (Tide__V1__Job *)resp;
         job = *last;
     }
     return rc;

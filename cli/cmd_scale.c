@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "output.h"
+#include "job_poll.h"
 #include "progress_line.h"
 #include "render.h"
 #include "rpc_call.h"
@@ -109,7 +110,6 @@ static int report_end(tide_cli_t *cli, const Tide__V1__Job *job, const char *jid
 static int wait_resize(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__Job *first,
                        const char *jid, int32_t asked, int64_t timeout_ms, Tide__V1__Job **last, bool *ended)
 {
-    Tide__V1__GetJobRequest req = TIDE__V1__GET_JOB_REQUEST__INIT;
     int32_t gen0 = base_generation(first);
     int64_t start = cli->now_ms(), phase_since = start;
     int64_t poll = cli->poll_interval_ms > 0 ? cli->poll_interval_ms : DEFAULT_POLL_MS;
@@ -123,8 +123,6 @@ static int wait_resize(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__J
     *ended = false;
     for (;;) {
         int64_t now = cli->now_ms();
-        tide_cli_status_t st;
-        ProtobufCMessage *resp;
 
         if (settled(job) || job_ended(job) || (asked > 0 && job->target_workers != asked)) {
             tide_cli_progress_clear(&pl);
@@ -154,23 +152,8 @@ static int wait_resize(tide_cli_t *cli, tide_cli_conn_t *conn, const Tide__V1__J
             tide_cli_progress_draw(&pl, tide_buf_cstr(&b));
             tide_buf_free(&b);
         }
-        if (tide_cli_conn_sleep(conn, poll) < 0) {
-            tide_cli_progress_clear(&pl);
-            tide_cli_errorf(cli, "INTERNAL: cannot start a timer");
-            rc = TIDE_CLI_EXIT_FAILURE;
+        if ((rc = tide_cli_job_poll(cli, conn, first->id, poll, &pl, last)) != 0)
             break;
-        }
-        req.id = first->id;
-        if (tide_cli_unary(conn, "/tide.v1.JobService/GetJob", &req.base,
-                           &tide__v1__job__descriptor, &resp, &st) < 0) {
-            tide_cli_progress_clear(&pl);
-            tide_cli_report(conn, &st);
-            rc = TIDE_CLI_EXIT_FAILURE;
-            break;
-        }
-        if (*last)
-            protobuf_c_message_free_unpacked(&(*last)->base, NULL);
-        *last = (Tide__V1__Job *)resp;
         job = *last;
     }
     return rc;
