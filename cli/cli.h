@@ -146,6 +146,7 @@ enum {
     TIDE_CLI_OPT_CKPT_DEADLINE,
     TIDE_CLI_OPT_ADAPTIVE_TARGET,
     TIDE_CLI_OPT_NO_STEALING,
+    TIDE_CLI_OPT_BURST,
     /* checkpoint */
     TIDE_CLI_OPT_DEADLINE,
     /* scale */

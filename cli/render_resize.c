@@ -132,6 +132,17 @@ void tide_cli_render_resizes(const Tide__V1__Job *j, int64_t now_ms, tide_buf_t 
         if (j->resizes > 0)
             tide_buf_printf(&b, "; %d resize%s", j->resizes, j->resizes == 1 ? "" : "s");
         kv(out, "Last resize:", tide_buf_cstr(&b));
+        tide_buf_reset(&b);
+    }
+
+    /* Burst:        20%, high-load phase, 1 worker lent; 3 lendings */
+    if (j->spec && j->spec->burst_percent > 0) {
+        tide_buf_printf(&b, "%d%%, %s", j->spec->burst_percent, j->high_load ? "high-load phase" : "normal phase");
+        if (j->lent_workers > 0)
+            tide_buf_printf(&b, ", %d worker%s lent", j->lent_workers, j->lent_workers == 1 ? "" : "s");
+        if (j->bursts > 0)
+            tide_buf_printf(&b, "; %d lending%s", j->bursts, j->bursts == 1 ? "" : "s");
+        kv(out, "Burst:", tide_buf_cstr(&b));
     }
     tide_buf_free(&b);
 }

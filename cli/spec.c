@@ -167,6 +167,20 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
     case TIDE_CLI_OPT_NO_STEALING:
         s->no_stealing = true;
         return 0;
+    case TIDE_CLI_OPT_BURST: {
+        char *end = NULL;
+        long v;
+        errno = 0;
+        v = strtol(arg, &end, 10);
+        if (end && *end == '%')
+            end++;
+        if (errno || end == arg || !end || *end || v < 1 || v > 100) {
+            tide_errprintf(err, "bad --burst '%.40s': expected a percentage from 1 to 100, such as 20 or 20%%", arg);
+            return -EINVAL;
+        }
+        s->burst_percent = (int32_t)v;
+        return 0;
+    }
     }
     tide_errprintf(err, "internal: unknown submit option %d", id);
     return -EINVAL;
@@ -336,6 +350,8 @@ int tide_cli_submit_build(const tide_cli_submit_t *o, const Tide__V1__JobSpec *b
         s->adaptive_target = true;
     if (o->no_stealing)
         s->no_stealing = true;
+    if (o->burst_percent > 0)
+        s->burst_percent = o->burst_percent;
     if (o->name) {
         set_string(&s->name, o->name);
     } else if (!*s->name) {

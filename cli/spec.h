@@ -34,6 +34,7 @@ typedef struct tide_cli_submit {
     int64_t ckpt_deadline;     /* seconds, > 0 */
     bool adaptive_target;
     bool no_stealing;
+    int32_t burst_percent; /* --burst: 1..100; 0: unset */
     char **command; /* borrowed from argv */
     size_t n_command;
 } tide_cli_submit_t;

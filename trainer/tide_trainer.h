@@ -124,6 +124,23 @@ int tide_trainer_tasks_begin(tide_trainer_t *t, tide_task_iter_t *it, int64_t st
  * meanwhile (checkpoint_now, stop_after_step) are applied as tide_trainer_poll does. */
 int tide_trainer_next_task(tide_task_iter_t *it, uint64_t *id);
 
+/* --- phase-aware burst (docs/elastic.md, "Burst") ---
+ * A job with burst on (tidectl submit --burst) reports its high-load phases; while one lasts, tide may
+ * lend it extra workers that run the job's burst command with TIDE_BURST=1. A lent process is not a
+ * rank of the generation (no RANK/WORLD_SIZE): it joins the job's detached task pools and takes the
+ * tasks the ranks have not started, then exits when tide takes the worker back (should_stop). */
+
+/* The job entered (high true) or left a high-load phase (an update or evaluation phase with extra
+ * detached work). Rank 0's report counts for the job; others are kept for display. No-op on NULL. */
+void tide_trainer_load_phase(tide_trainer_t *t, bool high);
+/* Whether this process runs on a worker lent to the job for a burst (TIDE_BURST=1 in the
+ * environment). */
+bool tide_trainer_is_burst(void);
+/* Joins step's detached tasks without a share of its own (a lent process): *it hands out tasks the
+ * ranks have not started, until none is left. total must equal the pool's. Outside tide it hands out
+ * nothing. Returns as tide_trainer_tasks_begin. */
+int tide_trainer_tasks_join(tide_trainer_t *t, tide_task_iter_t *it, int64_t step, uint64_t total);
+
 /* Reads and applies the commands that arrived, without blocking. Returns the number applied, or
  * -1 when the connection was lost (the handle is a no-op from then on). The calls above do this
  * themselves; a trainer that blocks for long periods may call it in between. */

@@ -97,6 +97,15 @@ tide_burst_action_t tide_burst_decide(const tide_burst_t *b, const tide_burst_cf
     return TIDE_BURST_LEND;
 }
 
+void tide_burst_pause(tide_burst_t *b, int64_t now_ms, int64_t ms)
+{
+    if (!b->observed || ms <= 0)
+        return;
+    b->phase_since += ms;
+    if (b->phase_since > now_ms)
+        b->phase_since = now_ms;
+}
+
 void tide_burst_lent(tide_burst_t *b, int64_t now_ms, int32_t n)
 {
     b->lent = n > 0 ? n : 0;

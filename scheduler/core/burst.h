@@ -52,6 +52,9 @@ int64_t tide_burst_predicted_rest(const tide_burst_t *b, int64_t now_ms);
  * high for exit_ms and they have been lent min_dwell_ms; else HOLD. */
 tide_burst_action_t tide_burst_decide(const tide_burst_t *b, const tide_burst_cfg_t *cfg, int64_t now_ms,
                                       int32_t n_ranks, int32_t avail, int64_t cost_ms, int32_t *n);
+/* The job was paused for ms (a resize's stop and start) inside the current phase: the phase's length
+ * leaves that out (a pause is not load), so its start moves later by ms, never past now_ms. */
+void tide_burst_pause(tide_burst_t *b, int64_t now_ms, int64_t ms);
 /* The caller lent n workers at now_ms / took them all back. */
 void tide_burst_lent(tide_burst_t *b, int64_t now_ms, int32_t n);
 void tide_burst_reclaimed(tide_burst_t *b);

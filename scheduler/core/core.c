@@ -44,6 +44,12 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->resize_grace_ms = 30000;
     cfg->grow_min_gain = 0.125;
     cfg->replace_stragglers = false;
+    cfg->burst_enter_ms = 2000;
+    cfg->burst_exit_ms = 2000;
+    cfg->burst_min_dwell_ms = 10000;
+    cfg->burst_cost_factor = 2.0;
+    cfg->burst_lend_cost_ms = 1000;
+    cfg->burst_resize_cost_ms = 30000;
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)
@@ -57,6 +63,7 @@ tide_core_t *tide_core_new(const tide_core_config_t *cfg)
     core->next_seq = 1;
     tide_list_init(&core->jobs_by_seq);
     tide_list_init(&core->resizable);
+    tide_list_init(&core->lending);
     for (int i = 0; i < TIDE_PRIO_COUNT; i++)
         tide_list_init(&core->queues[i]);
     tide_heap_init(&core->timers);

@@ -92,6 +92,10 @@ typedef struct tide_job_spec {
     int64_t ckpt_deadline_s;   /* ... unless the newest durable copy is older than this; 0: default */
     bool adaptive_target;      /* MFU target lower early in the run, higher late */
     bool no_stealing;          /* its ranks never steal tasks from each other */
+    /* Phase-aware burst (docs/elastic.md, "Burst"). */
+    int32_t burst_percent;     /* 0: off; 1..100: lend up to ceil(n * this / 100) workers in high phases */
+    char **burst_argv;         /* what lent workers run; n_burst_argv 0: the job's argv */
+    size_t n_burst_argv;
 } tide_job_spec_t;
 
 /* Work stealing (docs/work-stealing.md). Values match tide.v1.TaskKind. */
@@ -113,7 +117,10 @@ typedef enum tide_resize_reason {
     TIDE_RESIZE_GROW = 2,      /* capacity freed: toward max_workers or the requested size */
     TIDE_RESIZE_SHRINK = 3,    /* a higher class needed capacity: shrunk instead of evicted */
     TIDE_RESIZE_REPLACE = 4,   /* a persistent straggler swapped for a healthy worker */
+    TIDE_RESIZE_BURST = 5,     /* phase-aware burst of a job without detached tasks: grown for a phase */
+    TIDE_RESIZE_BURST_END = 6, /* ... and back to its size after the phase */
 } tide_resize_reason_t;
+#define TIDE_RESIZE_REASONS 7
 
 typedef enum tide_resize_state {
     TIDE_RESIZE_NONE = 0,
@@ -167,6 +174,7 @@ typedef struct tide_trainer_progress {
     double task_seconds;       /* mean time per task over ~10 s; 0: none yet */
     double busy_fraction;      /* share of the last ~10 s spent in tasks */
     double steal_wait_seconds; /* total time its trainer waited for steals */
+    bool high_load;            /* the trainer reports a high-load phase (tide_trainer_load_phase) */
 } tide_trainer_progress_t;
 
 /* A checkpoint every rank of a generation reported (tide.v1.Checkpoint). */
@@ -231,6 +239,7 @@ typedef struct tide_job_rank {
     double slowness;       /* task_seconds over the median of the job's ranks; 0: unknown */
     int64_t slow_since_ms; /* wall clock; 0: not slow */
     int64_t slow_since_mono;
+    bool lent_stopping;    /* a lent (burst) slot taken back: STOP sent, the worker stays bound until the exit */
 } tide_job_rank_t;
 
 struct tide_job {
@@ -239,7 +248,8 @@ struct tide_job {
     tide_job_spec_t spec;
     tide_job_state_t state;
     int32_t generation;
-    tide_job_rank_t *ranks; /* n_ranks entries for the current generation */
+    tide_job_rank_t *ranks; /* n_ranks entries for the current generation, then max_lent burst slots:
+                               ranks[n_ranks + i] is lent slot i (docs/elastic.md, "Burst") */
     int32_t n_ranks;
     int32_t ranks_running; /* ranks confirmed running in the current generation */
     int32_t ranks_exited;
@@ -274,6 +284,11 @@ struct tide_job {
     tide_resize_t resize;         /* in progress or pending; state NONE: none */
     tide_resize_t last_resize;    /* the newest completed one; state NONE: none */
     int32_t resizes;              /* completed resizes over the job's life */
+    bool high_load;               /* its rank 0 reports a high-load phase (or the shell said so) */
+    int32_t max_lent;             /* burst slots of this generation (0: burst off) */
+    int32_t lent_workers;         /* lent slots with a worker that is not being taken back */
+    int32_t n_lent;               /* lent slots with a worker bound (lent, or stopping after a reclaim) */
+    int32_t bursts;               /* times workers were lent to it, over its life */
 
     /* private to the core */
     tide_prio_t eff_priority;  /* its class in the queue: spec.priority raised by aging */
@@ -330,6 +345,13 @@ struct tide_job {
     uint64_t launch_epoch;         /* core->actions_epoch + 1 of the last call that emitted a LAUNCH for it */
     int32_t sdk_ranks;             /* ranks of this generation whose progress says they use the SDK */
     bool sdk_seen;                 /* a rank reported through the SDK (assumed after a restore) */
+    struct tide_burst *burst;      /* lending.c: the phase controller (burst.h); NULL: burst off */
+    int64_t burst_check_at;        /* mono: the next burst decision (hysteresis, dwell); 0: none */
+    bool detached_seen;            /* a rank declared detached tasks (any generation) */
+    double lend_cost_ms;           /* EWMA of a lent worker's launch-to-running time; 0: none measured */
+    int64_t lend_mono;             /* when the newest lending was decided */
+    int32_t burst_from, burst_to;  /* a burst by resize (no detached tasks): its size before, and during */
+    tide_list_t lend_node;         /* core->lending while n_lent > 0 */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;
@@ -432,6 +454,13 @@ typedef struct tide_core_config {
     double grow_min_gain;          /* 0.125: grow by itself only for at least max(1, ceil(n * this)) more */
     bool replace_stragglers;       /* false: a persistent straggler is reported; true: also replaced at a
                                       new generation when a healthy worker is free */
+    /* Phase-aware burst (docs/elastic.md, "Burst"; burst.h has the meaning). */
+    int64_t burst_enter_ms;        /* 2000: a high phase lasts this long before anything is lent */
+    int64_t burst_exit_ms;         /* 2000: a normal phase lasts this long before lent workers go back */
+    int64_t burst_min_dwell_ms;    /* 10000: lent workers stay at least this long */
+    double burst_cost_factor;      /* 2.0: lend only when the phase's predicted rest > this x the cost */
+    int64_t burst_lend_cost_ms;    /* 1000: a lent worker's start, until one was measured */
+    int64_t burst_resize_cost_ms;  /* 30000: a burst resize's cost until the job's own resize was measured */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */
@@ -465,7 +494,7 @@ typedef struct tide_action {
     const char *job_id;    /* STOP, EVENT, DELETE_JOB: valid until actions_clear */
     const char *worker_id; /* EVENT */
     int32_t generation;    /* LAUNCH, STOP */
-    int32_t rank;          /* LAUNCH, STOP */
+    int32_t rank;          /* LAUNCH, STOP; LAUNCH with rank >= job->n_ranks: a lent (burst) slot */
     int32_t master_port;   /* LAUNCH */
     uint32_t grace_ms;     /* STOP */
     void *conn;            /* CLOSE_STREAM, and the stream a WELCOME/LAUNCH/STOP goes to */
@@ -653,7 +682,23 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
 const char *tide_resize_reason_name(tide_resize_reason_t r);
 /* Completed resizes since this scheduler started, and the sum of their latencies in seconds, by
  * reason (index = tide_resize_reason_t; 0 unused). For /metrics. */
-void tide_core_resize_stats(const tide_core_t *core, uint64_t count[5], double seconds[5]);
+void tide_core_resize_stats(const tide_core_t *core, uint64_t count[TIDE_RESIZE_REASONS],
+                            double seconds[TIDE_RESIZE_REASONS]);
+/* Phase-aware burst (docs/elastic.md, "Burst"): the job is (high) or is not in a high-load phase, as
+ * its rank 0's trainer reports (the daemon passes TrainerProgress.high_load of rank 0 here through
+ * tide_core_rank_progress; the simulator calls it directly). Drives lending for a job with burst on.
+ * O(1) plus the lending it decides. */
+void tide_core_job_load_phase(tide_core_t *core, tide_job_t *job, bool high);
+/* Burst counters since this scheduler started: workers lent, workers lent now, burst decisions that
+ * lent (bursts) and lent-worker seconds. For /metrics. */
+typedef struct tide_burst_stats {
+    uint64_t lent_total;   /* workers lent */
+    int32_t lent_now;      /* workers lent now (not being taken back) */
+    uint64_t bursts;       /* lendings */
+    uint64_t reclaims;     /* lendings taken back */
+    double lent_seconds;   /* lent-worker seconds of completed lendings */
+} tide_burst_stats_t;
+void tide_core_burst_stats(const tide_core_t *core, tide_burst_stats_t *out);
 const char *tide_resize_state_name(tide_resize_state_t s);
 /* Asks every rank of a running job for a checkpoint now (CHECKPOINT_NOW to each running rank,
  * PERSIST). deadline_ms from now (0: 60 s; at most a day). A request already in flight is

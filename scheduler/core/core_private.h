@@ -147,8 +147,12 @@ struct tide_core {
     uint64_t resize_stamp;           /* alloc_stamp when they were last looked at */
     bool resize_due;                 /* look at them after the next pass even if the stamp did not move */
     int32_t grow_claimed;            /* free workers decided grows count on until they are placed */
-    uint64_t resizes_done[5];        /* completed resizes by reason, since start */
-    double resize_seconds[5];        /* their latencies summed */
+    uint64_t resizes_done[TIDE_RESIZE_REASONS]; /* completed resizes by reason, since start */
+    double resize_seconds[TIDE_RESIZE_REASONS];  /* their latencies summed */
+
+    /* phase-aware burst (lending.c) */
+    tide_list_t lending;             /* jobs with lent workers bound (job->lend_node) */
+    tide_burst_stats_t burst_stats;
 };
 
 /* A rank a worker reported running that belongs to no current job: it is being stopped, and its worker
@@ -252,6 +256,9 @@ void tide__index_free_all(tide_core_t *core);
  * above LOW, the headroom reserve. Returns the count (0: does not fit) and fills ws (room for max
  * entries) in rank order, grouped by node. *why says what stopped it when 0. */
 int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide_wait_t *why);
+/* Up to k free workers near w0 (its node, then rack, switch, up to level; TIDE_LVL_SHAPE: the rest of
+ * its shape), into ws (room for k). No reserve check: the caller bounds k. Returns the count. */
+int32_t tide__place_near(tide_core_t *core, tide_worker_t *w0, tide_level_t level, int32_t k, tide_worker_t **ws);
 /* The reserve a job must leave free: 0 for LOW work, the reserve less its hot spares for a job queued
  * again after a lost rank, else the whole reserve. */
 int32_t tide__reserve_for(const tide_core_t *core, const tide_job_t *job);
@@ -316,6 +323,8 @@ void tide__tasks_free(tide_job_t *job);
  * for the next thief (it was lost with its worker); else (it exited by itself) they stay with it — it
  * may well have run them, and running them again would break exactly-once. */
 void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r, bool orphan);
+/* Lent slot r got a new worker: its place in the open pools starts afresh (not gone, no steal). */
+void tide__tasks_slot_reset(tide_core_t *core, tide_job_t *job, int32_t r);
 /* The job's steal_park_at passed: parked steals past their deadline are answered "none". */
 void tide__tasks_park_expire(tide_core_t *core, tide_job_t *job);
 /* w's stream ended (it may come back): its rank is asked for no release, and a thief waiting on its
@@ -329,6 +338,31 @@ uint64_t tide__tasks_stolen_from(const tide_job_t *job, int32_t rank);
 /* Steal requests since the last call, and the rank most stolen from since then (-1: none) with its
  * count; starts a new window. False when the generation opened no pool. */
 bool tide__tasks_steal_window(tide_job_t *job, uint64_t *requests, int32_t *rank, uint64_t *count);
+
+/* lending.c: phase-aware burst (docs/elastic.md, "Burst"). Lent slots are job->ranks[n_ranks ..
+ * n_ranks + max_lent); a lent worker is bound to the job with w->rank = its slot. */
+/* Burst slots for a generation of n ranks: ceil(n * burst_percent / 100), at least 1; 0: burst off. */
+int32_t tide__burst_slots(const tide_job_t *job, int32_t n);
+/* Whether rank is a lent slot of the job's current generation that w is bound to. */
+bool tide__lent_slot_of(const tide_job_t *job, const tide_worker_t *w, int32_t generation, int32_t rank);
+/* A lent slot's process started / exited / was lost with its worker (the slot is one that
+ * tide__lent_slot_of accepts). Never changes the job's state. */
+void tide__lent_started(tide_core_t *core, tide_job_t *job, int32_t rank, int32_t pid);
+void tide__lent_exited(tide_core_t *core, tide_job_t *job, int32_t rank, int32_t exit_code, const char *error);
+void tide__lent_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why);
+/* The generation ends (its ranks, lent ones included, are being stopped): forget the lending's
+ * bookkeeping; the lent workers stay bound until their exits, like the ranks'. */
+void tide__burst_generation_end(tide_core_t *core, tide_job_t *job);
+/* The job's burst_check_at passed. */
+void tide__burst_on_timer(tide_core_t *core, tide_job_t *job);
+/* After a pass: jobs queued for capacity get back what burst lent (lent workers are opportunistic). */
+void tide__burst_after_pass(tide_core_t *core);
+/* Frees the job's controller. */
+void tide__burst_free(tide_job_t *job);
+/* Every rank of a new generation runs: decide again (the phase may have moved on meanwhile). */
+void tide__burst_started(tide_core_t *core, tide_job_t *job);
+/* A burst resize (reason BURST) was called off before it was done: the lending is over. */
+void tide__burst_resize_cancelled(tide_core_t *core, tide_job_t *job);
 
 /* resize.c */
 bool tide__job_uses_sdk(const tide_job_t *job);
@@ -366,6 +400,11 @@ void tide__resize_replace(tide_core_t *core, tide_job_t *job, int32_t rank);
 void tide__exclude_begin(tide_core_t *core, tide_job_t *job);
 void tide__exclude_end(tide_core_t *core, tide_job_t *job);
 void tide__resize_free(tide_job_t *job);
+/* For a burst by resize (lending.c): workers a grow of the job could add now (free in its locality
+ * domain within the reserve, up to max_workers; 0 while it cannot resize), and the resize itself. */
+int32_t tide__resize_burst_avail(tide_core_t *core, const tide_job_t *job);
+void tide__resize_burst(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason,
+                        const char *detail);
 
 /* straggler.c */
 /* Arms the job's straggler check (straggler_check_ms from now) unless armed: a rank reported a time

@@ -68,8 +68,12 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
 
     if (!slot)
         return;
+    bool was_high = w->job->high_load; /* the job's last report: a new generation's rank 0 continues it */
+
     w->job->sdk_ranks += (int32_t)p->sdk - (int32_t)slot->progress.sdk;
     slot->progress = *p;
+    if (rank == 0 && p->high_load != was_high)
+        tide_core_job_load_phase(core, w->job, p->high_load); /* may lend or take back burst workers */
     if (p->sdk && !w->job->sdk_seen) {
         w->job->sdk_seen = true;
         tide__resize_track(core, w->job); /* it may grow by itself now: O(1), no action */

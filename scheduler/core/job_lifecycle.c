@@ -32,6 +32,7 @@ void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st
         tide__flush_reset(core, job);
         job->preempt_at = 0;
         job->resize_check_at = 0;
+        job->burst_check_at = 0;
         if (job->preempted_by)
             tide__preempt_yield(core, job, "it stopped running"); /* not RUNNING: only forgets */
         tide__resize_track(core, job);
@@ -101,6 +102,7 @@ void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_sta
         tide__event(core, "job.running", job, NULL, "job %s: all %d rank(s) of generation %d started",
                     job->id, job->n_ranks, job->generation);
         tide__resize_started(core, job); /* a resize is done; a job short of its goal may grow later */
+        tide__burst_started(core, job);
         tide__job_rearm(core, job);
     }
 }
@@ -122,11 +124,12 @@ static void free_ranks(tide_job_t *job)
 {
     tide__tasks_free(job); /* pools belong to the generation */
     tide__ckpt_collect_reset(job);
-    for (int32_t r = 0; r < job->n_ranks; r++)
+    for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++)
         free(job->ranks[r].worker_id);
     free(job->ranks);
     job->ranks = NULL;
     job->n_ranks = 0;
+    job->max_lent = 0;
     job->ranks_running = 0;
     job->ranks_exited = 0;
     job->ranks_unstarted = 0;
@@ -154,6 +157,7 @@ void tide__job_free(tide_job_t *job)
     free(job->flush_sha_acc);
     free(job->preempted_by);
     tide__resize_free(job);
+    tide__burst_free(job);
     free(job);
 }
 
@@ -178,6 +182,7 @@ static tide_job_t *job_new(tide_core_t *core, uint64_t seq, const char *id,
     tide_list_init(&job->queue_node);
     tide_list_init(&job->run_node);
     tide_list_init(&job->resize_node);
+    tide_list_init(&job->lend_node);
     tide_list_init(&job->bound);
     tide_heap_node_init(&job->timer);
     HASH_ADD_KEYPTR(hh, core->jobs, job->id, strlen(job->id), job);
@@ -215,6 +220,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->resize_at;
         if (job->resize_check_at && job->resize_check_at < at)
             at = job->resize_check_at;
+        if (job->burst_check_at && job->burst_check_at < at)
+            at = job->burst_check_at;
     } else if (job->state == TIDE_JOB_PENDING && job->reconcile_deadline) {
         at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
     } else if (is_final(job->state) && job->prune_at) {
@@ -248,17 +255,18 @@ static void emit_stop(tide_core_t *core, tide_job_t *job, int32_t rank, const ch
     a->text = tide__keep(core, why);
 }
 
-/* Stops every live rank of the current generation. Workers whose rank never launched, or that are dead,
- * are released now; the others when their rank's exit is reported. A worker that lost its stream but
- * may still run the rank stays bound too: its re-registration stops the rank (it is stale by then) or
- * reports its exit, and its death releases it — so the job never runs two generations at once. */
+/* Stops every live rank of the current generation, its lent (burst) slots included. Workers whose rank
+ * never launched, or that are dead, are released now; the others when their rank's exit is reported. A
+ * worker that lost its stream but may still run the rank stays bound too: its re-registration stops the
+ * rank (it is stale by then) or reports its exit, and its death releases it — so the job never runs two
+ * generations at once. */
 static void stop_ranks(tide_core_t *core, tide_job_t *job, const char *why)
 {
-    for (int32_t r = 0; r < job->n_ranks; r++) {
+    for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++) {
         tide_job_rank_t *slot = &job->ranks[r];
         tide_worker_t *w = slot->worker;
-        if (!w)
-            continue;
+        if (!w || slot->lent_stopping)
+            continue; /* a lent slot taken back was told to stop: its exit releases it */
         if (slot->state == TIDE_RANK_LAUNCHED && tide__unlaunch(core, job, r)) {
             /* Launched in this same call: the LAUNCH never left, nothing runs there; release now (a STOP
              * the worker would ignore would keep it bound, and the shell would read freed ranks). */
@@ -279,6 +287,7 @@ static void stop_ranks(tide_core_t *core, tide_job_t *job, const char *why)
         if (w->job == job && w->rank == r)
             tide__worker_release(core, w);
     }
+    tide__burst_generation_end(core, job);
 }
 
 static void account_generation(tide_core_t *core, tide_job_t *job)
@@ -321,7 +330,7 @@ static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
     tide__resize_stopping(core, job);
     tide__ckpt_request_end(core, job, "the generation was rolled back");
     stop_ranks(core, job, "generation rolled back");
-    for (int32_t r = 0; r < job->n_ranks; r++)
+    for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++)
         job->ranks[r].worker = NULL; /* bound workers are released by their exits */
     job->rollbacks++;
     if (job->rollbacks > core->cfg.max_rollbacks) {
@@ -388,7 +397,7 @@ void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, co
     tide__resize_stopping(core, job); /* a resize waiting for its checkpoint goes ahead with this stop */
     tide__ckpt_request_end(core, job, "the job was queued again");
     stop_ranks(core, job, text);
-    for (int32_t r = 0; r < job->n_ranks; r++)
+    for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++)
         job->ranks[r].worker = NULL; /* bound workers are released by their exits */
     free_ranks(job);
     job->master_port = 0;
@@ -409,7 +418,8 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
 
     free_ranks(job);
     job->generation++;
-    job->ranks = tide_xcalloc((size_t)n, sizeof(*job->ranks));
+    job->max_lent = tide__burst_slots(job, n);
+    job->ranks = tide_xcalloc((size_t)n + (size_t)job->max_lent, sizeof(*job->ranks));
     job->n_ranks = n;
     for (int32_t r = 0; r < n; r++) {
         tide_job_rank_t *slot = &job->ranks[r];
@@ -562,6 +572,10 @@ void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id,
     tide_job_t *job = tide_core_job_find(core, job_id);
     tide_job_rank_t *slot;
 
+    if (tide__lent_slot_of(job, w, generation, rank)) {
+        tide__lent_started(core, job, rank, pid);
+        return;
+    }
     if (!job || job->state != TIDE_JOB_RUNNING || job->generation != generation || rank < 0 ||
         rank >= job->n_ranks || job->ranks[rank].worker != w) {
         /* A rank the core no longer wants (cancelled, rolled back, stale): make sure it stops. */
@@ -607,6 +621,10 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
     tide_job_t *job = tide_core_job_find(core, job_id);
     tide_job_rank_t *slot;
 
+    if (tide__lent_slot_of(job, w, generation, rank)) {
+        tide__lent_exited(core, job, rank, exit_code, error);
+        return;
+    }
     if (!job || job->state != TIDE_JOB_RUNNING || job->generation != generation || rank < 0 ||
         rank >= job->n_ranks || job->ranks[rank].worker != w) {
         /* The exit of a rank that was being stopped (ended job, rolled-back generation), or of a
@@ -776,6 +794,8 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             if (job->state != TIDE_JOB_RUNNING)
                 return;
         }
+        if (job->burst_check_at && now >= job->burst_check_at)
+            tide__burst_on_timer(core, job); /* sets the next check */
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;
@@ -891,7 +911,9 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
         job->state = TIDE_JOB_PENDING;
     } else if (job->state == TIDE_JOB_RUNNING) {
         int64_t ran = core->now_wall - job->gen_start_ms;
-        job->ranks = tide_xcalloc((size_t)(rec->n_workers ? rec->n_workers : 1), sizeof(*job->ranks));
+        job->max_lent = tide__burst_slots(job, rec->n_workers);
+        job->ranks = tide_xcalloc((size_t)(rec->n_workers ? rec->n_workers : 1) + (size_t)job->max_lent,
+                                  sizeof(*job->ranks));
         job->n_ranks = rec->n_workers;
         job->gen_start_mono = core->now_mono - (ran > 0 ? ran : 0);
         if (job->spec.time_limit_s)

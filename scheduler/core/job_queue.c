@@ -205,8 +205,10 @@ void tide__schedule(tide_core_t *core)
             if (!schedule_class(core, &core->queues[p], n_shapes, &scratch, &cap))
                 break;
         }
-        if (!core->need_schedule)
+        if (!core->need_schedule) {
             tide__resize_consider(core); /* may queue a resizing job again: then one more pass */
+            tide__burst_after_pass(core); /* a queued job waits: what burst lent goes back */
+        }
     }
     core->scheduling = false;
     free(scratch);

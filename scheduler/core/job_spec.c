@@ -1,5 +1,5 @@
-/* Job specs: validation, deep copy and free. A valid spec has a command, 1 <= min <= max workers and
- * no negative time limit. */
+/* Job specs: validation, deep copy and free. A valid spec has a command, 1 <= min <= max workers, no
+ * negative time limit and a burst percentage in 0..100 (a burst command only with burst on). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +74,18 @@ int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err)
                        (long long)TIDE_TIME_LIMIT_MAX_S, (long long)spec->ckpt_deadline_s);
         return -EINVAL;
     }
+    if (spec->burst_percent < 0 || spec->burst_percent > 100) {
+        tide_errprintf(err, "burst_percent must be between 0 (off) and 100 (got %d)", (int)spec->burst_percent);
+        return -EINVAL;
+    }
+    if (spec->n_burst_argv > 0 && (!spec->burst_argv || !spec->burst_argv[0] || !spec->burst_argv[0][0])) {
+        tide_errprintf(err, "burst_command: its first word must not be empty");
+        return -EINVAL;
+    }
+    if (spec->n_burst_argv > 0 && spec->burst_percent == 0) {
+        tide_errprintf(err, "burst_command needs burst_percent > 0");
+        return -EINVAL;
+    }
     for (size_t i = 0; i < spec->n_env; i++) {
         const char *k = spec->env[i].key;
         if (!k || !k[0] || strchr(k, '=')) {
@@ -101,6 +113,9 @@ void tide_job_spec_copy(tide_job_spec_t *dst, const tide_job_spec_t *src)
     dst->argv = tide_xcalloc(src->argc + 1, sizeof(char *));
     for (size_t i = 0; i < src->argc; i++)
         dst->argv[i] = tide_xstrdup(src->argv[i]);
+    dst->burst_argv = tide_xcalloc(src->n_burst_argv + 1, sizeof(char *));
+    for (size_t i = 0; i < src->n_burst_argv; i++)
+        dst->burst_argv[i] = tide_xstrdup(src->burst_argv[i] ? src->burst_argv[i] : "");
     dst->env = kv_copy(src->env, src->n_env);
     dst->workdir = tide_xstrdup(src->workdir ? src->workdir : "");
     dst->pool = tide_xstrdup(src->pool ? src->pool : "");
@@ -117,6 +132,9 @@ void tide_job_spec_free(tide_job_spec_t *spec)
     for (size_t i = 0; i < spec->argc; i++)
         free(spec->argv[i]);
     free(spec->argv);
+    for (size_t i = 0; i < spec->n_burst_argv; i++)
+        free(spec->burst_argv[i]);
+    free(spec->burst_argv);
     for (size_t i = 0; i < spec->n_env; i++) {
         free(spec->env[i].key);
         free(spec->env[i].value);

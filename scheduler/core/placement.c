@@ -151,6 +151,32 @@ static int32_t place_in_shape(tide_core_t *core, tide_shape_t *s, const tide_job
     return 0; /* unreachable: most >= k means a domain of that level fits */
 }
 
+int32_t tide__place_near(tide_core_t *core, tide_worker_t *w0, tide_level_t level, int32_t k, tide_worker_t **ws)
+{
+    tide_domain_t *d = NULL;
+    int32_t have;
+
+    if (!w0 || !w0->dom || k <= 0)
+        return 0;
+    /* The nearest domain around w0 (its node, rack, switch, up to level) that has k free; else the
+     * largest of them, partly. */
+    for (int l = TIDE_LVL_NODE; l < TIDE_LVL_DOMAINS && l <= (int)level; l++) {
+        tide_domain_t *c = tide__domain_at(w0, (tide_level_t)l);
+        if (!c)
+            continue;
+        d = c;
+        if (c->n_free >= k)
+            return fill(core, c, k, ws, 0);
+    }
+    if (level == TIDE_LVL_SHAPE) {
+        have = w0->dom->shape->n_free;
+        return fill_shape(core, w0->dom->shape, k < have ? k : have, ws);
+    }
+    if (!d || d->n_free <= 0)
+        return 0;
+    return fill(core, d, d->n_free, ws, 0);
+}
+
 int32_t tide__place(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, tide_wait_t *why)
 {
     int32_t limit = tide__reserve_limit(core, job);

@@ -31,6 +31,10 @@ const char *tide_resize_reason_name(tide_resize_reason_t r)
         return "shrink";
     case TIDE_RESIZE_REPLACE:
         return "replace";
+    case TIDE_RESIZE_BURST:
+        return "burst";
+    case TIDE_RESIZE_BURST_END:
+        return "burst_end";
     }
     return "unknown";
 }
@@ -71,6 +75,8 @@ bool tide__resize_in_progress(const tide_job_t *job)
 
 static int32_t goal_of(const tide_job_t *job)
 {
+    if (job->burst_to > 0)
+        return job->burst_to; /* grown for a high-load phase (lending.c): hold that size until it ends */
     return job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
 }
 
@@ -364,7 +370,7 @@ void tide__resize_started(tide_core_t *core, tide_job_t *job)
                                   : job->last_resize.from_workers;
         else
             job->grown_from = 0;
-        if ((unsigned)job->last_resize.reason < 5) {
+        if ((unsigned)job->last_resize.reason < TIDE_RESIZE_REASONS) {
             core->resizes_done[job->last_resize.reason]++;
             core->resize_seconds[job->last_resize.reason] += job->last_resize.total_s;
         }
@@ -393,6 +399,8 @@ void tide__resize_abort(tide_core_t *core, tide_job_t *job, const char *why)
             free(job->exclude[i]);
         job->n_exclude = 0;
     }
+    if (r->reason == TIDE_RESIZE_BURST)
+        tide__burst_resize_cancelled(core, job);
     release_claim(core, job);
     resize_clear(r);
     job->size_cap = 0;
@@ -503,6 +511,7 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
     job->target_workers = elastic ? 0 : workers;
     if (job->target_workers > 0)
         job->grown_from = 0; /* a size asked for is not a loan */
+    tide__burst_resize_cancelled(core, job); /* a size asked for ends a burst by resize: it is the goal now */
     *out = job;
     if (before != job->target_workers) {
         if (elastic)
@@ -547,10 +556,29 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
     return 0;
 }
 
-void tide_core_resize_stats(const tide_core_t *core, uint64_t count[5], double seconds[5])
+void tide_core_resize_stats(const tide_core_t *core, uint64_t count[TIDE_RESIZE_REASONS],
+                            double seconds[TIDE_RESIZE_REASONS])
 {
     memcpy(count, core->resizes_done, sizeof(core->resizes_done));
     memcpy(seconds, core->resize_seconds, sizeof(core->resize_seconds));
+}
+
+/* --- burst by resize (lending.c) --- */
+
+int32_t tide__resize_burst_avail(tide_core_t *core, const tide_job_t *job)
+{
+    const char *why = NULL;
+    int32_t avail, room = job->spec.max_workers - job->n_ranks;
+
+    if (!can_begin(job) || room <= 0)
+        return 0;
+    avail = grow_avail(core, job, &why);
+    return avail < room ? avail : room;
+}
+
+void tide__resize_burst(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason, const char *detail)
+{
+    begin(core, job, to, reason, "%s", detail);
 }
 
 /* --- straggler replacement --- */

@@ -1,5 +1,7 @@
 /* Work stealing (docs/work-stealing.md): the task pools of a job's current generation, one per
- * (kind, step), and the steal protocol between thieves, victims and the scheduler. Invariant: every
+ * (kind, step), and the steal protocol between thieves, victims and the scheduler. A pool has a place
+ * for each rank and each lent (burst) slot of the generation; a lent slot joins detached pools only,
+ * declares no share and never holds a pool open. Invariant: every
  * declared task id is in exactly one place (held by one rank: queued in its deque or handed to its
  * trainer; committed; or orphaned because its holder is gone), each pool's counters are the sums
  * over its slots, and a task leaves a victim only when the victim's answer names it. */
@@ -62,7 +64,7 @@ typedef struct tp_pool {
     size_t mask;
     uint64_t *orph; /* orphaned ids (a stack of `orphaned`) */
     size_t cap_orph;
-    tp_rank_t *ranks; /* n_ranks of the generation */
+    tp_rank_t *ranks; /* n_slots: the generation's ranks, then its lent slots */
     tide_heap_t victims;
     tide_list_t parked; /* FIFO of thieves waiting for a declaration or an answer */
 } tp_pool_t;
@@ -72,6 +74,7 @@ typedef struct tide_task_pools tide_task_pools_t;
 struct tide_task_pools {
     tide_job_t *job;
     int32_t n_ranks;
+    int32_t n_slots; /* n_ranks + the generation's lent (burst) slots */
     tp_pool_t **pools;
     int32_t n_pools, cap_pools;
     uint64_t next_seq;
@@ -170,12 +173,16 @@ static tp_pool_t *pool_new(const tide_job_t *job, tide_task_kind_t kind, int64_t
     p->total = total;
     p->slots = tide_xcalloc(cap, sizeof(*p->slots));
     p->mask = cap - 1;
-    p->ranks = tide_xcalloc((size_t)job->n_ranks, sizeof(*p->ranks));
-    for (int32_t r = 0; r < job->n_ranks; r++) {
+    p->ranks = tide_xcalloc((size_t)(job->n_ranks + job->max_lent), sizeof(*p->ranks));
+    for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++) {
         tide_heap_node_init(&p->ranks[r].hn);
         tide_list_init(&p->ranks[r].park_node);
         p->ranks[r].release_thief = -1;
         p->ranks[r].steal_victim = -1;
+        if (r >= job->n_ranks) {
+            p->ranks[r].gone = !job->ranks[r].worker || job->ranks[r].lent_stopping; /* joins when lent */
+            continue;
+        }
         /* A rank that left before the pool opened never declares: it must not hold it open. */
         if (job->ranks[r].state == TIDE_RANK_EXITED || job->ranks[r].state == TIDE_RANK_LOST) {
             p->ranks[r].gone = true;
@@ -187,11 +194,11 @@ static tp_pool_t *pool_new(const tide_job_t *job, tide_task_kind_t kind, int64_t
     return p;
 }
 
-static void pool_free(tp_pool_t *p, int32_t n_ranks)
+static void pool_free(tp_pool_t *p, int32_t n_slots)
 {
     if (!p)
         return;
-    for (int32_t r = 0; r < n_ranks; r++)
+    for (int32_t r = 0; r < n_slots; r++)
         free(p->ranks[r].given);
     tide_heap_free(&p->victims);
     free(p->ranks);
@@ -225,7 +232,7 @@ void tide__tasks_free(tide_job_t *job)
     if (!pools)
         return;
     for (int32_t i = 0; i < pools->n_pools; i++)
-        pool_free(pools->pools[i], pools->n_ranks);
+        pool_free(pools->pools[i], pools->n_slots);
     free(pools->pools);
     free(pools->stolen_recent);
     free(pools->stolen_total);
@@ -260,7 +267,7 @@ static int check_rank(tide_core_t *core, tide_worker_t *w, const char *job_id, i
                        (int)generation, (int)job->generation);
         return -EINVAL;
     }
-    if (rank < 0 || rank >= job->n_ranks) {
+    if (rank < 0 || rank >= job->n_ranks + job->max_lent) {
         tide_errprintf(err, "rank: %d is not a rank of job %s (%d ranks)", (int)rank, job->id,
                        (int)job->n_ranks);
         return -EINVAL;
@@ -274,6 +281,10 @@ static int check_rank(tide_core_t *core, tide_worker_t *w, const char *job_id, i
         *kind = TIDE_TASK_MEMBER; /* TASK_KIND_UNSPECIFIED reads as MEMBER */
     if (*kind != TIDE_TASK_MEMBER && *kind != TIDE_TASK_DETACHED) {
         tide_errprintf(err, "kind: %d is not a task kind", (int)*kind);
+        return -EINVAL;
+    }
+    if (rank >= job->n_ranks && *kind != TIDE_TASK_DETACHED) {
+        tide_errprintf(err, "kind: a lent (burst) worker takes detached tasks only");
         return -EINVAL;
     }
     if (step < 0) {
@@ -535,8 +546,8 @@ static bool try_serve(ctx_t *c, int32_t t)
     /* A rank slower per task than the job's median (straggler.c) does not take work from faster
      * ranks: a stolen task would take it longer than its victim, and at the end of a step it is what
      * everyone waits for. Its own tasks still run; "none" is always safe. */
-    if (c->job->ranks[t].straggler != TIDE_STRAGGLER_NONE) {
-        give(c, t);
+    if (t < c->job->n_ranks ? c->job->ranks[t].straggler != TIDE_STRAGGLER_NONE : c->job->ranks[t].lent_stopping) {
+        give(c, t); /* a lent worker being taken back takes nothing more either */
         return true;
     }
     v = pick_victim(c, t);
@@ -648,10 +659,11 @@ static tide_task_pools_t *pools_get(tide_core_t *core, tide_job_t *job)
     pools = tide_xcalloc(1, sizeof(*pools));
     pools->job = job;
     pools->n_ranks = job->n_ranks;
+    pools->n_slots = job->n_ranks + job->max_lent;
     pools->cap_pools = core->cfg.max_task_pools > 0 ? core->cfg.max_task_pools : 1;
     pools->pools = tide_xcalloc((size_t)pools->cap_pools, sizeof(*pools->pools));
-    pools->stolen_recent = tide_xcalloc((size_t)job->n_ranks + 1, sizeof(uint64_t));
-    pools->stolen_total = tide_xcalloc((size_t)job->n_ranks + 1, sizeof(uint64_t));
+    pools->stolen_recent = tide_xcalloc((size_t)pools->n_slots + 1, sizeof(uint64_t));
+    pools->stolen_total = tide_xcalloc((size_t)pools->n_slots + 1, sizeof(uint64_t));
     pools->requests_reported = job->steal_requests;
     pools->dropped_step[0] = pools->dropped_step[1] = pools->dropped_step[2] = -1;
     job->tasks = pools;
@@ -686,7 +698,7 @@ static void pool_drop(tide_core_t *core, tide_task_pools_t *pools, int32_t i)
 {
     ctx_t c = {core, pools->job, pools, pools->pools[i]};
 
-    for (int32_t t = 0; t < pools->n_ranks; t++) {
+    for (int32_t t = 0; t < pools->n_slots; t++) {
         tp_rank_t *T = &c.p->ranks[t];
         if (T->steal_state == STEAL_PARKED)
             unpark(&c, t);
@@ -700,7 +712,7 @@ static void pool_drop(tide_core_t *core, tide_task_pools_t *pools, int32_t i)
     if (c.p->kind >= TIDE_TASK_MEMBER && c.p->kind <= TIDE_TASK_DETACHED &&
         c.p->step > pools->dropped_step[c.p->kind])
         pools->dropped_step[c.p->kind] = c.p->step;
-    pool_free(c.p, pools->n_ranks);
+    pool_free(c.p, pools->n_slots);
     pools->pools[i] = pools->pools[--pools->n_pools];
 }
 
@@ -733,7 +745,11 @@ int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *jo
         tide_errprintf(err, "task_ids: missing");
         return -EINVAL;
     }
-    if (job->n_ranks > RANK_MAX) {
+    if (rank >= job->n_ranks && n > 0) {
+        tide_errprintf(err, "task_ids: a lent (burst) worker joins a pool with no share of its own");
+        return -EINVAL;
+    }
+    if (job->n_ranks + job->max_lent > RANK_MAX) {
         tide_errprintf(err, "rank: job %s has more ranks than stealing supports (%d)", job->id,
                        RANK_MAX);
         return -EINVAL;
@@ -818,7 +834,7 @@ int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *jo
             for (size_t j = 0; j < i; j++)
                 slot_erase(p, ids[j]);
             if (created)
-                pool_free(p, job->n_ranks);
+                pool_free(p, job->n_ranks + job->max_lent);
             return -EINVAL;
         }
         s->state = SLOT_HELD;
@@ -837,7 +853,10 @@ int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *jo
     R->est = n;
     p->declared += n;
     p->held += n;
-    p->ranks_declared++;
+    if (rank < job->n_ranks)
+        p->ranks_declared++; /* a lent slot joins; it never holds the pool open */
+    if (kind == TIDE_TASK_DETACHED && rank < job->n_ranks)
+        job->detached_seen = true; /* burst may lend it workers for these */
     c = (ctx_t){core, job, pools, p};
     refresh(&c, rank);
     retry_parked(&c);
@@ -1009,7 +1028,7 @@ static tide_task_pools_t *pools_of(tide_worker_t *w, int32_t *rank)
     tide_job_t *job = w->job;
 
     if (!job || !job->tasks || job->state != TIDE_JOB_RUNNING || w->generation != job->generation ||
-        w->rank < 0 || w->rank >= job->n_ranks || job->ranks[w->rank].worker != w)
+        w->rank < 0 || w->rank >= job->n_ranks + job->max_lent || job->ranks[w->rank].worker != w)
         return NULL;
     *rank = w->rank;
     return job->tasks;
@@ -1047,7 +1066,7 @@ void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r, bool o
 {
     tide_task_pools_t *pools = job->tasks;
 
-    if (!pools || r < 0 || r >= pools->n_ranks)
+    if (!pools || r < 0 || r >= pools->n_slots)
         return;
     for (int32_t i = 0; i < pools->n_pools; i++) {
         ctx_t c = {core, job, pools, pools->pools[i]};
@@ -1055,7 +1074,7 @@ void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r, bool o
         if (R->gone)
             continue;
         R->gone = true;
-        if (!R->declared)
+        if (!R->declared && r < pools->n_ranks)
             c.p->ranks_declared++;
         if (orphan)
             orphan_all(c.p, r);
@@ -1078,6 +1097,24 @@ void tide__tasks_rank_gone(tide_core_t *core, tide_job_t *job, int32_t r, bool o
         R->est = 0;
         refresh(&c, r);
         retry_parked(&c);
+    }
+}
+
+void tide__tasks_slot_reset(tide_core_t *core, tide_job_t *job, int32_t r)
+{
+    tide_task_pools_t *pools = job->tasks;
+
+    if (!pools || r < pools->n_ranks || r >= pools->n_slots)
+        return;
+    tide__tasks_rank_gone(core, job, r, true); /* whatever its last occupant left behind */
+    for (int32_t i = 0; i < pools->n_pools; i++) {
+        tp_rank_t *R = &pools->pools[i]->ranks[r];
+        free(R->given);
+        memset(R, 0, sizeof(*R));
+        tide_heap_node_init(&R->hn);
+        tide_list_init(&R->park_node);
+        R->release_thief = -1;
+        R->steal_victim = -1;
     }
 }
 
@@ -1122,7 +1159,7 @@ uint64_t tide__tasks_stolen_from(const tide_job_t *job, int32_t rank)
 {
     const tide_task_pools_t *pools = job->tasks;
 
-    return pools && rank >= 0 && rank < pools->n_ranks ? pools->stolen_total[rank] : 0;
+    return pools && rank >= 0 && rank < pools->n_slots ? pools->stolen_total[rank] : 0;
 }
 
 bool tide__tasks_steal_window(tide_job_t *job, uint64_t *requests, int32_t *rank, uint64_t *count)
@@ -1136,7 +1173,7 @@ bool tide__tasks_steal_window(tide_job_t *job, uint64_t *requests, int32_t *rank
         return false;
     *requests = job->steal_requests - pools->requests_reported;
     pools->requests_reported = job->steal_requests;
-    for (int32_t r = 0; r < pools->n_ranks; r++) {
+    for (int32_t r = 0; r < pools->n_slots; r++) {
         if (pools->stolen_recent[r] > *count) {
             *count = pools->stolen_recent[r];
             *rank = r;

@@ -206,6 +206,10 @@ static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why, bo
             char *text = tide_xasprintf("worker %s died (%s)", w->id, why);
             tide__job_rank_lost(core, job, rank, text);
             free(text);
+        } else if (tide__lent_slot_of(job, w, w->generation, rank)) {
+            char *text = tide_xasprintf("worker %s died (%s)", w->id, why);
+            tide__lent_lost(core, job, rank, text);
+            free(text);
         }
         if (w->job)
             tide__worker_release(core, w);
@@ -379,6 +383,26 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         tide_job_t *job = tide_core_job_find(core, r->job_id ? r->job_id : "");
         tide_job_rank_t *slot = slot_of(job, w, r->generation, r->rank);
 
+        if (tide__lent_slot_of(job, w, r->generation, r->rank)) {
+            /* A lent (burst) process: running goes on (one taken back is told to stop again). */
+            known_rank_reported = true;
+            if (!r->running) {
+                tide__lent_exited(core, job, r->rank, r->exit_code, r->error);
+            } else if (job->ranks[r->rank].lent_stopping) {
+                tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+                a->worker = w;
+                a->conn = w->conn;
+                a->job = job;
+                a->job_id = job->id;
+                a->generation = r->generation;
+                a->rank = r->rank;
+                a->grace_ms = core->cfg.stop_grace_ms;
+                a->text = "burst worker taken back";
+            } else {
+                tide__lent_started(core, job, r->rank, r->pid);
+            }
+            continue;
+        }
         if (!slot || slot->state == TIDE_RANK_EXITED || slot->state == TIDE_RANK_LOST) {
             /* Not ours (any more): a still-running one is stopped; an exit is just forgotten,
              * except that it frees the worker from a rank it was stopping. */
@@ -418,7 +442,12 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
             tide__rank_exited(core, w, job->id, r->generation, r->rank, r->exit_code, r->error);
     }
 
-    if (w->job && !known_rank_reported) {
+    if (w->job && !known_rank_reported && tide__lent_slot_of(w->job, w, w->generation, w->rank)) {
+        /* Its lent process is gone (or its LAUNCH was lost with the stream): the slot is free again. */
+        char *why = tide_xasprintf("worker %s re-registered without burst slot %d", w->id, w->rank);
+        tide__lent_lost(core, w->job, w->rank, why);
+        free(why);
+    } else if (w->job && !known_rank_reported) {
         tide_job_t *job = w->job;
         tide_job_rank_t *slot = slot_of(job, w, w->generation, w->rank);
         if (slot && slot->awaiting) {

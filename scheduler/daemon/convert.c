@@ -54,6 +54,9 @@ static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_
     out->checkpoint_deadline_seconds = spec->ckpt_deadline_s;
     out->adaptive_target = spec->adaptive_target;
     out->no_stealing = spec->no_stealing;
+    out->burst_percent = spec->burst_percent;
+    out->n_burst_command = spec->n_burst_argv;
+    out->burst_command = spec->burst_argv;
 }
 
 static Tide__V1__Checkpoint *conv_ckpt(const tide_checkpoint_t *c, tide_arena_t *a)
@@ -123,6 +126,7 @@ static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p
     out->task_seconds = p->task_seconds;
     out->busy_fraction = p->busy_fraction;
     out->steal_wait_seconds = p->steal_wait_seconds;
+    out->high_load = p->high_load;
     return out;
 }
 
@@ -204,6 +208,7 @@ void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_traine
     out->task_seconds = nonneg(pb->task_seconds);
     out->busy_fraction = nonneg(pb->busy_fraction) > 1 ? 1 : nonneg(pb->busy_fraction);
     out->steal_wait_seconds = nonneg(pb->steal_wait_seconds);
+    out->high_load = pb->high_load;
 }
 
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)
@@ -279,6 +284,9 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         out->steal_requests = job->steal_requests;
         out->tasks_committed = job->tasks_committed;
         out->stragglers = job->stragglers;
+        out->high_load = job->high_load; /* burst: in memory only */
+        out->lent_workers = job->lent_workers;
+        out->bursts = job->bursts;
     }
     /* Elastic scaling (docs/elastic.md). The requested size and the count survive a restart
      * (tide_conv_record_from_pb); a record's resize and last resize are for readers only. */
@@ -425,6 +433,9 @@ int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, t
     spec->ckpt_deadline_s = pb->checkpoint_deadline_seconds;
     spec->adaptive_target = pb->adaptive_target;
     spec->no_stealing = pb->no_stealing;
+    spec->burst_percent = pb->burst_percent;
+    spec->burst_argv = pb->burst_command;
+    spec->n_burst_argv = pb->n_burst_command;
     return 0;
 }
 

@@ -251,7 +251,7 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
         tide_arena_calloc(&d->arena, job->spec.n_env + 1, sizeof(*env));
 
     /* The job's GPUs on this rank's node, in LOCAL_RANK order (CUDA_VISIBLE_DEVICES). */
-    for (int32_t r = 0; r < job->n_ranks; r++) {
+    for (int32_t r = 0; r < job->n_ranks && a->rank < job->n_ranks; r++) {
         const tide_job_rank_t *o = &job->ranks[r];
         if (o->group_rank == slot->group_rank) {
             tide_worker_t *ow = o->worker ? o->worker : tide_core_worker_find(d->core, o->worker_id);
@@ -286,8 +286,24 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
     l.run_id = job->id;
     l.launcher = (Tide__V1__Launcher)job->spec.launcher;
     l.group_world_size = job->n_ranks ? job->ranks[job->n_ranks - 1].group_rank + 1 : 0;
-    if (job->spec.launcher == TIDE_LAUNCHER_MPI)
+    if (a->rank >= job->n_ranks) {
+        /* A lent (burst) worker: not a member of the generation; its own GPU only, started directly. */
+        l.burst = true;
+        l.local_rank = 0;
+        l.local_world_size = 1;
+        l.group_rank = 0;
+        l.group_world_size = 0;
+        l.master_addr = "";
+        l.master_port = 0;
+        gpus[0] = a->worker ? a->worker->gpu_index : 0;
+        l.n_node_gpu_indexes = 1;
+        if (job->spec.n_burst_argv > 0) {
+            l.n_command = job->spec.n_burst_argv;
+            l.command = job->spec.burst_argv;
+        }
+    } else if (job->spec.launcher == TIDE_LAUNCHER_MPI) {
         tide_daemon_mpi_launch(d, job, a->generation, &l);
+    }
     msg.epoch = d->epoch;
     msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_LAUNCH;
     msg.launch = &l;

@@ -43,6 +43,9 @@ enum {
     OPT_RESIZE_DWELL,
     OPT_RESIZE_GRACE,
     OPT_REPLACE_STRAGGLERS,
+    OPT_BURST_ENTER,
+    OPT_BURST_EXIT,
+    OPT_BURST_DWELL,
 };
 
 static const struct option opts[] = {
@@ -73,6 +76,9 @@ static const struct option opts[] = {
     {"resize-dwell", required_argument, NULL, OPT_RESIZE_DWELL},
     {"resize-grace", required_argument, NULL, OPT_RESIZE_GRACE},
     {"replace-stragglers", no_argument, NULL, OPT_REPLACE_STRAGGLERS},
+    {"burst-enter", required_argument, NULL, OPT_BURST_ENTER},
+    {"burst-exit", required_argument, NULL, OPT_BURST_EXIT},
+    {"burst-dwell", required_argument, NULL, OPT_BURST_DWELL},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -135,7 +141,11 @@ void tide_sched_usage(FILE *f)
             "  --resize-grace DURATION  a resizing job's time to checkpoint before its ranks stop\n"
             "                         (default 30s)\n"
             "  --replace-stragglers   swap a persistent straggler for a free healthy worker at a new\n"
-            "                         generation (default: only report it)\n");
+            "                         generation (default: only report it)\n"
+            "  --burst-enter DURATION  a job's high-load phase lasts this long before tide lends it burst\n"
+            "                         workers (default 2s)\n"
+            "  --burst-exit DURATION  a normal phase lasts this long before they go back (default 2s)\n"
+            "  --burst-dwell DURATION  lent workers stay at least this long (default 10s)\n");
 }
 
 static int parse_num(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out, tide_error_t *err)
@@ -434,6 +444,12 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
     case OPT_REPLACE_STRAGGLERS:
         core->replace_stragglers = true;
         return 0;
+    case OPT_BURST_ENTER:
+        return duration_flag("--burst-enter", arg, 0, MAX_DURATION_MS, &core->burst_enter_ms, err);
+    case OPT_BURST_EXIT:
+        return duration_flag("--burst-exit", arg, 0, MAX_DURATION_MS, &core->burst_exit_ms, err);
+    case OPT_BURST_DWELL:
+        return duration_flag("--burst-dwell", arg, 0, MAX_DURATION_MS, &core->burst_min_dwell_ms, err);
     }
     tide_errprintf(err, "internal: unknown flag %d", c);
     return -EINVAL;

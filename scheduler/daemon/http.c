@@ -268,8 +268,9 @@ static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
                      "Task messages from workers the scheduler refused (bad input; nothing changed).");
     tide_prom_sample(p, NULL, 0, (double)d->task_reports_rejected_total);
     {
-        uint64_t n[5];
-        double s[5];
+        uint64_t n[TIDE_RESIZE_REASONS];
+        double s[TIDE_RESIZE_REASONS];
+        tide_burst_stats_t bs;
         tide_core_resize_stats(d->core, n, s);
         tide_prom_family(p, "tide_resizes_total", TIDE_PROM_COUNTER,
                          "Completed job resizes by reason (docs/elastic.md).");
@@ -283,6 +284,19 @@ static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
             tide_prom_label_t l = {"reason", tide_resize_reason_name((tide_resize_reason_t)i)};
             tide_prom_sample(p, &l, 1, s[i]);
         }
+        tide_core_burst_stats(d->core, &bs);
+        tide_prom_family(p, "tide_burst_workers", TIDE_PROM_GAUGE,
+                         "Workers lent to jobs in their high-load phases now (docs/elastic.md, \"Burst\").");
+        tide_prom_sample(p, NULL, 0, (double)bs.lent_now);
+        tide_prom_family(p, "tide_burst_lent_total", TIDE_PROM_COUNTER, "Workers lent for bursts.");
+        tide_prom_sample(p, NULL, 0, (double)bs.lent_total);
+        tide_prom_family(p, "tide_bursts_total", TIDE_PROM_COUNTER, "Burst lendings (one decision may lend several).");
+        tide_prom_sample(p, NULL, 0, (double)bs.bursts);
+        tide_prom_family(p, "tide_burst_reclaims_total", TIDE_PROM_COUNTER, "Burst lendings taken back.");
+        tide_prom_sample(p, NULL, 0, (double)bs.reclaims);
+        tide_prom_family(p, "tide_burst_worker_seconds_total", TIDE_PROM_COUNTER,
+                         "Lent-worker seconds of the lendings taken back.");
+        tide_prom_sample(p, NULL, 0, bs.lent_seconds);
     }
     tide_prom_family(p, "tide_store_commits_total", TIDE_PROM_COUNTER, "Group commits to the store.");
     tide_prom_sample(p, NULL, 0, (double)d->commits_total);

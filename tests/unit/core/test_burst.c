@@ -53,6 +53,27 @@ static void test_defaults(void **state)
     assert_int_equal(tide_burst_predicted_rest(&b, 0), -1);
 }
 
+/* A pause (a burst resize's stop and start) inside a phase is left out of its length. */
+static void test_pause_left_out_of_phase(void **state)
+{
+    tide_burst_cfg_t cfg;
+    tide_burst_t b;
+    (void)state;
+    tide_burst_cfg_default(&cfg);
+    tide_burst_init(&b);
+    tide_burst_pause(&b, 0, 500); /* nothing observed: no-op */
+    assert_false(b.observed);
+    tide_burst_observe(&b, &cfg, 0, true);
+    tide_burst_pause(&b, 10000, 3000); /* paused 3 s of the first 10 s */
+    tide_burst_observe(&b, &cfg, 20000, false);
+    assert_int_equal(b.highs_seen, 1);
+    assert_true(b.ewma_high_ms == 17000.0);
+    /* Never later than now. */
+    tide_burst_observe(&b, &cfg, 30000, true);
+    tide_burst_pause(&b, 31000, 5000);
+    assert_int_equal(b.phase_since, 31000);
+}
+
 static void test_first_high_phase_lends_nothing(void **state)
 {
     tide_burst_cfg_t cfg;
@@ -333,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_ewma),
         cmocka_unit_test(test_time_backwards_ignored),
         cmocka_unit_test(test_flapping_never_lends),
+        cmocka_unit_test(test_pause_left_out_of_phase),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

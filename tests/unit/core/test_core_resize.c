@@ -279,8 +279,8 @@ static void test_grow_by_request(void **state)
     assert_true(job->last_resize.done_ms > job->last_resize.decided_ms);
     assert_int_equal(job->resizes, 1);
     {
-        uint64_t n[5];
-        double sec[5];
+        uint64_t n[TIDE_RESIZE_REASONS];
+        double sec[TIDE_RESIZE_REASONS];
         tide_core_resize_stats(h.core, n, sec);
         assert_int_equal(n[TIDE_RESIZE_REQUESTED], 1);
         assert_int_equal(n[TIDE_RESIZE_GROW] + n[TIDE_RESIZE_SHRINK] + n[TIDE_RESIZE_REPLACE], 0);
@@ -1343,8 +1343,8 @@ static void test_shrink_before_evict(void **state)
     assert_int_equal(low->preemptions, 0);
     assert_int_equal(low->resizes, 1);
     {
-        uint64_t n[5];
-        double sec[5];
+        uint64_t n[TIDE_RESIZE_REASONS];
+        double sec[TIDE_RESIZE_REASONS];
         tide_core_resize_stats(h.core, n, sec);
         assert_int_equal(n[TIDE_RESIZE_SHRINK], 1);
     }
