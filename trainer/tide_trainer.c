@@ -623,6 +623,7 @@ tide_trainer_t *tide_trainer_open(void)
 {
     const char *path = getenv("TIDE_AGENT_SOCK");
     const char *job = getenv("TIDE_JOB_ID");
+    const char *rank_var;
     tide_trainer_t *t = NULL;
     int64_t generation, rank, deadline;
     char line[1024];
@@ -634,8 +635,12 @@ tide_trainer_t *tide_trainer_open(void)
         say("tide_trainer: TIDE_AGENT_SOCK is set but TIDE_JOB_ID is not: running without tide");
         return NULL;
     }
-    if (!env_int("TIDE_GENERATION", &generation) || !env_int("RANK", &rank)) {
-        say("tide_trainer: TIDE_GENERATION and RANK must be integers >= 0: running without tide");
+    /* TIDE_RANK names a burst rank too, which has no RANK (docs/trainer-api.md); a tide without
+     * it sets RANK only. */
+    rank_var = getenv("TIDE_RANK") && *getenv("TIDE_RANK") ? "TIDE_RANK" : "RANK";
+    if (!env_int("TIDE_GENERATION", &generation) || !env_int(rank_var, &rank)) {
+        say("tide_trainer: TIDE_GENERATION and %s must be integers >= 0: running without tide",
+            rank_var);
         return NULL;
     }
     n = (size_t)snprintf(line, sizeof(line), "{\"op\":\"hello\",\"v\":1,\"job\":\"");
@@ -796,6 +801,27 @@ void tide_trainer_phase(tide_trainer_t *t, tide_phase_t phase)
     n = snprintf(line, sizeof(line), "{\"op\":\"phase\",\"phase\":\"%s\"}\n", name);
     send_line(t, line, (size_t)n, false);
     read_commands(t);
+}
+
+/* load (docs/trainer-api.md): queued whole, never dropped (the state it sets lasts until the next
+ * one), and never waited for. */
+void tide_trainer_load_phase(tide_trainer_t *t, bool high)
+{
+    static const char hi[] = "{\"op\":\"load\",\"high\":true}\n";
+    static const char lo[] = "{\"op\":\"load\",\"high\":false}\n";
+
+    if (!t || t->fd < 0)
+        return;
+    if (queue_line(t, high ? hi : lo, high ? sizeof(hi) - 1 : sizeof(lo) - 1) < 0)
+        return;
+    read_commands(t);
+}
+
+bool tide_trainer_is_burst(void)
+{
+    const char *v = getenv("TIDE_BURST");
+
+    return v && strcmp(v, "1") == 0;
 }
 
 static bool hex64(const char *s)
@@ -996,6 +1022,13 @@ done:
     free(line);
     free(sorted);
     return rc;
+}
+
+int tide_trainer_tasks_join(tide_trainer_t *t, tide_task_iter_t *it, int64_t step, uint64_t total)
+{
+    /* An empty share: outside tide there is nothing to hand out; under tide the worker steals for
+     * it as for any rank whose share is done (docs/work-stealing.md). */
+    return tide_trainer_tasks_begin(t, it, step, TIDE_TRAINER_TASK_DETACHED, NULL, 0, total);
 }
 
 /* Waits (no timeout) for the reply to the next_task just queued, finishing its sending and

@@ -35,8 +35,8 @@ typedef enum tide_phase {
 /* The protocol's name of a phase ("forward", ...); NULL for a value out of range. */
 const char *tide_phase_name(tide_phase_t phase);
 
-/* Connects to $TIDE_AGENT_SOCK and says hello with TIDE_JOB_ID, TIDE_GENERATION and RANK from the
- * environment; waits (at most 5 s) for the welcome. Returns NULL outside tide, and NULL with one
+/* Connects to $TIDE_AGENT_SOCK and says hello with TIDE_JOB_ID, TIDE_GENERATION and TIDE_RANK (RANK
+ * when unset or empty) from the environment; waits (at most 5 s) for the welcome. Returns NULL outside tide, and NULL with one
  * line on stderr ("tide_trainer: ...: running without tide") when the socket or the hello fails. */
 tide_trainer_t *tide_trainer_open(void);
 /* Closes the connection. NULL is fine. */

@@ -35,6 +35,13 @@
 #define TRACK_MAX                  64   /* rank processes the device backend is told about */
 #define AGENT_SOCK_NAME            "agent.sock"
 
+/* A rank's exit not reported yet (see held below). */
+typedef struct held_exit {
+    uint64_t id;
+    int64_t exit_status;
+    int term_signal;
+} held_exit_t;
+
 struct tide_worker_agent {
     uv_loop_t *loop;
     const tide_worker_config_t *cfg;
@@ -66,6 +73,11 @@ struct tide_worker_agent {
 
     bool finishing; /* waiting for the stream to end before stopping */
     uint64_t finish_deadline;
+    /* Exits held back until the rank's task completions went out (no stream when it ended): the
+     * scheduler must commit its last tasks before it learns of the exit. */
+    held_exit_t *held;
+    size_t n_held;
+
     bool done; /* handles closing, nothing more happens */
     bool free_requested;
     int exit_code;
@@ -76,6 +88,7 @@ static void stop_io(tide_worker_agent_t *a);
 static void finish_soon(tide_worker_agent_t *a, int exit_code);
 static void connect_now(tide_worker_agent_t *a);
 static void on_reconnect(uv_timer_t *t);
+static void release_held(tide_worker_agent_t *a, bool force);
 
 /* --- the core's effects --- */
 
@@ -92,7 +105,9 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
                     tide_worker_spawned_t *out, tide_error_t *err)
 {
     tide_worker_agent_t *a = ud;
-    int rc = launch->launcher == TIDE__V1__LAUNCHER__LAUNCHER_MPI
+    /* A burst rank of an MPI job is started directly, like any LAUNCHER_ENV rank: it is no part
+     * of the job's mpirun, whose daemons and ranks it never touches (docs/worker.md, "Burst"). */
+    int rc = launch->launcher == TIDE__V1__LAUNCHER__LAUNCHER_MPI && !launch->burst
                  ? (a->mpi ? tide_worker_mpi_spawn(a->mpi, id, launch, out, err) : -ESHUTDOWN)
                  : tide_launcher_spawn(a->launcher, id, launch, out, err);
 
@@ -330,7 +345,11 @@ static void send_heartbeat(tide_worker_agent_t *a)
 
 static void on_heartbeat(uv_timer_t *t)
 {
-    send_heartbeat(t->data);
+    tide_worker_agent_t *a = t->data;
+
+    send_heartbeat(a);
+    if (a->n_held)
+        release_held(a, false);
 }
 
 static void op_welcomed(void *ud, uint32_t interval_ms)
@@ -452,6 +471,35 @@ static void maybe_finish_shutdown(tide_worker_agent_t *a)
         finish_soon(a, 0);
 }
 
+/* The exit goes to the core (RankExited now, or in the next hello). */
+static void report_exit(tide_worker_agent_t *a, uint64_t id, int64_t exit_status, int term_signal)
+{
+    if (a->trainer)
+        tide_trainer_server_rank_remove(a->trainer, id);
+    tide_worker_core_rank_exited(a->core, id, exit_status, term_signal);
+    tide_worker_logs_kick(a->logs);
+}
+
+/* Reports the held exits whose completions went out (all of them when force: shutting down). */
+static void release_held(tide_worker_agent_t *a, bool force)
+{
+    size_t i = 0;
+
+    while (i < a->n_held) {
+        held_exit_t h = a->held[i];
+        if (!force && a->trainer && tide_trainer_server_rank_unsent(a->trainer, h.id)) {
+            i++;
+            continue;
+        }
+        a->held[i] = a->held[--a->n_held];
+        report_exit(a, h.id, h.exit_status, h.term_signal);
+    }
+    if (a->n_held == 0) {
+        free(a->held);
+        a->held = NULL;
+    }
+}
+
 static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void *ud)
 {
     tide_worker_agent_t *a = ud;
@@ -464,15 +512,23 @@ static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void
     if (a->mpi)
         tide_worker_mpi_rank_gone(a->mpi, id);
     /* A rank that used the SDK: its last steps go out before its exit (a short run would otherwise
-     * end between two heartbeats and show no progress at all). */
+     * end between two heartbeats and show no progress at all), and so do its task completions
+     * (the heartbeat flushes them), so the scheduler commits its last tasks before it hears of the
+     * exit, which would make it run them again. */
     if (a->trainer && tide_trainer_server_rank_sdk(a->trainer, id))
         send_heartbeat(a);
     tide_info("rank process %llu exited: status %lld, signal %d", (unsigned long long)id,
               (long long)exit_status, term_signal);
-    if (a->trainer)
-        tide_trainer_server_rank_remove(a->trainer, id);
-    tide_worker_core_rank_exited(a->core, id, exit_status, term_signal);
-    tide_worker_logs_kick(a->logs);
+    if (a->trainer && tide_trainer_server_rank_unsent(a->trainer, id) &&
+        !tide_worker_core_shutting_down(a->core)) {
+        /* No stream: the completions go with the next Welcome, the exit right after them. */
+        tide_info("rank process %llu: its exit is reported once its task completions went out",
+                  (unsigned long long)id);
+        a->held = tide_xrealloc(a->held, (a->n_held + 1) * sizeof(*a->held));
+        a->held[a->n_held++] = (held_exit_t){id, exit_status, term_signal};
+        return;
+    }
+    report_exit(a, id, exit_status, term_signal);
     maybe_finish_shutdown(a);
 }
 
@@ -500,6 +556,9 @@ static void on_message(tide_rpc_client_call_t *call, const uint8_t *data, size_t
         tide_debug("%s", err.text);
     else if (rc < 0)
         tide_warn("%s", err.text);
+    /* A Welcome re-sent the held ranks' completions: their exits follow them now. */
+    if (a->n_held && tide_worker_core_welcomed(a->core))
+        release_held(a, false);
 }
 
 static void on_status(tide_rpc_client_call_t *call, tide_grpc_code_t code, const char *message,
@@ -638,6 +697,7 @@ static void on_handle_closed(uv_handle_t *h)
         tide_worker_core_free(a->core);
         free(a->exec_helper);
         free(a->launcher_address);
+        free(a->held);
         free(a);
     }
 }
@@ -687,6 +747,7 @@ void tide_worker_agent_shutdown(tide_worker_agent_t *a, const char *reason, bool
               tide_worker_core_running(a->core), force ? " with SIGKILL" : "");
     uv_timer_stop(&a->reconnect);
     tide_worker_core_shutdown(a->core, reason, force);
+    release_held(a, true); /* going down: their exits wait for no stream any more */
     maybe_finish_shutdown(a);
 }
 
@@ -897,6 +958,7 @@ void tide_worker_agent_free(tide_worker_agent_t *a)
         tide_worker_core_free(a->core);
         free(a->exec_helper);
         free(a->launcher_address);
+        free(a->held);
         free(a);
     }
 }

@@ -439,9 +439,13 @@ static int validate_launch(const Tide__V1__LaunchRank *l, tide_error_t *err)
                        l->job_id, JOB_ID_MAX);
         return -EINVAL;
     }
-    if (l->generation < 0 || l->rank < 0 || l->world_size < 1 || l->rank >= l->world_size) {
-        tide_errprintf(err, "invalid LaunchRank: rank %d, generation %d, world_size %d", l->rank,
-                       l->generation, l->world_size);
+    /* A burst rank is not a member of the generation: it takes a slot after its ranks (rank =
+     * world_size + burst index, docs/elastic.md "Burst"). */
+    if (l->generation < 0 || l->rank < 0 || l->world_size < 1 ||
+        (l->burst ? l->rank < l->world_size : l->rank >= l->world_size)) {
+        tide_errprintf(err, "invalid LaunchRank: rank %d, generation %d, world_size %d%s", l->rank,
+                       l->generation, l->world_size,
+                       l->burst ? " (a burst rank is numbered from world_size)" : "");
         return -EINVAL;
     }
     if (l->local_rank < 0 || l->local_world_size < 0 || l->group_rank < 0 ||
@@ -450,7 +454,9 @@ static int validate_launch(const Tide__V1__LaunchRank *l, tide_error_t *err)
                        l->local_rank, l->local_world_size, l->group_rank);
         return -EINVAL;
     }
-    if (l->master_port < 0 || l->master_port > 65535 || (l->rank != 0 && l->master_port == 0)) {
+    /* A burst rank joins no rendezvous: it gets no MASTER_PORT, so any value is ignored. */
+    if (l->master_port < 0 || l->master_port > 65535 ||
+        (!l->burst && l->rank != 0 && l->master_port == 0)) {
         tide_errprintf(err, "invalid LaunchRank: master_port %d for rank %d", l->master_port,
                        l->rank);
         return -EINVAL;

@@ -276,6 +276,20 @@ static void env_set(env_t *e, const char *name, const char *value)
     e->kv[e->n] = NULL;
 }
 
+static void env_unset(env_t *e, const char *name)
+{
+    size_t nl = strlen(name);
+
+    for (size_t i = 0; i < e->n; i++) {
+        if (strncmp(e->kv[i], name, nl) == 0 && e->kv[i][nl] == '=') {
+            free(e->kv[i]);
+            e->kv[i] = e->kv[--e->n];
+            e->kv[e->n] = NULL;
+            return;
+        }
+    }
+}
+
 static bool env_has(const env_t *e, const char *name)
 {
     size_t nl = strlen(name);
@@ -301,8 +315,15 @@ static void env_free(env_t *e)
     free(e->kv);
 }
 
+/* What makes a process a member of a torchrun-style group: a burst rank gets none of them. */
+static const char *const member_vars[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"};
+
 /* The worker's environment (when with_environ), then the job's env map, then tide's variables
- * (which win). */
+ * (which win). A burst rank (LaunchRank.burst) gets TIDE_BURST and TIDE_BURST_INDEX in place of the
+ * member variables. */
 static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, int master_port,
                       bool with_environ, env_t *e)
 {
@@ -320,24 +341,38 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
     for (size_t i = 0; i < r->n_env; i++)
         env_set(e, r->env[i]->key, r->env[i]->value);
 
-    env_set_int(e, "RANK", r->rank);
-    env_set_int(e, "LOCAL_RANK", r->local_rank);
-    env_set_int(e, "WORLD_SIZE", r->world_size);
-    env_set_int(e, "LOCAL_WORLD_SIZE", r->local_world_size > 0 ? r->local_world_size : 1);
-    env_set_int(e, "GROUP_RANK", r->group_rank);
-    env_set_int(e, "GROUP_WORLD_SIZE", r->group_world_size > 0 ? r->group_world_size : 1);
-    env_set_int(e, "ROLE_RANK", r->rank);
-    env_set_int(e, "ROLE_WORLD_SIZE", r->world_size);
-    env_set(e, "MASTER_ADDR", r->master_addr[0] ? r->master_addr : l->advertise);
-    env_set_int(e, "MASTER_PORT", master_port);
-    env_set_int(e, "TORCHELASTIC_RESTART_COUNT", r->restart_count);
-    env_set_int(e, "TORCHELASTIC_MAX_RESTARTS", r->max_restarts);
-    env_set(e, "TORCHELASTIC_RUN_ID", r->run_id[0] ? r->run_id : r->job_id);
+    if (r->burst) {
+        /* A lent worker's process is no member of the generation (docs/elastic.md, "Burst"):
+         * nothing may make it join the generation's rendezvous, whatever the worker's environment
+         * or the job's env map say. */
+        for (size_t i = 0; i < sizeof(member_vars) / sizeof(member_vars[0]); i++)
+            env_unset(e, member_vars[i]);
+        env_set(e, "TIDE_BURST", "1");
+        env_set_int(e, "TIDE_BURST_INDEX", (long long)r->rank - r->world_size);
+    } else {
+        env_unset(e, "TIDE_BURST");
+        env_unset(e, "TIDE_BURST_INDEX");
+        env_set_int(e, "RANK", r->rank);
+        env_set_int(e, "LOCAL_RANK", r->local_rank);
+        env_set_int(e, "WORLD_SIZE", r->world_size);
+        env_set_int(e, "LOCAL_WORLD_SIZE", r->local_world_size > 0 ? r->local_world_size : 1);
+        env_set_int(e, "GROUP_RANK", r->group_rank);
+        env_set_int(e, "GROUP_WORLD_SIZE", r->group_world_size > 0 ? r->group_world_size : 1);
+        env_set_int(e, "ROLE_RANK", r->rank);
+        env_set_int(e, "ROLE_WORLD_SIZE", r->world_size);
+        env_set(e, "MASTER_ADDR", r->master_addr[0] ? r->master_addr : l->advertise);
+        env_set_int(e, "MASTER_PORT", master_port);
+        env_set_int(e, "TORCHELASTIC_RESTART_COUNT", r->restart_count);
+        env_set_int(e, "TORCHELASTIC_MAX_RESTARTS", r->max_restarts);
+        env_set(e, "TORCHELASTIC_RUN_ID", r->run_id[0] ? r->run_id : r->job_id);
+    }
+    /* The SDK says hello with this (a burst rank has no RANK). */
+    env_set_int(e, "TIDE_RANK", r->rank);
     env_set(e, "TIDE_JOB_ID", r->job_id);
     env_set_int(e, "TIDE_GENERATION", r->generation);
     env_set(e, "TIDE_WORKER_ID", l->worker_id);
     /* As torchrun does: several ranks on one node do not each start a thread per core. */
-    if (r->local_world_size > 1 && !env_has(e, "OMP_NUM_THREADS"))
+    if (!r->burst && r->local_world_size > 1 && !env_has(e, "OMP_NUM_THREADS"))
         env_set(e, "OMP_NUM_THREADS", "1");
     if (l->agent_sock)
         env_set(e, "TIDE_AGENT_SOCK", l->agent_sock);
@@ -496,7 +531,9 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
         tide_errprintf(err, "spawn: empty command");
         goto done;
     }
-    if (launch->rank == 0 && master_port == 0 && !(ov && ov->no_master_port)) {
+    if (launch->burst)
+        master_port = 0; /* no rendezvous */
+    else if (launch->rank == 0 && master_port == 0 && !(ov && ov->no_master_port)) {
         rc = pick_port(l->advertise, &master_port, err);
         if (rc < 0)
             goto done;

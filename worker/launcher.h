@@ -56,7 +56,7 @@ typedef struct tide_launch_override {
 /* Starts rank `id` as `launch` (borrowed; validated by the core) describes. Returns 0 and fills
  * *out once the command was exec'd and its record written, or -errno with the reason in err (then
  * nothing runs and on_exit is never called for id). Blocks for the helper's report (a fork+exec).
- */
+ * A burst rank gets no MASTER_PORT (out->master_port 0). */
 int tide_launcher_spawn(tide_launcher_t *l, uint64_t id, const Tide__V1__LaunchRank *launch,
                         tide_worker_spawned_t *out, tide_error_t *err);
 /* The same with ov (borrowed; NULL: none) applied. */
@@ -64,8 +64,9 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
                            const tide_launch_override_t *ov, tide_worker_spawned_t *out,
                            tide_error_t *err);
 /* The variables a rank gets besides the worker's own environment: the job's env map, then tide's
- * (RANK, ..., TIDE_*, CUDA_VISIBLE_DEVICES), as "K=V" strings. *n is set; free with
- * tide_launcher_env_free. */
+ * (RANK, ..., TIDE_*, CUDA_VISIBLE_DEVICES; a burst rank gets TIDE_BURST, TIDE_BURST_INDEX and no
+ * RANK, WORLD_SIZE, LOCAL_*, GROUP_*, ROLE_*, MASTER_*, TORCHELASTIC_*), as "K=V" strings. *n is
+ * set; free with tide_launcher_env_free. */
 char **tide_launcher_rank_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
                               int master_port, size_t *n);
 void tide_launcher_env_free(char **env, size_t n);

@@ -1029,6 +1029,22 @@ tide_task_state_t tide_task_deque_where(const tide_task_deque_t *d, uint64_t ran
     return e ? (tide_task_state_t)e->state : TIDE_TASK_UNKNOWN;
 }
 
+bool tide_task_deque_unsent(const tide_task_deque_t *d, uint64_t rank_id)
+{
+    const rank_t *r = find_rank(d, rank_id);
+    const tide_list_t *pos;
+
+    if (!r)
+        return false;
+    tide_list_for_each(pos, &r->pools)
+    {
+        const pool_t *p = tide_list_entry(pos, pool_t, link);
+        if (p->n_done_sent < p->n_done)
+            return true;
+    }
+    return false;
+}
+
 size_t tide_task_deque_queued(const tide_task_deque_t *d, uint64_t rank_id, int kind, int64_t step)
 {
     const rank_t *r = find_rank(d, rank_id);

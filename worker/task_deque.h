@@ -147,6 +147,9 @@ int tide_task_deque_stats(const tide_task_deque_t *d, uint64_t rank_id, int64_t 
 /* Where id is in the rank's pool (kind, step), current or replaced. */
 tide_task_state_t tide_task_deque_where(const tide_task_deque_t *d, uint64_t rank_id, int kind,
                                         int64_t step, uint64_t id);
+/* Whether the rank has completions that did not go out yet (their TasksDone could not be sent: no
+ * stream). Its exit waits for them (docs/worker.md, "Ranks"). False for an unknown rank. */
+bool tide_task_deque_unsent(const tide_task_deque_t *d, uint64_t rank_id);
 /* Ids queued in that pool (0 when unknown). */
 size_t tide_task_deque_queued(const tide_task_deque_t *d, uint64_t rank_id, int kind, int64_t step);
 /* The pool's pending steal id, 0 when none (or no such pool). */

@@ -452,6 +452,19 @@ static bool decode_next_task(decoder_t *d, tide_trainer_msg_t *m)
            get_int(d, "done", false, 0, MAX_EXACT, &m->done);
 }
 
+/* load (docs/trainer-api.md): the job entered (high true) or left a high-load phase. */
+static bool decode_load(decoder_t *d, tide_trainer_msg_t *m)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(d->obj, "high");
+
+    if (!cJSON_IsBool(v)) {
+        set_err(d->err, d->err_size, "high: must be true or false");
+        return false;
+    }
+    m->high = cJSON_IsTrue(v);
+    return true;
+}
+
 tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_trainer_msg_t *m,
                                        char *err, size_t err_size, const char **ref)
 {
@@ -468,6 +481,7 @@ tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_traine
         {"exited", TIDE_TRAINER_OP_EXITED, decode_exited},
         {"tasks", TIDE_TRAINER_OP_TASKS, decode_tasks},
         {"next_task", TIDE_TRAINER_OP_NEXT_TASK, decode_next_task},
+        {"load", TIDE_TRAINER_OP_LOAD, decode_load},
     };
     decoder_t d = {.err = err, .err_size = err_size, .code = TIDE_TRAINER_ERR_BAD_FIELD};
     const char *end = NULL;
@@ -499,7 +513,7 @@ tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_traine
     if (i == sizeof(ops) / sizeof(ops[0])) {
         set_err(err, err_size,
                 "op: must be one of hello, step, phase, checkpoint, attach, exited, tasks, "
-                "next_task");
+                "next_task, load");
         cJSON_Delete(root);
         return TIDE_TRAINER_ERR_UNKNOWN_OP;
     }

@@ -25,6 +25,8 @@ typedef enum tide_trainer_op {
     /* tasks (docs/work-stealing.md) */
     TIDE_TRAINER_OP_TASKS,
     TIDE_TRAINER_OP_NEXT_TASK,
+    /* phase-aware burst (docs/elastic.md, "Burst") */
+    TIDE_TRAINER_OP_LOAD,
 } tide_trainer_op_t;
 
 /* Kinds of task pool (docs/work-stealing.md); same values as tide.v1.TaskKind. */
@@ -101,6 +103,8 @@ typedef struct tide_trainer_msg {
     size_t n_ids;
     int64_t total;            /* tasks: 1 .. TIDE_TRAINER_TASKS_MAX_TOTAL, >= n_ids */
     int64_t done;             /* next_task: the finished task's id; -1 when absent */
+    /* load */
+    bool high; /* the job is in a high-load phase */
     /* private */
     void *json_;
     uint64_t *ids_;           /* owns ids */

@@ -464,6 +464,10 @@ static void handle_line(conn_t *c, const char *line, size_t len)
     case TIDE_TRAINER_OP_NEXT_TASK:
         handle_next_task(c, &c->msg);
         break;
+    case TIDE_TRAINER_OP_LOAD:
+        /* kept for the heartbeats: the scheduler decides on rank 0's (docs/elastic.md, "Burst") */
+        c->rank->progress.high_load = c->msg.high;
+        break;
     case TIDE_TRAINER_OP_ATTACH:
     case TIDE_TRAINER_OP_EXITED:
         reject(c, TIDE_TRAINER_ERR_BAD_FIELD, "op: not on a trainer connection", ref);
@@ -676,6 +680,11 @@ bool tide_trainer_server_rank_sdk(const tide_trainer_server_t *s, uint64_t id)
     const rank_entry_t *r = find_id(s, id);
 
     return r && r->sdk;
+}
+
+bool tide_trainer_server_rank_unsent(const tide_trainer_server_t *s, uint64_t id)
+{
+    return find_id(s, id) && tide_task_deque_unsent(s->tasks, id);
 }
 
 int tide_trainer_server_stop_after_step(tide_trainer_server_t *s, uint64_t id)

@@ -66,6 +66,10 @@ void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const c
 void tide_trainer_server_rank_remove(tide_trainer_server_t *s, uint64_t id);
 /* Whether rank id said hello (is using the SDK). */
 bool tide_trainer_server_rank_sdk(const tide_trainer_server_t *s, uint64_t id);
+/* Whether rank id has task completions the scheduler was not sent yet (no stream when they were
+ * due; the next welcome sends them): its exit is reported only after them, or the scheduler would
+ * run those tasks again (docs/worker.md, "Ranks"). False for an unknown id. */
+bool tide_trainer_server_rank_unsent(const tide_trainer_server_t *s, uint64_t id);
 /* Asks rank id to stop after its next step (last reported + 1, or 0). Returns 0 when sent to at
  * least one connection, -ENOTCONN when the rank has none, -ENOENT for an unknown id. */
 int tide_trainer_server_stop_after_step(tide_trainer_server_t *s, uint64_t id);

@@ -18,6 +18,11 @@ semantics are those of the C SDK (trainer/tide_trainer.h).
             break
     t.close()
 
+A job submitted with burst on reports its high-load phases with t.load_phase(True/False); while
+rank 0 reports one, tide may lend it workers that run the job's burst command with TIDE_BURST=1
+(is_burst()). Such a process is no rank of the generation: it joins the detached tasks of the steps
+with t.tasks_join(step, total) and stops when should_stop() says so (docs/elastic.md, "Burst").
+
 A step's tasks (micro-batches, evaluation shards; docs/work-stealing.md) come from t.tasks(): under
 tide a rank whose share is done steals what slower ranks have not started, and every task of the step
 still runs exactly once; outside tide it yields the rank's own ids in order:
@@ -43,8 +48,8 @@ import socket
 import sys
 import time
 
-__all__ = ["connect", "Trainer", "TasksLost", "PHASES", "TASK_KINDS", "TASKS_MAX_SHARE",
-           "TASKS_MAX_TOTAL"]
+__all__ = ["connect", "is_burst", "Trainer", "TasksLost", "PHASES", "TASK_KINDS",
+           "TASKS_MAX_SHARE", "TASKS_MAX_TOTAL"]
 
 SDK = "python/1"
 PHASES = ("forward", "backward", "update", "eval", "checkpoint", "idle")
@@ -145,6 +150,12 @@ class _NoOp:
     def tasks(self, step, ids, total, kind="member"):
         _, ids, _, _ = _task_args(step, ids, total, kind)
         return _local_tasks(ids)
+
+    def tasks_join(self, step, total):
+        return self.tasks(step, [], total, kind="detached")
+
+    def load_phase(self, high):
+        pass
 
     def poll(self):
         return 0
@@ -518,6 +529,22 @@ class Trainer(_NoOp):
             _say(f"the tide worker is slow to read its socket: the tasks of step {step} are delayed")
         return self._task_iter(step, kind, ids)
 
+    def tasks_join(self, step, total):
+        """Joins step `step`'s detached tasks without a share of its own, as a process on a worker
+        lent to the job does (is_burst(); docs/elastic.md, "Burst"): the generator yields tasks the
+        ranks have not started, until none is left. `total` must equal the pool's. Outside tide it
+        yields nothing. Raises as tasks()."""
+        return self.tasks(step, [], total, kind="detached")
+
+    def load_phase(self, high):
+        """The job entered (high true) or left a high-load phase (an update or evaluation phase with
+        extra detached work); while rank 0 reports one, tide may lend the job extra workers (a job
+        submitted with burst on). Queued whole and never dropped, never waited for."""
+        if self._sock is None:
+            return
+        self._queue(b'{"op":"load","high":true}\n' if high else b'{"op":"load","high":false}\n')
+        self._read()
+
     def _task_iter(self, step, kind, ids):
         current = None
         while True:
@@ -627,10 +654,18 @@ class Trainer(_NoOp):
             raise ConnectionError(f"the tide worker refused the hello ({self._refusal})")
 
 
+def is_burst():
+    """Whether this process runs on a worker lent to the job for a burst (TIDE_BURST=1): it is no
+    rank of the generation (no RANK, WORLD_SIZE), joins detached tasks (Trainer.tasks_join) and ends
+    when should_stop() says so (docs/elastic.md, "Burst")."""
+    return os.environ.get("TIDE_BURST") == "1"
+
+
 def connect():
-    """Connects to $TIDE_AGENT_SOCK and says hello with TIDE_JOB_ID, TIDE_GENERATION and RANK;
-    waits at most 5 s for the welcome. Returns a Trainer, or a no-op object outside tide (no
-    TIDE_AGENT_SOCK) and, with one line on stderr, when the socket or the hello fails."""
+    """Connects to $TIDE_AGENT_SOCK and says hello with TIDE_JOB_ID, TIDE_GENERATION and TIDE_RANK
+    (RANK when TIDE_RANK is not set); waits at most 5 s for the welcome. Returns a Trainer, or a
+    no-op object outside tide (no TIDE_AGENT_SOCK) and, with one line on stderr, when the socket or
+    the hello fails."""
     path = os.environ.get("TIDE_AGENT_SOCK")
     if not path:
         return _NoOp()
@@ -638,11 +673,13 @@ def connect():
     if not job:
         _say("TIDE_AGENT_SOCK is set but TIDE_JOB_ID is not: running without tide")
         return _NoOp()
+    # TIDE_RANK names a burst rank too, which has no RANK; a tide without it sets RANK only
+    rank_var = "TIDE_RANK" if os.environ.get("TIDE_RANK") else "RANK"
     try:
         generation = _int(int(os.environ.get("TIDE_GENERATION", "")), "TIDE_GENERATION")
-        rank = _int(int(os.environ.get("RANK", "")), "RANK")
+        rank = _int(int(os.environ.get(rank_var, "")), rank_var)
     except ValueError:
-        _say("TIDE_GENERATION and RANK must be integers >= 0: running without tide")
+        _say(f"TIDE_GENERATION and {rank_var} must be integers >= 0: running without tide")
         return _NoOp()
     sock = None
     try:

@@ -1012,6 +1012,117 @@ static void test_tasks_old_worker(void **state)
     worker_free(w);
 }
 
+/* --- phase-aware burst (docs/elastic.md, "Burst") ------------------------------------------- */
+
+/* Outside tide: load_phase does nothing, is_burst reads TIDE_BURST ("1" only), tasks_join hands out
+ * nothing (its arguments are still checked). */
+static void test_burst_outside_tide(void **state)
+{
+    tide_task_iter_t it;
+    uint64_t id = 77;
+    (void)state;
+
+    unsetenv("TIDE_AGENT_SOCK");
+    tide_trainer_load_phase(NULL, true);
+    tide_trainer_load_phase(NULL, false);
+    unsetenv("TIDE_BURST");
+    assert_false(tide_trainer_is_burst());
+    setenv("TIDE_BURST", "1", 1);
+    assert_true(tide_trainer_is_burst());
+    setenv("TIDE_BURST", "0", 1);
+    assert_false(tide_trainer_is_burst());
+    setenv("TIDE_BURST", "", 1);
+    assert_false(tide_trainer_is_burst());
+    setenv("TIDE_BURST", "1 ", 1);
+    assert_false(tide_trainer_is_burst());
+    unsetenv("TIDE_BURST");
+    assert_int_equal(tide_trainer_tasks_join(NULL, &it, 3, 5), 0);
+    assert_int_equal(tide_trainer_next_task(&it, &id), 0);
+    assert_int_equal(id, 77);
+    assert_int_equal(tide_trainer_tasks_join(NULL, &it, 3, 0), -EINVAL);
+    assert_int_equal(tide_trainer_next_task(&it, &id), -EINVAL);
+    assert_int_equal(tide_trainer_tasks_join(NULL, &it, -1, 5), -EINVAL);
+    assert_int_equal(tide_trainer_tasks_join(NULL, NULL, 3, 5), -EINVAL);
+}
+
+/* A burst process: its hello names TIDE_RANK (RANK, if any, is not its rank), load_phase sends
+ * `load`, tasks_join declares an empty detached share and takes what the worker hands out; after
+ * the worker went away load_phase is a no-op. A bad TIDE_RANK fails the open; an empty one counts
+ * as unset. */
+static void test_burst_protocol(void **state)
+{
+    fake_worker_t *w;
+    tide_trainer_t *t;
+    tide_task_iter_t it;
+    uint64_t id = 0;
+    cJSON *j;
+    (void)state;
+
+    setenv("TIDE_RANK", "5", 1); /* worker_new sets RANK=2 */
+    t = open_welcomed(&w, NULL);
+    j = cJSON_Parse(w->hello);
+    assert_non_null(j);
+    assert_true(jnum(j, "rank") == 5);
+    cJSON_Delete(j);
+
+    tide_trainer_load_phase(t, true);
+    j = next_json(w);
+    assert_string_equal(jstr(j, "op"), "load");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "high")));
+    assert_int_equal(cJSON_GetArraySize(j), 2);
+    cJSON_Delete(j);
+    tide_trainer_load_phase(t, false);
+    j = next_json(w);
+    assert_string_equal(jstr(j, "op"), "load");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "high")));
+    cJSON_Delete(j);
+    assert_true(nothing_more(w));
+
+    assert_int_equal(tide_trainer_tasks_join(t, &it, 3, 5), 0);
+    j = next_json(w);
+    assert_string_equal(jstr(j, "op"), "tasks");
+    assert_true(jnum(j, "step") == 3);
+    assert_string_equal(jstr(j, "kind"), "detached");
+    assert_true(jnum(j, "total") == 5);
+    assert_true(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "ids")));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "ids")), 0);
+    cJSON_Delete(j);
+    assert_int_equal(
+        next_with_reply(w, &it, &id,
+                        "{\"op\":\"task\",\"step\":3,\"kind\":\"detached\",\"id\":4}\n", "detached",
+                        -1),
+        1);
+    assert_int_equal(id, 4);
+    assert_int_equal(next_with_reply(w, &it, &id,
+                                     "{\"op\":\"no_task\",\"step\":3,\"kind\":\"detached\"}\n",
+                                     "detached", 4),
+                     0);
+    /* the worker goes away: a no-op, no SIGPIPE */
+    assert_true(signal(SIGPIPE, SIG_DFL) != SIG_ERR);
+    close(w->fd);
+    w->fd = -1;
+    assert_int_equal(tide_trainer_poll(t), -1);
+    tide_trainer_load_phase(t, true);
+    tide_trainer_close(t);
+    worker_free(w);
+
+    /* TIDE_RANK, once set, must be valid: RANK is no fallback */
+    w = worker_new();
+    setenv("TIDE_RANK", "x", 1);
+    assert_null(tide_trainer_open());
+    setenv("TIDE_RANK", "", 1); /* empty: unset */
+    worker_start(w, "{\"op\":\"welcome\",\"v\":1,\"worker\":\"w/gpu0\"}\n");
+    t = tide_trainer_open();
+    worker_join(w);
+    assert_non_null(t);
+    j = cJSON_Parse(w->hello);
+    assert_true(jnum(j, "rank") == 2);
+    cJSON_Delete(j);
+    tide_trainer_close(t);
+    worker_free(w);
+    unsetenv("TIDE_RANK");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1028,6 +1139,8 @@ int main(void)
         cmocka_unit_test(test_tasks_refused),
         cmocka_unit_test(test_tasks_worker_lost),
         cmocka_unit_test(test_tasks_old_worker),
+        cmocka_unit_test(test_burst_outside_tide),
+        cmocka_unit_test(test_burst_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -678,5 +678,73 @@ class Tasks(unittest.TestCase):
             w.close()
 
 
+class Burst(unittest.TestCase):
+    """Phase-aware burst (docs/elastic.md, "Burst"): load_phase, is_burst, tasks_join, TIDE_RANK."""
+
+    def tearDown(self):
+        os.environ.pop("TIDE_RANK", None)
+        os.environ.pop("TIDE_BURST", None)
+
+    def test_outside_tide(self):
+        os.environ.pop("TIDE_AGENT_SOCK", None)
+        t = tide_trainer.connect()
+        t.load_phase(True)
+        t.load_phase(False)
+        self.assertEqual(list(t.tasks_join(3, 5)), [])
+        with self.assertRaises(ValueError):
+            t.tasks_join(3, 0)
+        with self.assertRaises(ValueError):
+            t.tasks_join(-1, 5)
+        os.environ.pop("TIDE_BURST", None)
+        self.assertFalse(tide_trainer.is_burst())
+        for v, want in (("1", True), ("0", False), ("", False), ("true", False), ("1 ", False)):
+            os.environ["TIDE_BURST"] = v
+            self.assertIs(tide_trainer.is_burst(), want, v)
+
+    def test_protocol(self):
+        os.environ["TIDE_RANK"] = "5"  # FakeWorker sets RANK=2: TIDE_RANK wins
+        w, t = open_welcomed()
+        try:
+            self.assertEqual(json.loads(w.hello)["rank"], 5)
+            t.load_phase(True)
+            self.assertEqual(w.read_line(), b'{"op":"load","high":true}')
+            t.load_phase(0)
+            self.assertEqual(w.read_line(), b'{"op":"load","high":false}')
+            self.assertTrue(w.nothing_more())
+            it = t.tasks_join(3, 5)
+            self.assertEqual(w.next_json(), {"op": "tasks", "step": 3, "kind": "detached",
+                                             "total": 5, "ids": []})
+            r, req = next_with_reply(w, it, b'{"op":"task","step":3,"kind":"detached","id":4}\n')
+            self.assertEqual((r, req), (4, {"op": "next_task", "step": 3, "kind": "detached"}))
+            r, req = next_with_reply(w, it, b'{"op":"no_task","step":3,"kind":"detached"}\n')
+            self.assertEqual((r, req["done"]), (StopIteration, 4))
+            w.conn.close()
+            w.conn = None
+            self.assertEqual(quietly(t.poll)[0], -1)
+            t.load_phase(True)  # a no-op now
+        finally:
+            t.close()
+            w.close()
+
+    def test_tide_rank_rule(self):
+        w = FakeWorker()
+        try:
+            os.environ["TIDE_RANK"] = "x"  # set: it must be valid, RANK is no fallback
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                t = tide_trainer.connect()
+            self.assertFalse(t.active)
+            self.assertIn("TIDE_RANK", err.getvalue())
+            os.environ["TIDE_RANK"] = ""  # empty: unset
+            w.start(WELCOME)
+            t = tide_trainer.connect()
+            w.join()
+            self.assertTrue(t.active)
+            self.assertEqual(json.loads(w.hello)["rank"], 2)
+            t.close()
+        finally:
+            w.close()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

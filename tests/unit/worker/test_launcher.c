@@ -1,8 +1,8 @@
 /* Unit tests of the rank launcher and the exec helper with real local processes (worker/launcher.c,
- * worker/tide_exec.c, worker/datadir.c): environment, workdir, log file, exit codes and signals,
- * stop with grace and SIGKILL of the whole group, spawn failures, leftover records killed at
- * startup, and the helper killing its group when its parent dies. Every wait has a deadline; loops
- * end leak-clean. */
+ * worker/tide_exec.c, worker/datadir.c): environment (a burst rank's too), workdir, log file, exit
+ * codes and signals, stop with grace and SIGKILL of the whole group, spawn failures, leftover
+ * records killed at startup, and the helper killing its group when its parent dies. Every wait has
+ * a deadline; loops end leak-clean. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -253,6 +253,96 @@ static void test_defaults_and_given_port(void **state)
     snprintf(want, sizeof(want), "cwd=%s\n", fx->data);
     assert_contains(log, want);
     free(log);
+}
+
+/* Whether `name=` starts a line of log (the env output follows a first line of its own). */
+static bool has_var(const char *log, const char *name)
+{
+    char needle[64];
+
+    snprintf(needle, sizeof(needle), "\n%s=", name);
+    return log && strstr(log, needle) != NULL;
+}
+
+/* A burst rank (LaunchRank.burst, docs/elastic.md "Burst"): TIDE_BURST, TIDE_BURST_INDEX (rank -
+ * world_size) and TIDE_RANK, none of the member variables even when the worker's environment or the
+ * job's env map has them, no MASTER_PORT picked; the job's env, workdir and TIDE_* as for any rank.
+ * A member rank gets TIDE_RANK too, never an inherited TIDE_BURST. */
+static void test_burst_env(void **state)
+{
+    fixture_t *fx = *state;
+    static const char *const member[] = {
+        "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+        "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+        "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"};
+    char *cmd[] = {"/bin/sh", "-c", "echo ---; env; echo cwd=$(pwd)"};
+    Tide__V1__LaunchRank__EnvEntry e1 = TIDE__V1__LAUNCH_RANK__ENV_ENTRY__INIT;
+    Tide__V1__LaunchRank__EnvEntry e2 = TIDE__V1__LAUNCH_RANK__ENV_ENTRY__INIT;
+    Tide__V1__LaunchRank__EnvEntry *envp[] = {&e1, &e2};
+    Tide__V1__LaunchRank l;
+    tide_worker_spawned_t sp = {0, 0};
+    tide_error_t err;
+    char *log, *wd, want[256];
+
+    assert_true(asprintf(&wd, "%s/wd", fx->tmp) > 0);
+    mkdir(wd, 0700);
+    /* what a worker started inside another launcher could inherit */
+    setenv("WORLD_SIZE", "77", 1);
+    setenv("MASTER_ADDR", "10.1.1.1", 1);
+    setenv("TIDE_BURST", "1", 1);
+    launch_init(&l, "jb", 4, 5, cmd, 3);
+    l.world_size = 3;
+    l.burst = true;
+    l.launcher = TIDE__V1__LAUNCHER__LAUNCHER_MPI; /* the launcher starts it all the same */
+    l.master_addr = "10.9.8.7";
+    l.master_port = 29500;
+    l.workdir = wd;
+    e1.key = "FOO";
+    e1.value = "bar";
+    e2.key = "RANK"; /* even the job's own */
+    e2.value = "999";
+    l.env = envp;
+    l.n_env = 2;
+    assert_int_equal(tide_launcher_spawn(fx->l, 21, &l, &sp, &err), 0);
+    assert_true(sp.pid > 1);
+    assert_int_equal(sp.master_port, 0);
+    wait_exits(fx, 1);
+    assert_int_equal(fx->exit_id[0], 21);
+    assert_int_equal(fx->exit_status[0], 0);
+    log = log_of(fx, "jb", 4, 5);
+    assert_contains(log, "\nTIDE_BURST=1\n");
+    assert_contains(log, "\nTIDE_BURST_INDEX=2\n");
+    assert_contains(log, "\nTIDE_RANK=5\n");
+    assert_contains(log, "\nTIDE_JOB_ID=jb\n");
+    assert_contains(log, "\nTIDE_GENERATION=4\n");
+    assert_contains(log, "\nTIDE_WORKER_ID=w1\n");
+    assert_contains(log, "\nCUDA_VISIBLE_DEVICES=4\n");
+    assert_contains(log, "\nFOO=bar\n");
+    snprintf(want, sizeof(want), "cwd=%s\n", wd);
+    assert_contains(log, want);
+    for (size_t i = 0; i < sizeof(member) / sizeof(member[0]); i++)
+        if (has_var(log, member[i]))
+            fail_msg("a burst rank got %s:\n%s", member[i], log);
+    free(log);
+
+    /* A member rank: TIDE_RANK beside RANK, no TIDE_BURST from the worker's environment. */
+    launch_init(&l, "jb", 4, 1, cmd, 3);
+    l.world_size = 3;
+    l.master_port = 29500;
+    assert_int_equal(tide_launcher_spawn(fx->l, 22, &l, &sp, &err), 0);
+    assert_int_equal(sp.master_port, 29500);
+    wait_exits(fx, 2);
+    log = log_of(fx, "jb", 4, 1);
+    assert_contains(log, "\nRANK=1\n");
+    assert_contains(log, "\nTIDE_RANK=1\n");
+    assert_contains(log, "\nWORLD_SIZE=3\n");
+    assert_false(has_var(log, "TIDE_BURST"));
+    assert_false(has_var(log, "TIDE_BURST_INDEX"));
+    free(log);
+    unsetenv("WORLD_SIZE");
+    unsetenv("MASTER_ADDR");
+    unsetenv("TIDE_BURST");
+    free(wd);
 }
 
 static void test_signal_exit(void **state)
@@ -612,6 +702,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_env_workdir_log_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_defaults_and_given_port, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_burst_env, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_exit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_trapped_term, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ignored_term_kills_group, setup, teardown),

@@ -563,6 +563,46 @@ static void test_decode_tasks_and_next_task(void **state)
     tide_trainer_msg_free(&m); /* twice is fine */
 }
 
+/* load (phase-aware burst, docs/trainer-api.md): high is a JSON boolean, nothing else. */
+static void test_decode_load(void **state)
+{
+    tide_trainer_msg_t m = {0};
+    char err[192];
+    const char *ref;
+    static const char *const bad[] = {
+        "{\"op\":\"load\"}",
+        "{\"op\":\"load\",\"high\":1}",
+        "{\"op\":\"load\",\"high\":0}",
+        "{\"op\":\"load\",\"high\":\"true\"}",
+        "{\"op\":\"load\",\"high\":null}",
+        "{\"op\":\"load\",\"high\":[true]}",
+        "{\"op\":\"load\",\"High\":true}",
+    };
+
+    assert_int_equal(dec("{\"op\":\"load\",\"high\":true}", &m, err, &ref), TIDE_TRAINER_OK);
+    assert_int_equal(m.op, TIDE_TRAINER_OP_LOAD);
+    assert_string_equal(ref, "load");
+    assert_true(m.high);
+    assert_int_equal(dec("{\"high\" : false , \"op\":\"load\", \"extra\": 7}", &m, err, &ref),
+                     TIDE_TRAINER_OK);
+    assert_int_equal(m.op, TIDE_TRAINER_OP_LOAD);
+    assert_false(m.high);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(dec("{\"op\":\"load\",\"high\":true}", &m, err, &ref), TIDE_TRAINER_OK);
+        ref = NULL;
+        assert_int_equal(dec(bad[i], &m, err, &ref), TIDE_TRAINER_ERR_BAD_FIELD);
+        assert_string_equal(ref, "load");
+        if (strcmp(err, "high: must be true or false") != 0)
+            fail_msg("%s: got \"%s\"", bad[i], err);
+        assert_int_equal(m.op, 0); /* a failed decode leaves the message empty */
+        assert_false(m.high);
+    }
+    /* the list of ops an unknown one gets names it */
+    assert_int_equal(dec("{\"op\":\"loads\"}", &m, err, &ref), TIDE_TRAINER_ERR_UNKNOWN_OP);
+    assert_non_null(strstr(err, "load"));
+    tide_trainer_msg_free(&m);
+}
+
 static void test_decode_bad_json_and_unknown_op(void **state)
 {
     tide_trainer_msg_t m = {0};
@@ -726,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_decode_phase_and_checkpoint),
         cmocka_unit_test(test_decode_attach_and_exited),
         cmocka_unit_test(test_decode_tasks_and_next_task),
+        cmocka_unit_test(test_decode_load),
         cmocka_unit_test(test_decode_bad_json_and_unknown_op),
         cmocka_unit_test(test_encoders_round_trip),
     };

@@ -4,7 +4,10 @@
  * queued task is handed, the test answers with GiveTasks before or after the trainer asks),
  * answers ReleaseTasks, gets no_task at once without a stream, declares its pool again on every
  * welcome (what it holds now once tasks moved), and meets each error (unknown_step, unknown_task,
- * task_conflict, busy). Every test ends leak-clean. */
+ * task_conflict, busy). Phase-aware burst: `load` reaches the heartbeat progress, completions not
+ * sent yet are reported as such (the agent holds an exit for them), and a burst process through the
+ * C SDK says hello with TIDE_RANK and joins detached tasks with an empty share. Every test ends
+ * leak-clean. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,6 +122,8 @@ static int teardown(void **state)
     if (fx->sdk_started)
         assert_int_equal(pthread_join(fx->sdk, NULL), 0);
     unsetenv("TIDE_AGENT_SOCK");
+    unsetenv("TIDE_RANK");
+    unsetenv("TIDE_BURST");
     free(fx->run);
     clear_sent(fx);
     wt_rmrf(fx->dir);
@@ -658,12 +663,124 @@ static void test_steal_ahead(void **state)
     client_close(&c);
 }
 
+/* --- phase-aware burst (docs/elastic.md, "Burst") --- */
+
+/* The progress the heartbeats would carry for (job-t, 3, rank); NULL when it is not in them. */
+static Tide__V1__TrainerProgress *progress_of(fx_t *fx, int32_t rank)
+{
+    Tide__V1__RankProgress *p[8];
+    size_t n = tide_trainer_server_progress(fx->s, (int64_t)(uv_hrtime() / 1000000), p, 8);
+
+    for (size_t i = 0; i < n; i++)
+        if (p[i]->rank == rank)
+            return p[i]->progress;
+    return NULL;
+}
+
+typedef struct load_arg {
+    fx_t *fx;
+    int32_t rank;
+    bool high;
+} load_arg_t;
+
+static bool cond_high_load(void *arg)
+{
+    load_arg_t *a = arg;
+    Tide__V1__TrainerProgress *p = progress_of(a->fx, a->rank);
+
+    return p && p->high_load == a->high;
+}
+
+/* load keeps the last value per rank for the heartbeats (false until reported); a bad one is
+ * refused with an error naming `high` and changes nothing. */
+static void test_load(void **state)
+{
+    fx_t *fx = *state;
+    load_arg_t want = {fx, 1, true};
+    uint64_t rejected = tide_trainer_server_rejected(fx->s);
+    client_t c;
+
+    client_hello(fx, &c);
+    assert_non_null(progress_of(fx, 1));
+    assert_false(progress_of(fx, 1)->high_load);
+    client_send(&c, "{\"op\":\"load\",\"high\":true}");
+    assert_true(wt_run_until(&fx->loop, cond_high_load, &want, WAIT_MS));
+    client_send(&c, "{\"op\":\"load\",\"high\":\"no\"}");
+    expect_error(&c, "bad_field", "load", "high: must be true or false");
+    client_send(&c, "{\"op\":\"load\"}");
+    expect_error(&c, "bad_field", "load", "high:");
+    assert_true(progress_of(fx, 1)->high_load);
+    assert_int_equal(tide_trainer_server_rejected(fx->s), rejected + 2);
+    assert_int_equal(progress_of(fx, 1)->rejected_reports, 2);
+    client_send(&c, "{\"op\":\"load\",\"high\":false}");
+    want.high = false;
+    assert_true(wt_run_until(&fx->loop, cond_high_load, &want, WAIT_MS));
+    client_send(&c, "{\"op\":\"load\",\"high\":true}");
+    want.high = true;
+    assert_true(wt_run_until(&fx->loop, cond_high_load, &want, WAIT_MS));
+    /* not before hello */
+    {
+        client_t e;
+        client_open(fx, &e);
+        client_send(&e, "{\"op\":\"load\",\"high\":true}");
+        expect_error(&e, "not_hello", "load", "hello");
+        client_close(&e);
+    }
+    assert_int_equal(fx->n_sent, 0); /* nothing for the scheduler but the heartbeats */
+    client_close(&c);
+}
+
+/* Completions that could not be sent (no stream) are "unsent" until a welcome sends them: the agent
+ * holds the rank's exit until then. */
+static void test_unsent(void **state)
+{
+    fx_t *fx = *state;
+    client_t c;
+
+    assert_false(tide_trainer_server_rank_unsent(fx->s, 7));
+    assert_false(tide_trainer_server_rank_unsent(fx->s, 99));
+    fx->send_fail = -ENOTCONN;
+    client_hello(fx, &c);
+    client_send(&c, "{\"op\":\"tasks\",\"step\":1,\"kind\":\"detached\",\"ids\":[4],\"total\":1}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":1,\"kind\":\"detached\"}");
+    expect_task(&c, 1, "detached", 4);
+    assert_false(tide_trainer_server_rank_unsent(fx->s, 7)); /* handed, not done */
+    client_send(&c, "{\"op\":\"next_task\",\"step\":1,\"kind\":\"detached\",\"done\":4}");
+    expect_no_task(&c, 1, "detached");
+    assert_true(tide_trainer_server_rank_unsent(fx->s, 7));
+    tide_trainer_server_tasks_flush(fx->s); /* still no stream */
+    assert_true(tide_trainer_server_rank_unsent(fx->s, 7));
+    fx->send_fail = 0;
+    tide_trainer_server_tasks_welcome(fx->s);
+    assert_int_equal(fx->n_sent, 2); /* TasksDeclared, TasksDone [4] */
+    assert_int_equal(sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE)->tasks_done->task_ids[0],
+                     4);
+    assert_false(tide_trainer_server_rank_unsent(fx->s, 7));
+    client_close(&c);
+    /* the heartbeat flush clears it as well */
+    fx->send_fail = -ENOTCONN;
+    client_hello(fx, &c);
+    client_send(&c, "{\"op\":\"tasks\",\"step\":2,\"kind\":\"detached\",\"ids\":[5],\"total\":1}");
+    client_send(&c, "{\"op\":\"next_task\",\"step\":2,\"kind\":\"detached\"}");
+    expect_task(&c, 2, "detached", 5);
+    client_send(&c, "{\"op\":\"next_task\",\"step\":2,\"kind\":\"detached\",\"done\":5}");
+    expect_no_task(&c, 2, "detached");
+    assert_true(tide_trainer_server_rank_unsent(fx->s, 7));
+    fx->send_fail = 0;
+    tide_trainer_server_tasks_flush(fx->s);
+    assert_false(tide_trainer_server_rank_unsent(fx->s, 7));
+    tide_trainer_server_rank_remove(fx->s, 7);
+    assert_false(tide_trainer_server_rank_unsent(fx->s, 7));
+    client_close(&c);
+}
+
 /* --- the C SDK (trainer/tide_trainer.c) against the server: the wire formats agree --- */
 
 struct sdk_run {
     uint64_t ran[8];
     size_t n;
-    int rc; /* the last tide_trainer_next_task's */
+    int rc;     /* the last tide_trainer_next_task's */
+    bool burst; /* what tide_trainer_is_burst said */
     atomic_bool done;
 };
 typedef struct sdk_run sdk_run_t;
@@ -733,6 +850,88 @@ static void test_c_sdk(void **state)
         assert_int_equal(run->ran[i], i + 1);
 }
 
+/* A burst process through the C SDK: hello with TIDE_RANK (no RANK), load_phase, and a join of the
+ * step's detached tasks with an empty share, served by steals. */
+static void *burst_thread(void *arg)
+{
+    sdk_run_t *r = arg;
+    tide_trainer_t *t = tide_trainer_open();
+    tide_task_iter_t it;
+    uint64_t id;
+
+    r->burst = tide_trainer_is_burst();
+    tide_trainer_load_phase(t, true);
+    r->rc = t ? tide_trainer_tasks_join(t, &it, 6, 4) : -1;
+    while (r->rc == 0 && (r->rc = tide_trainer_next_task(&it, &id)) == 1 && r->n < 8) {
+        r->ran[r->n++] = id;
+        r->rc = 0;
+    }
+    tide_trainer_close(t);
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+static void test_c_sdk_burst(void **state)
+{
+    fx_t *fx = *state;
+    static const uint64_t stolen[] = {2, 3};
+    load_arg_t high = {fx, 5, true};
+    const Tide__V1__TasksDeclared *td;
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__GiveTasks g = TIDE__V1__GIVE_TASKS__INIT;
+    sdk_run_t *run;
+
+    /* rank 5 of a generation of 3: burst index 2 */
+    tide_trainer_server_rank_add(fx->s, 8, "job-t", 3, 5);
+    fx->run = run = calloc(1, sizeof(*run));
+    setenv("TIDE_AGENT_SOCK", tide_trainer_server_path(fx->s), 1);
+    setenv("TIDE_JOB_ID", "job-t", 1);
+    setenv("TIDE_GENERATION", "3", 1);
+    setenv("TIDE_RANK", "5", 1);
+    setenv("TIDE_BURST", "1", 1);
+    setenv("RANK", "1", 1); /* TIDE_RANK wins */
+    assert_int_equal(pthread_create(&fx->sdk, NULL, burst_thread, run), 0);
+    fx->sdk_started = true;
+    wait_sent(fx, 2); /* TasksDeclared (empty), StealRequest 1 */
+    td = sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED)->tasks_declared;
+    assert_int_equal(td->rank, 5);
+    assert_int_equal(td->kind, TIDE__V1__TASK_KIND__TASK_KIND_DETACHED);
+    assert_int_equal(td->step, 6);
+    assert_int_equal(td->n_task_ids, 0);
+    assert_int_equal(td->total, 4);
+    assert_int_equal(sent(fx, 1, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)->steal_request->rank,
+                     5);
+    assert_true(wt_run_until(&fx->loop, cond_high_load, &high, WAIT_MS));
+    g.job_id = "job-t";
+    g.generation = 3;
+    g.rank = 5;
+    g.kind = TIDE__V1__TASK_KIND__TASK_KIND_DETACHED;
+    g.step = 6;
+    g.steal_id = 1;
+    g.task_ids = (uint64_t *)stolen;
+    g.n_task_ids = 2;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS;
+    m.give_tasks = &g;
+    assert_int_equal(tide_trainer_server_tasks(fx->s, &m), 0);
+    wait_sent(fx, 4); /* TasksDone [2], StealRequest 2 as 3 is handed */
+    expect_done_ids(fx, 2, stolen, 1);
+    g.steal_id = 2;
+    g.n_task_ids = 0;
+    assert_int_equal(tide_trainer_server_tasks(fx->s, &m), 0);
+    assert_true(wt_run_until(&fx->loop, cond_sdk_done, run, WAIT_MS));
+    assert_int_equal(pthread_join(fx->sdk, NULL), 0);
+    fx->sdk_started = false;
+    wait_sent(fx, 5);
+    expect_done_ids(fx, 4, stolen + 1, 1);
+    assert_true(run->burst);
+    assert_int_equal(run->rc, 0);
+    assert_int_equal(run->n, 2);
+    assert_int_equal(run->ran[0], 2);
+    assert_int_equal(run->ran[1], 3);
+    assert_null(progress_of(fx, 1)); /* the hello named rank 5, not RANK's 1 */
+    assert_non_null(progress_of(fx, 5));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -742,6 +941,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_waiter_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_steal_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_c_sdk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_c_sdk_burst, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,8 @@ typedef struct fixture {
     double last_temp;
     uint64_t last_mem_total;
     uint64_t last_tasks_run, last_tasks_stolen; /* the first rank's, in the last heartbeat */
+    bool high_load_seen;                        /* a heartbeat carried high_load for ... */
+    int32_t high_load_rank;                     /* ... this rank */
 } fixture_t;
 
 static void pump_sent(fixture_t *fx)
@@ -61,6 +63,13 @@ static void pump_sent(fixture_t *fx)
             if (m->heartbeat->n_progress > 0 && m->heartbeat->progress[0]->progress) {
                 fx->last_tasks_run = m->heartbeat->progress[0]->progress->tasks_run;
                 fx->last_tasks_stolen = m->heartbeat->progress[0]->progress->tasks_stolen;
+            }
+            for (size_t i = 0; i < m->heartbeat->n_progress; i++) {
+                const Tide__V1__RankProgress *rp = m->heartbeat->progress[i];
+                if (rp->progress && rp->progress->high_load) {
+                    fx->high_load_seen = true;
+                    fx->high_load_rank = rp->rank;
+                }
             }
             tide__v1__worker_message__free_unpacked(m, NULL);
             continue;
@@ -785,6 +794,251 @@ static void test_tasks_steal(void **state)
     free(outp);
 }
 
+/* --- phase-aware burst (docs/elastic.md, "Burst") --- */
+
+static void send_launch_burst(uint64_t epoch, const char *job, int gen, int rank, int world,
+                              char **cmd, size_t n_cmd, const char *workdir)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__LaunchRank l = TIDE__V1__LAUNCH_RANK__INIT;
+    Tide__V1__LaunchRank__EnvEntry e = TIDE__V1__LAUNCH_RANK__ENV_ENTRY__INIT;
+    Tide__V1__LaunchRank__EnvEntry *ep = &e;
+
+    l.job_id = (char *)job;
+    l.generation = gen;
+    l.rank = rank;
+    l.world_size = world;
+    l.burst = true;
+    /* an MPI job's burst rank: started directly, never through mpirun (it would wait for its
+     * tide-rank-exec, pid 0, and never run the script) */
+    l.launcher = TIDE__V1__LAUNCHER__LAUNCHER_MPI;
+    l.mpi_credential = "c";
+    l.command = cmd;
+    l.n_command = n_cmd;
+    l.workdir = (char *)workdir;
+    e.key = "RANK"; /* the job's env map cannot make it a member */
+    e.value = "99";
+    l.env = &ep;
+    l.n_env = 1;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_LAUNCH;
+    m.launch = &l;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+static void send_give_detached(uint64_t epoch, const char *job, int gen, int rank, int64_t step,
+                               uint64_t steal_id, const uint64_t *ids, size_t n)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__GiveTasks g = TIDE__V1__GIVE_TASKS__INIT;
+
+    g.job_id = (char *)job;
+    g.generation = gen;
+    g.rank = rank;
+    g.kind = TIDE__V1__TASK_KIND__TASK_KIND_DETACHED;
+    g.step = step;
+    g.steal_id = steal_id;
+    g.task_ids = (uint64_t *)ids;
+    g.n_task_ids = n;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS;
+    m.give_tasks = &g;
+    assert_true(fake_rpc_deliver(&m));
+}
+
+static bool cond_high_load(void *arg)
+{
+    fixture_t *fx = arg;
+
+    pump_sent(fx);
+    return fx->high_load_seen;
+}
+
+/* Checks that m is a TasksDeclared or StealRequest of (jb, 1, rank 3, detached, step) and frees
+ * it. */
+static void expect_burst_msg(fixture_t *fx, Tide__V1__WorkerMessage__MsgCase mc, int64_t step,
+                             uint64_t steal_id)
+{
+    Tide__V1__WorkerMessage *m = expect(fx, mc, NULL);
+
+    if (mc == TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED) {
+        assert_string_equal(m->tasks_declared->job_id, "jb");
+        assert_int_equal(m->tasks_declared->rank, 3);
+        assert_int_equal(m->tasks_declared->kind, TIDE__V1__TASK_KIND__TASK_KIND_DETACHED);
+        assert_int_equal(m->tasks_declared->step, step);
+        assert_int_equal(m->tasks_declared->n_task_ids, 0); /* an empty share */
+        assert_int_equal(m->tasks_declared->total, 3);
+    } else {
+        assert_int_equal(m->steal_request->rank, 3);
+        assert_int_equal(m->steal_request->kind, TIDE__V1__TASK_KIND__TASK_KIND_DETACHED);
+        assert_int_equal(m->steal_request->step, step);
+        assert_int_equal(m->steal_request->steal_id, steal_id);
+    }
+    drop(m);
+}
+
+/* A burst rank of an MPI job through the whole shell and the Python SDK: started directly with the
+ * burst environment (no RANK even from the job's env), its hello names TIDE_RANK, `load` reaches
+ * the heartbeats, it joins two steps' detached pools with an empty share and runs what the steals
+ * bring, and a StopRank ends it after the task in hand (no_task to the waiting next_task, then
+ * should_stop); its last completion goes out before its exit. */
+static void test_burst_rank(void **state)
+{
+    fixture_t *fx = *state;
+    static const uint64_t one[] = {1};
+    Tide__V1__WorkerMessage *m;
+    char *script, *outp, *got;
+    char *cmd[3];
+
+    assert_true(asprintf(&script, "%s/burst.py", fx->tmp) > 0);
+    assert_true(asprintf(&outp, "%s/burst.out", fx->tmp) > 0);
+    cmd[0] = "/usr/bin/python3";
+    cmd[1] = script;
+    cmd[2] = outp;
+    wt_write_file(script,
+                  "import json, os, sys\n"
+                  "sys.path.insert(0, '" TIDE_SDK_PY_DIR "')\n"
+                  "import tide_trainer\n"
+                  "names = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT',\n"
+                  "         'TIDE_BURST', 'TIDE_BURST_INDEX', 'TIDE_RANK', 'TIDE_JOB_ID')\n"
+                  "env = {k: os.environ.get(k) for k in names}\n"
+                  "t = tide_trainer.connect()\n"
+                  "assert t.active\n"
+                  "t.load_phase(True)\n"
+                  "ran, step = [], 0\n"
+                  "while not t.should_stop(step):\n"
+                  "    ran += list(t.tasks_join(step, 3))\n"
+                  "    step += 1\n"
+                  "json.dump({'env': env, 'burst': tide_trainer.is_burst(), 'ran': ran,\n"
+                  "           'steps': step}, open(sys.argv[1], 'w'))\n");
+    register_worker(fx, 5, 50);
+    send_launch_burst(5, "jb", 1, 3, 2, cmd, 3, fx->tmp);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL);
+    assert_int_equal(m->rank_started->rank, 3);
+    assert_true(m->rank_started->pid > 0);
+    assert_int_equal(m->rank_started->master_port, 0);
+    drop(m);
+    expect_burst_msg(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED, 0, 0);
+    expect_burst_msg(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, 0, 1);
+    assert_true(wt_run_until(&fx->loop, cond_high_load, fx, WAIT_MS));
+    assert_int_equal(fx->high_load_rank, 3);
+    /* the steal brings task 1, the only one: the next steal goes out ahead */
+    send_give_detached(5, "jb", 1, 3, 0, 1, one, 1);
+    expect_burst_msg(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, 0, 2);
+    /* done with it, the process waits for that steal; the completion goes with a heartbeat */
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
+    assert_int_equal(m->tasks_done->rank, 3);
+    assert_int_equal(m->tasks_done->n_task_ids, 1);
+    assert_int_equal(m->tasks_done->task_ids[0], 1);
+    drop(m);
+    send_give_detached(5, "jb", 1, 3, 0, 2, NULL, 0); /* nothing left of step 0 */
+    expect_burst_msg(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED, 1, 0);
+    expect_burst_msg(fx, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST, 1, 3);
+    /* tide takes the worker back: an ordinary stop */
+    {
+        Tide__V1__SchedulerMessage sm = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+        Tide__V1__StopRank st = TIDE__V1__STOP_RANK__INIT;
+
+        st.job_id = "jb";
+        st.generation = 1;
+        st.rank = 3;
+        st.grace_ms = 30000;
+        st.reason = "burst over";
+        sm.epoch = 5;
+        sm.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_STOP;
+        sm.stop = &st;
+        assert_true(fake_rpc_deliver(&sm));
+    }
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_int_equal(m->rank_exited->status->rank, 3);
+    assert_int_equal(m->rank_exited->status->exit_code, 0); /* it stopped itself, no SIGTERM */
+    drop(m);
+    got = wt_read_file(outp);
+    assert_non_null(got);
+    assert_string_equal(got,
+                        "{\"env\": {\"RANK\": null, \"LOCAL_RANK\": null, \"WORLD_SIZE\": null, "
+                        "\"MASTER_ADDR\": null, \"MASTER_PORT\": null, \"TIDE_BURST\": \"1\", "
+                        "\"TIDE_BURST_INDEX\": \"1\", \"TIDE_RANK\": \"3\", \"TIDE_JOB_ID\": "
+                        "\"jb\"}, \"burst\": true, \"ran\": [1], \"steps\": 2}");
+    free(got);
+    free(script);
+    free(outp);
+}
+
+static bool cond_not_welcomed(void *arg)
+{
+    return !tide_worker_core_welcomed(tide_worker_agent_core(((fixture_t *)arg)->agent));
+}
+
+static bool cond_reaped(void *arg)
+{
+    pid_t pid = *(pid_t *)arg;
+
+    return kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* A rank whose last task completions could not go out (no stream) has its exit held: the next hello
+ * still shows it running, and after the Welcome its completions go out first, then its exit (else
+ * the scheduler would take the tasks for orphans and run them again). */
+static void test_exit_waits_for_completions(void **state)
+{
+    fixture_t *fx = *state;
+    const tide_worker_core_t *core = tide_worker_agent_core(fx->agent);
+    Tide__V1__WorkerMessage *m;
+    char *script, *cmd, *go;
+    pid_t pid;
+
+    assert_true(asprintf(&script, "%s/hold.py", fx->tmp) > 0);
+    assert_true(asprintf(&go, "%s/go", fx->tmp) > 0);
+    assert_true(asprintf(&cmd, "/usr/bin/python3 %s %s", script, go) > 0);
+    wt_write_file(script, "import os, sys, time\n"
+                          "sys.path.insert(0, '" TIDE_SDK_PY_DIR "')\n"
+                          "import tide_trainer\n"
+                          "t = tide_trainer.connect()\n"
+                          "assert t.active\n"
+                          "deadline = time.monotonic() + 60\n"
+                          "while not os.path.exists(sys.argv[1]):\n"
+                          "    assert time.monotonic() < deadline\n"
+                          "    time.sleep(0.01)\n"
+                          "ran = list(t.tasks(0, [1], 1, kind='detached'))\n"
+                          "assert ran == [1], ran\n");
+    register_worker(fx, 5, 50);
+    send_launch(5, "jh", 1, cmd, fx->tmp);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED, NULL);
+    pid = m->rank_started->pid;
+    drop(m);
+    /* the scheduler goes away; then the trainer runs its task and ends */
+    fake_rpc_refuse(true);
+    assert_true(fake_rpc_end(TIDE_GRPC_UNAVAILABLE, "scheduler restarting"));
+    assert_true(wt_run_until(&fx->loop, cond_not_welcomed, fx, WAIT_MS));
+    wt_write_file(go, "");
+    assert_true(wt_run_until(&fx->loop, cond_reaped, &pid, WAIT_MS));
+    assert_int_equal(tide_worker_core_running(core), 1); /* held */
+    assert_int_equal(tide_worker_core_unreported(core), 0);
+    fake_rpc_refuse(false);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, NULL);
+    assert_int_equal(m->hello->n_ranks, 1);
+    assert_string_equal(m->hello->ranks[0]->job_id, "jh");
+    assert_int_equal(m->hello->ranks[0]->state, TIDE__V1__RANK_STATE__RANK_STATE_RUNNING);
+    drop(m);
+    send_welcome(5, 50);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED, NULL);
+    assert_int_equal(m->tasks_declared->n_task_ids, 1);
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE, NULL);
+    assert_int_equal(m->tasks_done->n_task_ids, 1);
+    assert_int_equal(m->tasks_done->task_ids[0], 1);
+    drop(m);
+    m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED, NULL);
+    assert_string_equal(m->rank_exited->status->job_id, "jh");
+    assert_int_equal(m->rank_exited->status->exit_code, 0);
+    drop(m);
+    assert_int_equal(tide_worker_core_running(core), 0);
+    free(script);
+    free(cmd);
+    free(go);
+}
+
 static void test_shutdown_force_kills(void **state)
 {
     fixture_t *fx = *state;
@@ -1004,6 +1258,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shutdown_force_kills, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tasks_steal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_burst_rank, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exit_waits_for_completions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_logs_backpressure_and_follow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_failures_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unauthenticated_is_fatal, setup, teardown),

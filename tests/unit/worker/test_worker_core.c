@@ -1,6 +1,7 @@
 /* Unit tests of the worker's decision core (worker/core.c) with fake ops: no sockets, no processes,
  * no clock. Epoch filtering, idempotent launch, exits remembered while disconnected and carried by
- * the hello, stream-end decisions and backoff, stop, shutdown, launch validation. */
+ * the hello, stream-end decisions and backoff, stop, shutdown, launch validation (burst ranks'
+ * too). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,6 +223,7 @@ typedef struct launch_args {
     size_t n_cmd;
     const char *workdir;
     const char *env_key;
+    bool burst;
 } launch_args_t;
 
 static int deliver_launch(fixture_t *fx, uint64_t epoch, launch_args_t a, tide_error_t *err)
@@ -237,6 +239,7 @@ static int deliver_launch(fixture_t *fx, uint64_t epoch, launch_args_t a, tide_e
     l.world_size = a.world ? a.world : 1;
     l.local_world_size = 1;
     l.master_port = a.master_port;
+    l.burst = a.burst;
     l.command = a.cmd ? a.cmd : default_cmd;
     l.n_command = a.cmd ? a.n_cmd : 3;
     if (a.workdir)
@@ -892,6 +895,11 @@ static void test_invalid_launch(void **state)
         {{.job = "j1", .gen = 1, .workdir = "rel/dir"}, "workdir"},
         {{.job = "j1", .gen = 1, .env_key = "A=B"}, "env name"},
         {{.job = "j1", .gen = 1, .env_key = ""}, "env name"},
+        /* a burst rank takes a slot after the generation's ranks */
+        {{.job = "j1", .gen = 1, .rank = 1, .world = 2, .burst = true}, "world_size"},
+        {{.job = "j1", .gen = 1, .rank = 0, .world = 1, .burst = true}, "world_size"},
+        {{.job = "j1", .gen = 1, .rank = 3, .world = 2, .burst = true, .master_port = 70000},
+         "master_port"},
     };
     tide_error_t err;
 
@@ -906,6 +914,53 @@ static void test_invalid_launch(void **state)
     }
     assert_int_equal(fx->f.spawns, 0);
     assert_int_equal(fx->f.n_forgot, 0);
+}
+
+/* A burst rank (LaunchRank.burst): rank world_size + burst index, no MASTER_PORT needed; started,
+ * reported and stopped like any rank, and told apart from the member of the same number. */
+static void test_burst_launch(void **state)
+{
+    fixture_t *fx = *state;
+    const Tide__V1__RankStarted *rs;
+    tide_error_t err;
+
+    connect_welcome(fx);
+    assert_int_equal(
+        deliver_launch(fx, 5,
+                       (launch_args_t){.job = "jb", .gen = 2, .rank = 4, .world = 4, .burst = true},
+                       &err),
+        0);
+    assert_int_equal(fx->f.spawns, 1);
+    rs = sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_RANK_STARTED)->rank_started;
+    assert_string_equal(rs->job_id, "jb");
+    assert_int_equal(rs->generation, 2);
+    assert_int_equal(rs->rank, 4);
+    assert_true(tide_worker_core_rank_running(fx->core, "jb", 2, 4));
+    /* a second burst slot of the same generation */
+    assert_int_equal(
+        deliver_launch(
+            fx, 5,
+            (launch_args_t){
+                .job = "jb", .gen = 2, .rank = 9, .world = 4, .burst = true, .master_port = 29500},
+            &err),
+        0);
+    assert_int_equal(fx->f.spawns, 2);
+    assert_int_equal(tide_worker_core_running(fx->core), 2);
+    /* the same launch again is answered, not started twice */
+    assert_int_equal(
+        deliver_launch(fx, 5,
+                       (launch_args_t){.job = "jb", .gen = 2, .rank = 4, .world = 4, .burst = true},
+                       &err),
+        0);
+    assert_int_equal(fx->f.spawns, 2);
+    assert_int_equal(deliver_stop(fx, 5, "jb", 2, 4, 100), 0);
+    assert_int_equal(fx->f.n_stops, 1);
+    tide_worker_core_rank_exited(fx->core, fx->f.stop_ids[0], 0, 0);
+    assert_false(tide_worker_core_rank_running(fx->core, "jb", 2, 4));
+    assert_true(tide_worker_core_rank_running(fx->core, "jb", 2, 9));
+    assert_int_equal(sent(fx, fx->f.n_sent - 1, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED)
+                         ->rank_exited->status->rank,
+                     4);
 }
 
 static void test_bad_bytes_and_empty(void **state)
@@ -994,6 +1049,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jitter_varies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_burst_launch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tasks_routing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
