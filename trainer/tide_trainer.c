@@ -43,7 +43,8 @@ struct tide_trainer {
     char *pending;
     size_t pending_len;
     /* commands */
-    int64_t stop_step; /* INT64_MAX when none */
+    int64_t stop_step; /* valid when stop_set */
+    bool stop_set;     /* a stop_after_step arrived */
     bool ckpt_pending;
     int64_t ckpt_id;
     int64_t ckpt_deadline;
@@ -347,8 +348,9 @@ static int apply_line(tide_trainer_t *t, const char *line, size_t len)
         return 1;
     }
     if (!strcmp(m.op, "stop_after_step") && m.has_step) {
-        if (m.step < t->stop_step)
+        if (!t->stop_set || m.step < t->stop_step)
             t->stop_step = m.step;
+        t->stop_set = true;
         return 1;
     }
     if (!strcmp(m.op, "task") || !strcmp(m.op, "no_task")) {
@@ -905,7 +907,7 @@ bool tide_trainer_should_stop(tide_trainer_t *t, int64_t step)
     if (!t)
         return false;
     read_commands(t);
-    return t->stop_step <= step;
+    return t->stop_set && t->stop_step <= step; /* any step, INT64_MAX too, once a stop arrived */
 }
 
 int tide_trainer_poll(tide_trainer_t *t)

@@ -712,6 +712,81 @@ int tide_mlp_ckpt_check_lineage(const char *dir, uint64_t job, uint64_t generati
     return 0;
 }
 
+int tide_mlp_ckpt_list(const char *dir, uint64_t **steps)
+{
+    return list_checkpoints(dir, steps);
+}
+
+int tide_mlp_ckpt_peek(const char *dir, uint64_t steps, uint64_t *job, uint64_t *generation)
+{
+    char file[TIDE_MLP_CKPT_PATH_MAX];
+    uint8_t hdr[TIDE_MLP_CKPT_HEADER];
+    size_t got = 0;
+    uint32_t version;
+    int fd, rc = 0;
+
+    ckpt_path(file, dir, steps);
+    fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    while (got < sizeof(hdr)) {
+        ssize_t r = read(fd, hdr + got, sizeof(hdr) - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -errno;
+            goto done;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    version = got >= 12 ? get_u32(hdr + 8) : 0;
+    if (got < header_size(version ? version : 1) || memcmp(hdr, magic, 8) != 0 || version < 1 ||
+        version > TIDE_MLP_CKPT_VERSION) {
+        rc = -EBADMSG;
+        goto done;
+    }
+    *job = file_job(hdr);
+    *generation = get_u64(hdr + 80);
+done:
+    close(fd);
+    return rc;
+}
+
+int tide_mlp_ckpt_load_step(const char *dir, uint64_t steps, const tide_mlp_config_t *expect,
+                            tide_mlp_state_t *s, tide_error_t *err)
+{
+    char file[TIDE_MLP_CKPT_PATH_MAX];
+    tide_mlp_state_t st = {0};
+    tide_error_t why = {{0}};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    ckpt_path(file, dir, steps);
+    rc = read_file(file, &buf, &len);
+    if (rc) {
+        tide_errprintf(err, "%s: %s", file, strerror(-rc));
+        goto done;
+    }
+    rc = tide_mlp_ckpt_decode(buf, len, expect, &st, &why);
+    if (rc) {
+        tide_errprintf(err, "%s: %s", file, why.text);
+        goto done;
+    }
+    if (st.steps_done != steps) {
+        tide_errprintf(err, "%s: it holds step %llu", file, (unsigned long long)st.steps_done);
+        tide_mlp_state_free(&st);
+        rc = -EBADMSG;
+        goto done;
+    }
+    *s = st;
+done:
+    free(buf);
+    return rc;
+}
+
 uint64_t tide_mlp_job_id(const char *s)
 {
     uint64_t v = 0;

@@ -103,6 +103,24 @@ int tide_mlp_ckpt_newest_generation(const char *dir, uint64_t job, uint64_t *gen
 int tide_mlp_ckpt_check_lineage(const char *dir, uint64_t job, uint64_t generation,
                                 tide_error_t *err);
 
+/* The steps of dir's checkpoint files (by their names, valid or not), newest first, into *steps
+ * (caller frees; NULL when there are none). Returns the count, 0 when dir does not exist, or a
+ * negative errno. */
+int tide_mlp_ckpt_list(const char *dir, uint64_t **steps);
+
+/* A hint, for choosing among files cheaply: the job and generation in the header of dir's
+ * checkpoint of `steps` (mlp-STEPS.ckpt), read without checking the checksum (a loader checks it).
+ * Returns 0, -EBADMSG when the file is too short or not a checkpoint (magic, version), or a
+ * negative errno from opening or reading it (-ENOENT: gone). */
+int tide_mlp_ckpt_peek(const char *dir, uint64_t steps, uint64_t *job, uint64_t *generation);
+
+/* Loads dir's checkpoint of `steps` (mlp-STEPS.ckpt) into *s, as tide_mlp_ckpt_decode does
+ * (caller frees with tide_mlp_state_free). Returns 0, -EBADMSG when it is not valid or holds
+ * another step than its name, -EINVAL for another config, or a negative errno from reading it
+ * (-ENOENT: no such file); err says which. *s is untouched on failure. */
+int tide_mlp_ckpt_load_step(const char *dir, uint64_t steps, const tide_mlp_config_t *expect,
+                            tide_mlp_state_t *s, tide_error_t *err);
+
 /* TIDE_JOB_ID as a checkpoint records it: the decimal number (1 .. 2^64-1), or 0 when s is NULL,
  * empty or not entirely a decimal number that fits. */
 uint64_t tide_mlp_job_id(const char *s);

@@ -1,6 +1,6 @@
 /* The synthetic data generator and its teacher network (data.h). Invariant: a sample depends on
- * (seed, config shape, global sample index) only — never on the rank, the world size or the call
- * order. */
+ * (seed, config shape, global sample index, training or held out) only — never on the rank, the
+ * world size or the call order. */
 #include "data.h"
 
 #include <math.h>
@@ -9,7 +9,8 @@
 
 #include "xmalloc.h"
 
-enum { STREAM_INPUT = 1, STREAM_TEACHER_W1 = 2, STREAM_TEACHER_W2 = 3 };
+/* STREAM_HELDOUT: the evaluation's inputs; never used for training. */
+enum { STREAM_INPUT = 1, STREAM_TEACHER_W1 = 2, STREAM_TEACHER_W2 = 3, STREAM_HELDOUT = 4 };
 
 struct tide_mlp_data {
     uint32_t input, output;
@@ -64,7 +65,8 @@ void tide_mlp_data_free(tide_mlp_data_t *d)
     free(d);
 }
 
-void tide_mlp_data_fill(const tide_mlp_data_t *d, uint64_t first, size_t n, double *x, double *t)
+static void fill(const tide_mlp_data_t *d, uint64_t stream, uint64_t first, size_t n, double *x,
+                 double *t)
 {
     const size_t tw = TIDE_MLP_TEACHER_WIDTH;
     double h[TIDE_MLP_TEACHER_WIDTH];
@@ -72,7 +74,7 @@ void tide_mlp_data_fill(const tide_mlp_data_t *d, uint64_t first, size_t n, doub
     for (size_t s = 0; s < n; s++) {
         double *xs = x + s * d->input, *ts = t + s * d->output;
         for (size_t k = 0; k < d->input; k++)
-            xs[k] = tide_mlp_uniform(d->seed, STREAM_INPUT, first + s, k);
+            xs[k] = tide_mlp_uniform(d->seed, stream, first + s, k);
         memset(h, 0, sizeof(h));
         for (size_t k = 0; k < d->input; k++)
             for (size_t j = 0; j < tw; j++)
@@ -85,4 +87,15 @@ void tide_mlp_data_fill(const tide_mlp_data_t *d, uint64_t first, size_t n, doub
                 ts[o] += a * d->w2[j * d->output + o];
         }
     }
+}
+
+void tide_mlp_data_fill(const tide_mlp_data_t *d, uint64_t first, size_t n, double *x, double *t)
+{
+    fill(d, STREAM_INPUT, first, n, x, t);
+}
+
+void tide_mlp_data_fill_heldout(const tide_mlp_data_t *d, uint64_t first, size_t n, double *x,
+                                double *t)
+{
+    fill(d, STREAM_HELDOUT, first, n, x, t);
 }

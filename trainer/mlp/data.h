@@ -31,4 +31,9 @@ void tide_mlp_data_free(tide_mlp_data_t *d);
  * `output`), row-major. */
 void tide_mlp_data_fill(const tide_mlp_data_t *d, uint64_t first, size_t n, double *x, double *t);
 
+/* Held-out samples first .. first+n-1, as tide_mlp_data_fill: the same teacher, but inputs from
+ * another hash stream, so they are not training samples (docs/tide-mlp.md, "Evaluation"). */
+void tide_mlp_data_fill_heldout(const tide_mlp_data_t *d, uint64_t first, size_t n, double *x,
+                                double *t);
+
 #endif

@@ -1,17 +1,23 @@
 /* tide-mlp: a reference data-parallel trainer on MPI (docs/tide-mlp.md). Every rank runs the
  * micro-batches tide's task iterator hands it (its own share, minus what faster ranks stole, plus
  * what it stole), the fixed-point sums meet in one MPI_Allreduce per step, and every rank applies
- * the same update. Invariant: after each step all ranks hold the same parameters, bitwise equal to
- * those of any other world size and any assignment of micro-batches (each counted exactly once, or
- * the step is recomputed without stealing), and they agree on when to checkpoint and to stop. */
+ * the same update; with --eval-every it also evaluates held-out shards of the newest evaluation
+ * phase as detached tasks. Under TIDE_BURST=1 it neither starts MPI nor trains: it evaluates the
+ * phases' shards it is handed (eval_tasks.h). Invariant: after each step all ranks hold the same
+ * parameters, bitwise equal to those of any other world size and any assignment of micro-batches
+ * (each counted exactly once, or the step is recomputed without stealing), and they agree on when
+ * to checkpoint and to stop; evaluation never changes the parameters. */
 #include <errno.h>
 #include <inttypes.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "checkpoint.h"
+#include "eval.h"
+#include "eval_tasks.h"
 #include "fixed_point.h"
 #include "microbatch_tasks.h"
 #include "mlp_config.h"
@@ -54,6 +60,68 @@ enum { CTL_OVERFLOW, CTL_CHECKPOINT, CTL_STOP, CTL_ABORT, CTL_COUNT };
 /* Step times kept for the end-of-run percentiles (a reservoir beyond that). */
 #define STEP_TIMES_KEPT 65536
 
+/* The evaluation's way to tide (eval_tasks.h): the SDK handle and the detached pool's iterator. */
+typedef struct sdk_eval {
+    tide_trainer_t *t;
+    tide_task_iter_t it;
+} sdk_eval_t;
+
+static int sdk_begin(void *ud, uint64_t step, const uint64_t *ids, size_t n, uint64_t total)
+{
+    sdk_eval_t *s = ud;
+
+    return tide_trainer_tasks_begin(s->t, &s->it, (int64_t)step, TIDE_TRAINER_TASK_DETACHED, ids, n,
+                                    total);
+}
+
+static int sdk_join(void *ud, uint64_t step, uint64_t total)
+{
+    sdk_eval_t *s = ud;
+
+    return tide_trainer_tasks_join(s->t, &s->it, (int64_t)step, total);
+}
+
+static int sdk_next(void *ud, uint64_t *id)
+{
+    sdk_eval_t *s = ud;
+
+    return tide_trainer_next_task(&s->it, id);
+}
+
+static void sdk_load_phase(void *ud, bool high)
+{
+    sdk_eval_t *s = ud;
+
+    tide_trainer_load_phase(s->t, high);
+}
+
+static int sdk_stop(void *ud)
+{
+    sdk_eval_t *s = ud;
+
+    if (tide_trainer_poll(s->t) < 0)
+        return -1; /* the handle is a no-op now: no stop could ever arrive */
+    return tide_trainer_should_stop(s->t, INT64_MAX) ? 1 : 0; /* any stop_after_step at all */
+}
+
+static void sdk_wait(void *ud, double ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1e3),
+                          .tv_nsec = (long)((ms - (double)(time_t)(ms / 1e3) * 1e3) * 1e6)};
+
+    (void)ud;
+    nanosleep(&ts, NULL);
+}
+
+static const tide_mlp_eval_ops_t sdk_eval_ops = {
+    .begin = sdk_begin,
+    .join = sdk_join,
+    .next = sdk_next,
+    .load_phase = sdk_load_phase,
+    .stop = sdk_stop,
+    .wait = sdk_wait,
+};
+
 typedef struct run {
     const tide_mlp_options_t *opt;
     int rank, world;
@@ -71,6 +139,8 @@ typedef struct run {
     uint64_t job;        /* TIDE_JOB_ID of this run (0 outside tide or when not a number) */
     bool warned_no_dir;
     tide_mlp_step_times_t *times;
+    sdk_eval_t eval_sdk;
+    tide_mlp_eval_phase_t *eval; /* NULL without --eval-every */
 } run_t;
 
 static uint64_t acc_count(const run_t *r)
@@ -288,6 +358,8 @@ static int train(run_t *r)
     const tide_mlp_config_t *c = &o->cfg;
     const uint64_t mb_size = c->batch / c->micro_batches;
     const double flops_sample = (double)tide_mlp_flops_per_sample(c);
+    const double eval_flops_shard =
+        (double)tide_mlp_forward_flops_per_sample(c) * (double)tide_mlp_eval_shard_samples(c);
     tide_mlp_shard_t *sh = tide_mlp_shard_new(c);
     int64_t *ctl = r->acc + r->n + 1;
     uint64_t first = r->steps_done, done_here = 0;
@@ -310,7 +382,9 @@ static int train(run_t *r)
     for (uint64_t step = r->steps_done; step < o->steps; step++) {
         double step_t0 = MPI_Wtime();
         int64_t want_local, stop_local, times = 0;
+        uint64_t eval_ran = 0;
         uint32_t mbs = 0, bad = 0;
+        bool eval_step;
         bool want_ckpt, stop;
         int trc = 0;
 
@@ -325,6 +399,12 @@ static int train(run_t *r)
                     "(%s): which ran elsewhere is unknown, so the run stops\n",
                     r->rank, step, strerror(-trc));
             ctl[CTL_ABORT] = 1; /* still joins the allreduce, so that no rank waits for it */
+        }
+        if (r->eval && tide_mlp_eval_phase_is_open(r->eval, NULL)) {
+            /* this step's share of the open evaluation phase (detached: it never joins the
+             * allreduce, so a failure only ends the rank's phase) */
+            tide_trainer_phase(r->sdk, TIDE_PHASE_EVAL);
+            tide_mlp_eval_phase_run(r->eval, o->eval_per_step, &eval_ran);
         }
         want_local = tide_trainer_checkpoint_requested(r->sdk, NULL, NULL) ? 1 : 0;
         stop_local = tide_trainer_should_stop(r->sdk, (int64_t)step) ? 1 : 0;
@@ -383,8 +463,10 @@ static int train(run_t *r)
         r->steps_done = step + 1;
         done_here++;
         loss = tide_mlp_fixed_to_double(r->acc[r->n]) / (double)c->batch;
-        /* per rank: the micro-batches this rank ran, whoever owned them */
-        tide_trainer_step(r->sdk, (int64_t)step, TIDE_PHASE_FORWARD, flops_sample * mb_size * mbs,
+        /* per rank: the micro-batches this rank ran, whoever owned them, and the forward passes
+         * of the evaluation shards it ran in this step */
+        tide_trainer_step(r->sdk, (int64_t)step, TIDE_PHASE_FORWARD,
+                          flops_sample * mb_size * mbs + eval_flops_shard * eval_ran,
                           (int64_t)(mb_size * mbs), 0);
         if (r->rank == 0 && !o->quiet && o->log_every &&
             (r->steps_done % o->log_every == 0 || step == first || r->steps_done == o->steps)) {
@@ -393,7 +475,8 @@ static int train(run_t *r)
         }
 
         stop = ctl[CTL_STOP] > 0;
-        want_ckpt = ctl[CTL_CHECKPOINT] > 0 || stop || r->steps_done == o->steps ||
+        eval_step = r->eval && r->steps_done % o->eval_every == 0;
+        want_ckpt = ctl[CTL_CHECKPOINT] > 0 || stop || r->steps_done == o->steps || eval_step ||
                     (o->checkpoint_every && r->steps_done % o->checkpoint_every == 0);
         if (ctl[CTL_CHECKPOINT] > 0 && !o->checkpoint_dir && !r->warned_no_dir) {
             if (r->rank == 0)
@@ -408,7 +491,18 @@ static int train(run_t *r)
                 rc = 1; /* the state we stop with is not saved: say so */
                 break;
             }
+            /* The evaluation phase of this step, from the parameters just saved (bitwise the
+             * checkpoint's). Not on a stop: the rank leaves now, and so does its phase. */
+            if (eval_step && crc == 0 && !stop)
+                tide_mlp_eval_phase_open(r->eval, r->steps_done, r->params, NULL);
+            else if (eval_step && crc != 0 && r->rank == 0)
+                fprintf(stderr,
+                        "tide-mlp: no evaluation phase after step %" PRIu64
+                        ": its checkpoint was not written\n",
+                        step);
         }
+        if (r->eval && r->steps_done == o->steps && !stop)
+            tide_mlp_eval_phase_drain(r->eval, NULL); /* the run ends: finish the open phase */
         if (stop) {
             if (r->rank == 0 && !o->quiet)
                 printf("tide-mlp: stopping after step %" PRIu64 " as tide asked\n", step);
@@ -461,6 +555,10 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
         setenv("RANK", rs, 1);
     }
     r.sdk = tide_trainer_open();
+    r.eval_sdk.t = r.sdk;
+    if (o->eval_every > 0)
+        r.eval = tide_mlp_eval_phase_new(o, (uint32_t)rank, (uint32_t)world, &sdk_eval_ops,
+                                         &r.eval_sdk, stderr);
     if (o->checkpoint_dir)
         rc = resume(&r);
     if (rc == 0 && r.rank == 0 && !o->quiet)
@@ -474,6 +572,7 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
         printf("params-sha256 %s\n", hex);
     }
     fflush(stdout);
+    tide_mlp_eval_phase_free(r.eval);
     tide_trainer_close(r.sdk);
     tide_mlp_step_times_free(r.times);
     free(r.owned);
@@ -483,12 +582,61 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
     return rc;
 }
 
+/* A process on a worker lent to the job (TIDE_BURST=1): no MPI, no training; it evaluates the
+ * shards of the job's evaluation phases it is handed until tide takes the worker back. */
+static int burst_main(int argc, char **argv)
+{
+    tide_mlp_options_t o;
+    tide_error_t err = {{0}};
+    sdk_eval_t sdk = {0};
+    int rc;
+
+    tide_mlp_options_default(&o);
+    if (tide_mlp_options_parse(&o, argc, argv, &err) != 0) {
+        fprintf(stderr, "tide-mlp: %s\n", err.text);
+        return 2;
+    }
+    if (o.help) {
+        fputs(tide_mlp_usage(), stdout);
+        return 0;
+    }
+    if (o.eval_every == 0) {
+        fprintf(stderr, "tide-mlp: a burst process (TIDE_BURST=1) evaluates the job's evaluation "
+                        "phases, and this command has none (--eval-every)\n");
+        return 2;
+    }
+    sdk.t = tide_trainer_open();
+    if (!sdk.t) {
+        fprintf(stderr, "tide-mlp: a burst process (TIDE_BURST=1) takes its work from a tide "
+                        "worker, and there is none\n");
+        return 1;
+    }
+    if (!o.quiet)
+        printf("tide-mlp: burst %" PRIu64 " of job %s: evaluating the phases in %s\n",
+               env_u64("TIDE_BURST_INDEX"), getenv("TIDE_JOB_ID") ? getenv("TIDE_JOB_ID") : "?",
+               o.checkpoint_dir);
+    fflush(stdout);
+    rc = tide_mlp_burst_run(&o, tide_mlp_job_id(getenv("TIDE_JOB_ID")), env_u64("TIDE_GENERATION"),
+                            env_u64("TIDE_BURST_INDEX"), &sdk_eval_ops, &sdk, stderr);
+    tide_trainer_close(sdk.t);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tide_mlp_options_t o;
     tide_error_t err = {{0}};
     int rank = 0, world = 1, rc;
 
+    if (tide_trainer_is_burst()) { /* before MPI_Init: a lent process is no MPI rank */
+        rc = burst_main(argc, argv);
+        fflush(stdout);
+#ifdef MLP_ASAN
+        if (__lsan_do_recoverable_leak_check() != 0 && rc == 0)
+            rc = 1;
+#endif
+        return rc;
+    }
 #ifdef MLP_ASAN
     __lsan_disable(); /* what Open MPI allocates in MPI_Init is its own business */
 #endif

@@ -30,6 +30,9 @@ void tide_mlp_options_default(tide_mlp_options_t *o)
     o->steps = 100;
     o->checkpoint_keep = 2;
     o->log_every = 10;
+    o->eval_tasks = 64;
+    o->eval_per_step = 1;
+    o->eval_compute_ms = -1; /* until parsed: --simulated-compute's */
 }
 
 const char *tide_mlp_usage(void)
@@ -54,6 +57,14 @@ const char *tide_mlp_usage(void)
            "  --log-every K         progress line every K steps (default 10; 0: none)\n"
            "  --simulated-compute MS  each micro-batch also costs MS ms of running time (sleeps;\n"
            "                        a stopped process does not advance it; default 0)\n"
+           "  --eval-every K        an evaluation phase after every K-th step, on the checkpoint\n"
+           "                        written then (needs --checkpoint-dir; default 0: none)\n"
+           "  --eval-tasks T        held-out shards per evaluation phase (default 64, at most "
+           "4096)\n"
+           "  --eval-per-step E     shards a rank evaluates per training step while a phase lasts\n"
+           "                        (default 1)\n"
+           "  --eval-compute MS     simulated running time per shard (default: "
+           "--simulated-compute)\n"
            "  --quiet               print only the final params-sha256 line\n"
            "  --help                this text\n";
 }
@@ -125,6 +136,10 @@ enum {
     OPT_CKPT_KEEP,
     OPT_LOG_EVERY,
     OPT_SIM_COMPUTE,
+    OPT_EVAL_EVERY,
+    OPT_EVAL_TASKS,
+    OPT_EVAL_PER_STEP,
+    OPT_EVAL_COMPUTE,
     OPT_QUIET,
     OPT_HELP,
 };
@@ -145,6 +160,10 @@ static const struct option long_options[] = {
     {"checkpoint-keep", required_argument, NULL, OPT_CKPT_KEEP},
     {"log-every", required_argument, NULL, OPT_LOG_EVERY},
     {"simulated-compute", required_argument, NULL, OPT_SIM_COMPUTE},
+    {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+    {"eval-tasks", required_argument, NULL, OPT_EVAL_TASKS},
+    {"eval-per-step", required_argument, NULL, OPT_EVAL_PER_STEP},
+    {"eval-compute", required_argument, NULL, OPT_EVAL_COMPUTE},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -230,6 +249,18 @@ int tide_mlp_options_parse(tide_mlp_options_t *o, int argc, char **argv, tide_er
         case OPT_SIM_COMPUTE:
             rc = parse_double(flag, optarg, 0, 1e6, false, &o->simulated_compute_ms, err);
             break;
+        case OPT_EVAL_EVERY:
+            rc = parse_u64(flag, optarg, 0, 1ULL << 40, &o->eval_every, err);
+            break;
+        case OPT_EVAL_TASKS:
+            rc = parse_u32(flag, optarg, 1, TIDE_MLP_EVAL_TASKS_MAX, &o->eval_tasks, err);
+            break;
+        case OPT_EVAL_PER_STEP:
+            rc = parse_u32(flag, optarg, 1, TIDE_MLP_EVAL_TASKS_MAX, &o->eval_per_step, err);
+            break;
+        case OPT_EVAL_COMPUTE:
+            rc = parse_double(flag, optarg, 0, 1e6, false, &o->eval_compute_ms, err);
+            break;
         case OPT_QUIET:
             o->quiet = true;
             break;
@@ -242,6 +273,14 @@ int tide_mlp_options_parse(tide_mlp_options_t *o, int argc, char **argv, tide_er
     }
     if (optind < argc) {
         tide_errprintf(err, "unexpected argument '%s' (see --help)", argv[optind]);
+        rc = -EINVAL;
+        goto done;
+    }
+    if (o->eval_compute_ms < 0)
+        o->eval_compute_ms = o->simulated_compute_ms;
+    if (o->eval_every > 0 && !o->checkpoint_dir && !o->help) {
+        /* the phase is computed from the step's checkpoint, and eval.log lives beside it */
+        tide_errprintf(err, "--eval-every: needs --checkpoint-dir");
         rc = -EINVAL;
         goto done;
     }

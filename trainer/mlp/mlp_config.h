@@ -32,15 +32,29 @@ typedef struct tide_mlp_options {
     uint32_t checkpoint_keep;   /* newest checkpoints kept in checkpoint_dir */
     uint64_t log_every;         /* progress line every this many steps (0: none) */
     double simulated_compute_ms; /* extra running time per micro-batch (>= 0; 0: none) */
+    /* Evaluation phases (docs/tide-mlp.md, "Evaluation"); none of them changes the trajectory.
+     * eval_every: a phase after every this many steps (0: none; needs checkpoint_dir);
+     * eval_tasks: held-out shards per phase (1 .. TIDE_MLP_EVAL_TASKS_MAX); eval_per_step: shards
+     * a rank takes per training step while its phase lasts (>= 1); eval_compute_ms: simulated
+     * running time per shard (>= 0; after parsing, --simulated-compute's unless given). */
+    uint64_t eval_every;
+    uint32_t eval_tasks;
+    uint32_t eval_per_step;
+    double eval_compute_ms;
     bool quiet;                 /* only the final params-sha256 line */
     bool help;
 } tide_mlp_options_t;
+
+/* The most shards of one evaluation phase: a rank (of a world of 1) declares all of them, and the
+ * SDK takes at most 4096 ids per declaration (TIDE_TASKS_MAX_SHARE). */
+#define TIDE_MLP_EVAL_TASKS_MAX 4096
 
 /* The defaults: a small model that trains in a few seconds on 4 ranks of a 2-core machine. */
 void tide_mlp_options_default(tide_mlp_options_t *o);
 
 /* Parses argv (argv[0] is the program) over the defaults into *o. Returns 0, or -EINVAL with one
- * line in err naming the bad flag. Strings in *o point into argv. Not reentrant (getopt_long). */
+ * line in err naming the bad flag (also --eval-every > 0 without --checkpoint-dir). Strings in *o
+ * point into argv. Not reentrant (getopt_long). */
 int tide_mlp_options_parse(tide_mlp_options_t *o, int argc, char **argv, tide_error_t *err);
 
 /* Checks a config's ranges and consistency (micro_batches divides batch, the model fits in memory).

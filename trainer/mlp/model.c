@@ -58,6 +58,14 @@ uint64_t tide_mlp_flops_per_sample(const tide_mlp_config_t *c)
     return f;
 }
 
+uint64_t tide_mlp_forward_flops_per_sample(const tide_mlp_config_t *c)
+{
+    uint64_t f = 0;
+    for (size_t l = 0; l <= c->depth; l++)
+        f += 2 * (uint64_t)layer_in(c, l) * layer_out(c, l);
+    return f;
+}
+
 void tide_mlp_params_init(const tide_mlp_config_t *c, double *params)
 {
     size_t off = 0;

@@ -24,6 +24,9 @@ uint64_t tide_mlp_param_count(const tide_mlp_config_t *c);
  * activations, the loss and the update are not GEMMs and are not counted. */
 uint64_t tide_mlp_flops_per_sample(const tide_mlp_config_t *c);
 
+/* Model FLOPs of one sample's forward pass alone (an evaluation): 2*fan_in*fan_out per layer. */
+uint64_t tide_mlp_forward_flops_per_sample(const tide_mlp_config_t *c);
+
 /* Initial parameters (He-uniform weights from the seed, zero biases) into params
  * (tide_mlp_param_count doubles). */
 void tide_mlp_params_init(const tide_mlp_config_t *c, double *params);

@@ -4,7 +4,8 @@
  * older valid one and never loads them, and generations within one job: a later generation's file
  * of the same job is never loaded and a stale generation never writes beside one, the job's own
  * files rank by (generation, step) for loading and pruning, while other jobs' files (whatever their
- * generation) load when it has none and never make a run stale. */
+ * generation) load when it has none and never make a run stale; and the pieces a lent process
+ * uses to pick and load one step's checkpoint (list, header peek, load by step). */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -931,6 +932,72 @@ static void test_save_failure_is_reported(void **state)
     assert_non_null(strstr(err.text, "cannot create"));
 }
 
+static void test_list_peek_and_load_step(void **state)
+{
+    fixture_t *f = *state;
+    tide_mlp_state_t out = {0};
+    tide_error_t err = {{0}};
+    tide_mlp_config_t other;
+    uint64_t *steps = NULL, job = 0, gen = 0;
+    char a[256], b[256];
+
+    assert_int_equal(tide_mlp_ckpt_list(f->dir, &steps), 0);
+    free(steps);
+    assert_int_equal(tide_mlp_ckpt_list("/nonexistent/tide-mlp", &steps), 0);
+    free(steps);
+    assert_int_equal(tide_mlp_ckpt_load_step(f->dir, 17, &f->st.cfg, &out, &err), -ENOENT);
+    assert_non_null(strstr(err.text, "mlp-000000000017.ckpt"));
+    assert_int_equal(tide_mlp_ckpt_peek(f->dir, 17, &job, &gen), -ENOENT);
+
+    f->st.params[3] = 17;
+    assert_int_equal(tide_mlp_ckpt_save(f->dir, &f->st, 5, NULL, NULL, NULL, &err), 0);
+    f->st.steps_done = 20;
+    f->st.data_position = 20 * f->st.cfg.batch;
+    f->st.params[3] = 20;
+    assert_int_equal(tide_mlp_ckpt_save(f->dir, &f->st, 5, NULL, NULL, NULL, &err), 0);
+    plant_v1(f, 12, 4);
+    assert_int_equal(tide_mlp_ckpt_list(f->dir, &steps), 3);
+    assert_int_equal(steps[0], 20);
+    assert_int_equal(steps[1], 17);
+    assert_int_equal(steps[2], 12);
+    free(steps);
+
+    assert_int_equal(tide_mlp_ckpt_peek(f->dir, 17, &job, &gen), 0);
+    assert_int_equal(job, 7);
+    assert_int_equal(gen, 5);
+    assert_int_equal(tide_mlp_ckpt_peek(f->dir, 12, &job, &gen), 0); /* version 1: job 0 */
+    assert_int_equal(job, 0);
+    assert_int_equal(gen, 4);
+
+    /* not the newest: exactly the step asked for, bitwise */
+    assert_int_equal(tide_mlp_ckpt_load_step(f->dir, 17, &f->st.cfg, &out, &err), 0);
+    assert_int_equal(out.steps_done, 17);
+    assert_int_equal(out.job, 7);
+    assert_true(out.params[3] == 17);
+    assert_memory_equal(out.params + 4, f->st.params + 4, sizeof(double) * (f->st.n_params - 4));
+    tide_mlp_state_free(&out);
+
+    /* another config, a damaged file, a file named for another step: refused, *s untouched */
+    other = f->st.cfg;
+    other.width++;
+    assert_int_equal(tide_mlp_ckpt_load_step(f->dir, 17, &other, &out, &err), -EINVAL);
+    assert_non_null(strstr(err.text, "--width"));
+    flip(f->dir, 20, 300);
+    assert_int_equal(tide_mlp_ckpt_load_step(f->dir, 20, &f->st.cfg, &out, &err), -EBADMSG);
+    assert_non_null(strstr(err.text, "checksum"));
+    assert_int_equal(tide_mlp_ckpt_peek(f->dir, 20, &job, &gen), 0); /* only a hint */
+    snprintf(a, sizeof(a), "%s/mlp-000000000017.ckpt", f->dir);
+    snprintf(b, sizeof(b), "%s/mlp-000000000018.ckpt", f->dir);
+    assert_int_equal(link(a, b), 0);
+    assert_int_equal(tide_mlp_ckpt_load_step(f->dir, 18, &f->st.cfg, &out, &err), -EBADMSG);
+    assert_non_null(strstr(err.text, "holds step 17"));
+    assert_null(out.params);
+    flip(f->dir, 17, 0); /* the magic */
+    assert_int_equal(tide_mlp_ckpt_peek(f->dir, 17, &job, &gen), -EBADMSG);
+    f->st.steps_done = 17;
+    f->st.data_position = 17 * f->st.cfg.batch;
+}
+
 static void test_params_hash(void **state)
 {
     double p[3] = {1.0, -0.0, 0.5};
@@ -969,6 +1036,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_version1_file_still_loads, setup, teardown),
         cmocka_unit_test(test_job_id),
         cmocka_unit_test_setup_teardown(test_save_failure_is_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_peek_and_load_step, setup, teardown),
         cmocka_unit_test(test_params_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

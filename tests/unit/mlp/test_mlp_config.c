@@ -1,5 +1,6 @@
-/* tide-mlp's flags: defaults, every flag parsed, and one clear line naming the flag for bad input.
- */
+/* tide-mlp's flags: defaults, every flag parsed, and one clear line naming the flag for bad input;
+ * the evaluation flags (--eval-*): their defaults, --eval-compute following --simulated-compute,
+ * --eval-every needing --checkpoint-dir, and none of them in the checkpoint's config. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +81,51 @@ static void test_defaults_and_flags(void **state)
     assert_int_equal(o.steps, 3);
 }
 
+static void test_eval_flags(void **state)
+{
+    tide_mlp_options_t o, plain;
+    tide_error_t err;
+    (void)state;
+
+    assert_int_equal(PARSE(&plain, &err, "tide-mlp"), 0);
+    assert_int_equal(plain.eval_every, 0);
+    assert_int_equal(plain.eval_tasks, 64);
+    assert_int_equal(plain.eval_per_step, 1);
+    assert_true(plain.eval_compute_ms == 0); /* --simulated-compute's default */
+
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--checkpoint-dir", "/c", "--eval-every", "5",
+                           "--eval-tasks", "4096", "--eval-per-step=3", "--eval-compute", "2.5",
+                           "--simulated-compute", "7"),
+                     0);
+    assert_int_equal(o.eval_every, 5);
+    assert_int_equal(o.eval_tasks, TIDE_MLP_EVAL_TASKS_MAX);
+    assert_int_equal(o.eval_per_step, 3);
+    assert_true(o.eval_compute_ms == 2.5);
+    assert_true(o.simulated_compute_ms == 7);
+    /* not part of the trajectory: the checkpoint's config is that of a plain run */
+    assert_memory_equal(&o.cfg, &plain.cfg, sizeof(o.cfg));
+
+    /* --eval-compute defaults to --simulated-compute's value, wherever that flag stands */
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--simulated-compute", "4"), 0);
+    assert_true(o.eval_compute_ms == 4);
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--checkpoint-dir", "/c", "--eval-every", "1",
+                           "--simulated-compute", "1.5"),
+                     0);
+    assert_true(o.eval_compute_ms == 1.5);
+    /* ... unless given, 0 included */
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--eval-compute", "0", "--simulated-compute", "4"),
+                     0);
+    assert_true(o.eval_compute_ms == 0);
+    /* --eval-every 0 is off and needs no directory; the other eval flags alone are fine */
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--eval-every", "0", "--eval-tasks", "1"), 0);
+    assert_int_equal(o.eval_every, 0);
+    assert_int_equal(o.eval_tasks, 1);
+    assert_non_null(strstr(tide_mlp_usage(), "--eval-every K"));
+    assert_non_null(strstr(tide_mlp_usage(), "--eval-tasks T"));
+    assert_non_null(strstr(tide_mlp_usage(), "--eval-per-step E"));
+    assert_non_null(strstr(tide_mlp_usage(), "--eval-compute MS"));
+}
+
 static void expect_bad(const char *needle, int argc, const char **argv)
 {
     tide_mlp_options_t o;
@@ -124,6 +170,16 @@ static void test_bad_flags_are_named(void **state)
     BAD("--micro-batches: 3 does not divide --batch 10", "tide-mlp", "--batch", "10",
         "--micro-batches", "3");
     BAD("--micro-batches", "tide-mlp", "--batch", "4", "--micro-batches", "8");
+    BAD("--eval-every: needs --checkpoint-dir", "tide-mlp", "--eval-every", "3");
+    BAD("--eval-every: expected an integer", "tide-mlp", "--checkpoint-dir", "/c", "--eval-every",
+        "-1");
+    BAD("--eval-every", "tide-mlp", "--checkpoint-dir", "/c", "--eval-every", "x");
+    BAD("--eval-tasks: expected an integer in [1, 4096]", "tide-mlp", "--eval-tasks", "0");
+    BAD("--eval-tasks", "tide-mlp", "--eval-tasks", "4097");
+    BAD("--eval-per-step", "tide-mlp", "--eval-per-step", "0");
+    BAD("--eval-per-step: missing value", "tide-mlp", "--eval-per-step");
+    BAD("--eval-compute: expected a number", "tide-mlp", "--eval-compute", "-1");
+    BAD("--eval-compute", "tide-mlp", "--eval-compute", "nan");
     BAD("unexpected argument 'extra'", "tide-mlp", "extra");
     BAD("parameters", "tide-mlp", "--width", "65536", "--depth", "64");
 }
@@ -132,6 +188,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_flags),
+        cmocka_unit_test(test_eval_flags),
         cmocka_unit_test(test_bad_flags_are_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

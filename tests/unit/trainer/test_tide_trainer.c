@@ -343,6 +343,8 @@ static void test_hello_and_reports(void **state)
     assert_string_equal(jstr(j, "sha256"), "");
     cJSON_Delete(j);
 
+    /* No stop arrived: not even "after the last step there is" (a burst process asks that). */
+    assert_false(tide_trainer_should_stop(t, INT64_MAX));
     tide_trainer_close(t);
     assert_null(read_line(w)); /* the worker sees EOF */
     worker_free(w);
