@@ -510,6 +510,12 @@ static int on_launch(tide_worker_core_t *c, const Tide__V1__LaunchRank *l, tide_
         return rc;
     }
     e = find_key(c, l->job_id, l->generation, l->rank);
+    if (e && l->burst && !e->running && e->reported) {
+        /* A burst slot lent again after its last process's exit reached the scheduler (it reuses a
+         * slot only then): a new process, not a repeat. */
+        entry_free(e);
+        e = NULL;
+    }
     if (e) {
         /* Idempotent: the same rank again is answered, not started twice. An exit not yet reported
          * goes out with the next Welcome. */

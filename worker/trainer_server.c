@@ -467,6 +467,7 @@ static void handle_line(conn_t *c, const char *line, size_t len)
     case TIDE_TRAINER_OP_LOAD:
         /* kept for the heartbeats: the scheduler decides on rank 0's (docs/elastic.md, "Burst") */
         c->rank->progress.high_load = c->msg.high;
+        c->rank->progress.load_reported = true;
         break;
     case TIDE_TRAINER_OP_ATTACH:
     case TIDE_TRAINER_OP_EXITED:

@@ -175,6 +175,7 @@ typedef struct tide_trainer_progress {
     double busy_fraction;      /* share of the last ~10 s spent in tasks */
     double steal_wait_seconds; /* total time its trainer waited for steals */
     bool high_load;            /* the trainer reports a high-load phase (tide_trainer_load_phase) */
+    bool load_reported;        /* it reported its load at least once (else high_load means nothing) */
 } tide_trainer_progress_t;
 
 /* A checkpoint every rank of a generation reported (tide.v1.Checkpoint). */
@@ -285,6 +286,7 @@ struct tide_job {
     tide_resize_t last_resize;    /* the newest completed one; state NONE: none */
     int32_t resizes;              /* completed resizes over the job's life */
     bool high_load;               /* its rank 0 reports a high-load phase (or the shell said so) */
+    int32_t load_generation;      /* the generation whose rank 0 reported that (0: none yet) */
     int32_t max_lent;             /* burst slots of this generation (0: burst off) */
     int32_t lent_workers;         /* lent slots with a worker that is not being taken back */
     int32_t n_lent;               /* lent slots with a worker bound (lent, or stopping after a reclaim) */

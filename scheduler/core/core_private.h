@@ -359,6 +359,12 @@ void tide__burst_on_timer(tide_core_t *core, tide_job_t *job);
 void tide__burst_after_pass(tide_core_t *core);
 /* Frees the job's controller. */
 void tide__burst_free(tide_job_t *job);
+/* waiter (queued) does not fit: take back what burst lent in a shape it can use. True when lent
+ * workers of such a shape are coming back (it waits for them instead of preempting anyone). O(jobs
+ * with lent workers x their lent slots). */
+bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter);
+/* The job ended: forget any burst by resize and take it off core->lending. */
+void tide__burst_job_end(tide_core_t *core, tide_job_t *job);
 /* Every rank of a new generation runs: decide again (the phase may have moved on meanwhile). */
 void tide__burst_started(tide_core_t *core, tide_job_t *job);
 /* A burst resize (reason BURST) was called off before it was done: the lending is over. */

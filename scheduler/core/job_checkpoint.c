@@ -72,7 +72,9 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
 
     w->job->sdk_ranks += (int32_t)p->sdk - (int32_t)slot->progress.sdk;
     slot->progress = *p;
-    if (rank == 0 && p->high_load != was_high)
+    /* Only a report of the load counts: a rank 0 that has not said anything yet (a new generation's,
+     * just started) says nothing about the phase. */
+    if (rank == 0 && p->load_reported && (p->high_load != was_high || w->job->load_generation != generation))
         tide_core_job_load_phase(core, w->job, p->high_load); /* may lend or take back burst workers */
     if (p->sdk && !w->job->sdk_seen) {
         w->job->sdk_seen = true;

@@ -158,6 +158,8 @@ void tide__job_free(tide_job_t *job)
     free(job->preempted_by);
     tide__resize_free(job);
     tide__burst_free(job);
+    if (tide_list_linked(&job->lend_node))
+        tide_list_remove(&job->lend_node);
     free(job);
 }
 
@@ -309,6 +311,7 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
         account_generation(core, job);
         stop_ranks(core, job, tide_job_state_name(st));
     }
+    tide__burst_job_end(core, job);
     tide__ckpt_request_end(core, job, "the job ended");
     tide__resize_abort(core, job, "the job ended");
     tide__tasks_free(job);
@@ -661,6 +664,8 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
         tide__job_finish(core, job, TIDE_JOB_FAILED);
         return;
     }
+    if (rank == 0 && job->high_load)
+        tide_core_job_load_phase(core, job, false); /* nobody reports the phase any more */
     if (job->ranks_exited == job->n_ranks) {
         job->exit_code = 0;
         tide__job_set_message(core, job, "all %d rank(s) exited with code 0", job->n_ranks);

@@ -173,7 +173,9 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
             job->wait = why;
             if (why == TIDE_WAIT_NO_MATCH)
                 continue;
-            if (why != TIDE_WAIT_BEHIND)
+            /* What burst lent in its shape comes back first: no one is evicted for GPUs that are only
+             * borrowed (docs/elastic.md, "Burst"). */
+            if (why != TIDE_WAIT_BEHIND && !tide__burst_yield_for(core, job))
                 tide__preempt_for(core, job, why);
             block_shapes(core, job, why);
             if (all_blocked)

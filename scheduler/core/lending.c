@@ -67,8 +67,8 @@ static void lending_over(tide_core_t *core, tide_job_t *job)
 }
 
 /* Free workers the job may borrow now: in rank 0's shape (pool, device, memory), never the hot spares
- * (work above LOW may use the reserve's burst part; LOW work none of it), less what decided grows
- * claimed, and none while a queued job waits for that shape. */
+ * (work above LOW may use the reserve's burst part; LOW work none of the reserve), less what decided
+ * grows claimed, and none while a queued job waits for that shape. */
 static int32_t lend_avail(tide_core_t *core, const tide_job_t *job)
 {
     tide_worker_t *w0 = job->n_ranks > 0 ? job->ranks[0].worker : NULL;
@@ -78,7 +78,7 @@ static int32_t lend_avail(tide_core_t *core, const tide_job_t *job)
         return 0;
     n = w0->dom->shape->n_free;
     if (job->run_priority == TIDE_PRIO_LOW)
-        limit = tide__reserve_limit(core, job);
+        limit = core->n_free - core->reserve.gpus; /* LOW work borrows none of the reserve */
     else
         limit = core->n_free - core->reserve.spares;
     limit -= core->grow_claimed;
@@ -284,10 +284,17 @@ static void take_back(tide_core_t *core, tide_job_t *job, const char *why)
         reclaim(core, job, why);
 }
 
+/* Whether the phase it reports is this generation's (a new generation's rank 0 has not said yet). */
+static bool load_fresh(const tide_job_t *job)
+{
+    return job->load_generation == job->generation;
+}
+
 static bool can_lend(const tide_job_t *job)
 {
     return job->state == TIDE_JOB_RUNNING && job->max_lent > 0 && job->ranks_unstarted == 0 && !job->launch_deadline &&
-           job->awaiting == 0 && !job->preempted_by && !tide__resize_in_progress(job) && job->detached_seen;
+           job->awaiting == 0 && !job->preempted_by && !tide__resize_in_progress(job) && job->detached_seen &&
+           load_fresh(job);
 }
 
 /* When to decide again without a new observation: the end of the enter or exit hysteresis, the dwell,
@@ -307,7 +314,7 @@ static int64_t next_check(const tide_core_t *core, const tide_job_t *job, const 
         at = b->phase_since + c->exit_ms;
         if (b->lent_at + c->min_dwell_ms > at)
             at = b->lent_at + c->min_dwell_ms;
-        return at > now ? at : now + 1;
+        return at > now ? at : now + RETRY_MS; /* due but it had to wait (a burst resize still starting) */
     }
     if (!b->high)
         return 0;
@@ -338,7 +345,7 @@ static void decide(tide_core_t *core, tide_job_t *job)
         /* No detached tasks: only a generation resize adds capacity, and it pays only when the phase
          * outlasts its cost spread over what the added workers bring: cost x (n + k) / k. */
         int32_t want = tide__burst_slots(job, job->n_ranks);
-        avail = job->burst->lent == 0 ? tide__resize_burst_avail(core, job) : 0;
+        avail = job->burst->lent == 0 && load_fresh(job) ? tide__resize_burst_avail(core, job) : 0;
         if (avail > want)
             avail = want;
         cost = resize_cost_ms(core, job);
@@ -363,6 +370,8 @@ void tide_core_job_load_phase(tide_core_t *core, tide_job_t *job, bool high)
     if (!job)
         return;
     job->high_load = high;
+    if (job->state == TIDE_JOB_RUNNING)
+        job->load_generation = job->generation;
     if (job->spec.burst_percent <= 0 || job->state != TIDE_JOB_RUNNING)
         return;
     if (!job->burst) {
@@ -407,8 +416,8 @@ static void lent_gone(tide_core_t *core, tide_job_t *job, int32_t rank, tide_ran
      * are at least once when a lent process dies). */
     tide__tasks_rank_gone(core, job, rank, true);
     slot_release(core, job, rank);
-    if (job->lent_workers == 0)
-        lending_over(core, job);
+    /* The lending lasts until the phase ends even when its processes left early (a burst command that
+     * fails is not relaunched over and over in one phase). */
     if (job->burst && job->state == TIDE_JOB_RUNNING) {
         tide_burst_cfg_t c;
         cfg_of(core, job, &c);
@@ -464,6 +473,20 @@ void tide__burst_started(tide_core_t *core, tide_job_t *job)
     decide(core, job); /* the phase may have moved on while the generation started */
 }
 
+/* The shape what burst lent the job is in: a lent worker's, else (a burst by resize) its ranks'. */
+static tide_shape_t *lent_shape(const tide_job_t *job)
+{
+    for (int32_t r = job->n_ranks; r < job->n_ranks + job->max_lent; r++) {
+        const tide_worker_t *w = job->ranks[r].worker;
+        if (w && !job->ranks[r].lent_stopping && w->dom)
+            return w->dom->shape;
+    }
+    for (int32_t r = 0; r < job->n_ranks && job->burst_to > 0; r++)
+        if (job->ranks[r].worker && job->ranks[r].worker->dom)
+            return job->ranks[r].worker->dom->shape;
+    return NULL;
+}
+
 void tide__burst_after_pass(tide_core_t *core)
 {
     tide_list_t *pos, *tmp;
@@ -472,11 +495,46 @@ void tide__burst_after_pass(tide_core_t *core)
         return;
     tide_list_for_each_safe(pos, tmp, &core->lending) {
         tide_job_t *job = tide_list_entry(pos, tide_job_t, lend_node);
-        tide_worker_t *w0 = job->n_ranks > 0 ? job->ranks[0].worker : NULL;
-        if ((job->lent_workers > 0 || job->burst_to > 0) && w0 && w0->dom &&
-            w0->dom->shape->blocked_pass == core->pass)
+        tide_shape_t *s = lent_shape(job);
+        if ((job->lent_workers > 0 || job->burst_to > 0) && s && s->blocked_pass == core->pass)
             take_back(core, job, "a queued job waits for capacity");
     }
+}
+
+bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter)
+{
+    tide_list_t *pos, *tmp;
+    bool waits = false;
+
+    tide_list_for_each_safe(pos, tmp, &core->lending) {
+        tide_job_t *job = tide_list_entry(pos, tide_job_t, lend_node);
+        bool here = false;
+        if (job == waiter)
+            continue;
+        for (int32_t r = job->n_ranks; r < job->n_ranks + job->max_lent && !here; r++) {
+            const tide_worker_t *w = job->ranks[r].worker;
+            here = w && w->dom && tide__shape_matches(core, w->dom->shape, waiter);
+        }
+        if (here) {
+            waits = true; /* lent workers (or ones stopping) of its shape come back: wait for them */
+            if (job->lent_workers > 0)
+                reclaim(core, job, "a queued job waits for capacity");
+        } else if (job->burst_to > 0 && (job->lent_workers == 0)) {
+            tide_shape_t *s = lent_shape(job);
+            if (s && tide__shape_matches(core, s, waiter))
+                shrink_after_phase(core, job, "a queued job waits for capacity");
+        }
+    }
+    return waits;
+}
+
+void tide__burst_job_end(tide_core_t *core, tide_job_t *job)
+{
+    job->burst_from = job->burst_to = 0;
+    job->burst_check_at = 0;
+    lending_over(core, job);
+    if (tide_list_linked(&job->lend_node))
+        tide_list_remove(&job->lend_node);
 }
 
 void tide__burst_free(tide_job_t *job)

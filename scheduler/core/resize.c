@@ -368,8 +368,8 @@ void tide__resize_started(tide_core_t *core, tide_job_t *job)
             job->grown_from = job->grown_from > 0 && job->grown_from < job->last_resize.from_workers
                                   ? job->grown_from
                                   : job->last_resize.from_workers;
-        else
-            job->grown_from = 0;
+        else if (job->last_resize.reason != TIDE_RESIZE_BURST && job->last_resize.reason != TIDE_RESIZE_BURST_END)
+            job->grown_from = 0; /* a burst and its end leave what tide lent by growing as it was */
         if ((unsigned)job->last_resize.reason < TIDE_RESIZE_REASONS) {
             core->resizes_done[job->last_resize.reason]++;
             core->resize_seconds[job->last_resize.reason] += job->last_resize.total_s;
@@ -511,9 +511,9 @@ int tide_core_job_scale(tide_core_t *core, const char *id, int32_t workers, bool
     job->target_workers = elastic ? 0 : workers;
     if (job->target_workers > 0)
         job->grown_from = 0; /* a size asked for is not a loan */
-    tide__burst_resize_cancelled(core, job); /* a size asked for ends a burst by resize: it is the goal now */
     *out = job;
     if (before != job->target_workers) {
+        tide__burst_resize_cancelled(core, job); /* a new size asked for ends a burst by resize: it is the goal */
         if (elastic)
             tide__event(core, "job.scale", job, NULL, "job %s: no requested size any more (was %d): elastic in [%d, %d]",
                         id, before, job->spec.min_workers, job->spec.max_workers);

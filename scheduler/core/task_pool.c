@@ -525,8 +525,8 @@ static bool try_serve(ctx_t *c, int32_t t)
     int32_t v;
 
     T->n_given = 0;
-    if (!stealing_on(c)) {
-        give(c, t);
+    if (!stealing_on(c) || (t >= c->job->n_ranks && c->job->ranks[t].lent_stopping)) {
+        give(c, t); /* a lent worker being taken back takes nothing more */
         return true;
     }
     if (p->orphaned > 0) {
@@ -546,8 +546,8 @@ static bool try_serve(ctx_t *c, int32_t t)
     /* A rank slower per task than the job's median (straggler.c) does not take work from faster
      * ranks: a stolen task would take it longer than its victim, and at the end of a step it is what
      * everyone waits for. Its own tasks still run; "none" is always safe. */
-    if (t < c->job->n_ranks ? c->job->ranks[t].straggler != TIDE_STRAGGLER_NONE : c->job->ranks[t].lent_stopping) {
-        give(c, t); /* a lent worker being taken back takes nothing more either */
+    if (t < c->job->n_ranks && c->job->ranks[t].straggler != TIDE_STRAGGLER_NONE) {
+        give(c, t);
         return true;
     }
     v = pick_victim(c, t);
@@ -679,6 +679,11 @@ static bool superseded(const tide_task_pools_t *pools, int32_t i, int32_t rank, 
 {
     const tp_pool_t *p = pools->pools[i];
 
+    /* A lent worker still in it may hold its tasks: it never declares newer steps, so the pool stays
+     * until it leaves (its tasks then go to the orphans) or the pool completes. */
+    for (int32_t r = pools->n_ranks; r < pools->n_slots; r++)
+        if (p->ranks[r].declared && !p->ranks[r].gone)
+            return false;
     for (int32_t r = 0; r < pools->n_ranks; r++) {
         bool newer = r == rank && kind == p->kind && step > p->step;
         if (p->ranks[r].gone)

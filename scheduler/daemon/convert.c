@@ -127,6 +127,7 @@ static Tide__V1__TrainerProgress *conv_progress(const tide_trainer_progress_t *p
     out->busy_fraction = p->busy_fraction;
     out->steal_wait_seconds = p->steal_wait_seconds;
     out->high_load = p->high_load;
+    out->load_reported = p->load_reported;
     return out;
 }
 
@@ -209,6 +210,7 @@ void tide_conv_progress_from_pb(const Tide__V1__TrainerProgress *pb, tide_traine
     out->busy_fraction = nonneg(pb->busy_fraction) > 1 ? 1 : nonneg(pb->busy_fraction);
     out->steal_wait_seconds = nonneg(pb->steal_wait_seconds);
     out->high_load = pb->high_load;
+    out->load_reported = pb->load_reported;
 }
 
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a)

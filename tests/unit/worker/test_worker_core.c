@@ -961,6 +961,25 @@ static void test_burst_launch(void **state)
     assert_int_equal(sent(fx, fx->f.n_sent - 1, TIDE__V1__WORKER_MESSAGE__MSG_RANK_EXITED)
                          ->rank_exited->status->rank,
                      4);
+    /* The slot lent again after that exit was reported: a new process. */
+    assert_int_equal(
+        deliver_launch(fx, 5,
+                       (launch_args_t){.job = "jb", .gen = 2, .rank = 4, .world = 4, .burst = true},
+                       &err),
+        0);
+    assert_int_equal(fx->f.spawns, 3);
+    assert_true(tide_worker_core_rank_running(fx->core, "jb", 2, 4));
+    /* A member rank's launch after its exit is a repeat (never started twice). */
+    assert_int_equal(deliver_stop(fx, 5, "jb", 2, 9, 100), 0);
+    tide_worker_core_rank_exited(fx->core, fx->f.stop_ids[1], 0, 0);
+    assert_int_equal(
+        deliver_launch(fx, 5, (launch_args_t){.job = "jb", .gen = 2}, &err), 0);
+    assert_int_equal(fx->f.spawns, 4);
+    assert_int_equal(deliver_stop(fx, 5, "jb", 2, 0, 100), 0);
+    tide_worker_core_rank_exited(fx->core, fx->f.stop_ids[2], 0, 0);
+    assert_int_equal(
+        deliver_launch(fx, 5, (launch_args_t){.job = "jb", .gen = 2}, &err), 0);
+    assert_int_equal(fx->f.spawns, 4);
 }
 
 static void test_bad_bytes_and_empty(void **state)
