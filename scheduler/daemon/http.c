@@ -274,13 +274,13 @@ static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
         tide_core_resize_stats(d->core, n, s);
         tide_prom_family(p, "tide_resizes_total", TIDE_PROM_COUNTER,
                          "Completed job resizes by reason (docs/elastic.md).");
-        for (int i = TIDE_RESIZE_REQUESTED; i <= TIDE_RESIZE_REPLACE; i++) {
+        for (int i = TIDE_RESIZE_REQUESTED; i < TIDE_RESIZE_REASONS; i++) {
             tide_prom_label_t l = {"reason", tide_resize_reason_name((tide_resize_reason_t)i)};
             tide_prom_sample(p, &l, 1, (double)n[i]);
         }
         tide_prom_family(p, "tide_resize_seconds_total", TIDE_PROM_COUNTER,
                          "Their latencies summed: decision to every rank of the new generation running.");
-        for (int i = TIDE_RESIZE_REQUESTED; i <= TIDE_RESIZE_REPLACE; i++) {
+        for (int i = TIDE_RESIZE_REQUESTED; i < TIDE_RESIZE_REASONS; i++) {
             tide_prom_label_t l = {"reason", tide_resize_reason_name((tide_resize_reason_t)i)};
             tide_prom_sample(p, &l, 1, s[i]);
         }
