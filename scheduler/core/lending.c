@@ -244,6 +244,7 @@ static void grow_for_phase(tide_core_t *core, tide_job_t *job, int32_t k)
                 "detached tasks; %s)",
                 job->id, job->generation, k, detail);
     tide__resize_burst(core, job, job->burst_to, TIDE_RESIZE_BURST, detail);
+    tide__resize_track(core, job); /* its goal is burst_to now */
 }
 
 /* Back to its size before the burst; false when that must wait (a resize under way). */
@@ -261,8 +262,7 @@ static bool shrink_after_phase(tide_core_t *core, tide_job_t *job, const char *w
                 job->id, job->generation, from < job->n_ranks ? from : job->n_ranks, why);
     if (from > 0 && job->n_ranks > from)
         tide__resize_burst(core, job, from, TIDE_RESIZE_BURST_END, why);
-    else
-        tide__resize_poke(core, job); /* its own goal again */
+    tide__resize_poke(core, job); /* its own goal again */
     return true;
 }
 
@@ -273,6 +273,7 @@ void tide__burst_resize_cancelled(tide_core_t *core, tide_job_t *job)
     job->burst_from = job->burst_to = 0;
     lending_over(core, job);
     lending_update(core, job);
+    tide__resize_track(core, job);
 }
 
 /* Takes back what burst lent the job, either way. */
@@ -530,7 +531,7 @@ bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter)
 
 void tide__burst_job_end(tide_core_t *core, tide_job_t *job)
 {
-    job->burst_from = job->burst_to = 0;
+    job->burst_from = job->burst_to = 0; /* the job is off the resizable list (not running) */
     job->burst_check_at = 0;
     lending_over(core, job);
     if (tide_list_linked(&job->lend_node))
