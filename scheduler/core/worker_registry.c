@@ -334,6 +334,22 @@ bool tide__stale_drop(tide_core_t *core, tide_worker_t *w, const char *job_id, i
     return true;
 }
 
+/* STOP of a rank the re-registering worker w reports running, that the core was stopping. */
+static void stop_again(tide_core_t *core, tide_worker_t *w, tide_job_t *job, const tide_rank_report_t *r,
+                       const char *why)
+{
+    tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+
+    a->worker = w;
+    a->conn = w->conn;
+    a->job = job;
+    a->job_id = job->id;
+    a->generation = r->generation;
+    a->rank = r->rank;
+    a->grace_ms = core->cfg.stop_grace_ms;
+    a->text = why;
+}
+
 int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info, void *conn,
                               const tide_rank_report_t *ranks, size_t n_ranks, tide_worker_t **out,
                               tide_error_t *err)
@@ -389,15 +405,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
             if (!r->running) {
                 tide__lent_exited(core, job, r->rank, r->exit_code, r->error);
             } else if (job->ranks[r->rank].lent_stopping) {
-                tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
-                a->worker = w;
-                a->conn = w->conn;
-                a->job = job;
-                a->job_id = job->id;
-                a->generation = r->generation;
-                a->rank = r->rank;
-                a->grace_ms = core->cfg.stop_grace_ms;
-                a->text = "burst worker taken back";
+                stop_again(core, w, job, r, "burst worker taken back");
             } else {
                 tide__lent_started(core, job, r->rank, r->pid);
             }
@@ -411,15 +419,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
                 /* A rank of a generation the job left, that this worker was stopping: stop it again
                  * and keep the worker bound until its exit (or its death), so the job's next
                  * generation cannot start beside it. */
-                tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
-                a->worker = w;
-                a->conn = w->conn;
-                a->job = job;
-                a->job_id = job->id;
-                a->generation = r->generation;
-                a->rank = r->rank;
-                a->grace_ms = core->cfg.stop_grace_ms;
-                a->text = "its generation ended";
+                stop_again(core, w, job, r, "its generation ended");
                 known_rank_reported = true;
             } else if (r->running)
                 tide__stale_add(core, w, r->job_id ? r->job_id : "", r->generation, r->rank,
