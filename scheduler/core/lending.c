@@ -79,8 +79,8 @@ static int32_t lend_avail(tide_core_t *core, const tide_job_t *job)
     n = w0->dom->shape->n_free;
     if (job->run_priority == TIDE_PRIO_LOW)
         limit = core->n_free - core->reserve.gpus; /* LOW work borrows none of the reserve */
-    else
-        limit = core->n_free - core->reserve.spares;
+    else /* the spares, as far as the reserve (capped at half the cluster) holds them */
+        limit = core->n_free - (core->reserve.spares < core->reserve.gpus ? core->reserve.spares : core->reserve.gpus);
     limit -= core->grow_claimed;
     if (limit < n)
         n = limit;

@@ -750,10 +750,6 @@ int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *jo
         tide_errprintf(err, "task_ids: missing");
         return -EINVAL;
     }
-    if (rank >= job->n_ranks && n > 0) {
-        tide_errprintf(err, "task_ids: a lent (burst) worker joins a pool with no share of its own");
-        return -EINVAL;
-    }
     if (job->n_ranks + job->max_lent > RANK_MAX) {
         tide_errprintf(err, "rank: job %s has more ranks than stealing supports (%d)", job->id,
                        RANK_MAX);
@@ -767,6 +763,17 @@ int tide_core_tasks_declared(tide_core_t *core, tide_worker_t *w, const char *jo
     }
     pools = job->tasks;
     p = pool_find(pools, kind, step);
+    if (rank >= job->n_ranks && n > 0) {
+        /* A lent worker joins with no share of its own; after a reconnect its worker declares what it
+         * holds (stolen ids the pool knows): a repeat. */
+        bool known = p && p->ranks[rank].declared;
+        for (size_t i = 0; known && i < n; i++)
+            known = slot_find(p, ids[i]) != NULL;
+        if (known)
+            return 0;
+        tide_errprintf(err, "task_ids: a lent (burst) worker joins a pool with no share of its own");
+        return -EINVAL;
+    }
     if (p) {
         R = &p->ranks[rank];
         if (p->total != total) {

@@ -4,7 +4,8 @@
  * world alone until every job must have ended. The same seed replays the same run bit for bit.
  *
  *   tide-dst [--seed K] [--seeds N] [--chaos-ms MS] [--trace] [--no-restarts] [--no-net-faults]
- *            [--no-preemption] [--no-flush] [--no-starvation] [--no-tasks] [--strict | --strict-kb N ...]
+ *            [--no-preemption] [--no-flush] [--no-starvation] [--no-tasks] [--no-burst]
+ *            [--strict | --strict-kb N ...]
  *            [--keep-going] [-q]
  *
  * Without --seed, TIDE_DST_SEED (default 1) is the first seed; without --seeds, TIDE_DST_SEEDS
@@ -31,7 +32,7 @@
 #include "xmalloc.h"
 
 #define GIB (1ULL << 30)
-#define MAX_ACTIVE_JOBS 40
+#define MAX_ACTIVE_JOBS 40 /* pending and running jobs at most (fewer in a light seed: k->max_active) */
 #define CALM_MAX_MS (60LL * 60 * 1000)
 
 /* --- the run context --- */
@@ -169,6 +170,11 @@ static void draw_knobs(dst_t *d)
     k->job_telemetry = dst_chance(d, 0.5);
     k->p_tasks = d->sw.no_tasks ? 0 : 0.5;
     k->stealing = dst_chance(d, 0.9);
+    k->p_burst = d->sw.no_burst ? 0 : dst_range(d, 20, 60) / 100.0;
+    /* a light seed in two of five: few jobs at once, so free workers are there to lend (a full queue blocks
+     * lending into its shapes) */
+    k->max_active = dst_chance(d, 0.4) ? (int)dst_range(d, 2, 8) : MAX_ACTIVE_JOBS;
+    k->w_phase = d->sw.no_burst ? 0 : (int)dst_range(d, 2, 12);
 }
 
 static const char *const pool_names[] = {"crit", "shared", "scratch"};
@@ -221,6 +227,14 @@ static void draw_config(dst_t *d, tide_core_config_t *cfg)
         cfg->straggler_window_ms = dst_range(d, 1000, 5000);
         cfg->straggler_check_ms = dst_range(d, 500, 2000);
     }
+    /* phase-aware burst (docs/elastic.md, "Burst"): hysteresis, dwell and costs short enough that lending
+     * and taking back happen many times within a seed's minute */
+    cfg->burst_enter_ms = dst_range(d, 50, 1000);
+    cfg->burst_exit_ms = dst_range(d, 50, 2000);
+    cfg->burst_min_dwell_ms = dst_range(d, 200, 6000);
+    cfg->burst_lend_cost_ms = dst_range(d, 20, 400);
+    cfg->burst_cost_factor = dst_range(d, 5, 30) / 10.0;
+    cfg->burst_resize_cost_ms = dst_range(d, 20, 2000);
     /* pools: a critical pool (dedicated or not), a shared one, one for LOW work */
     n_pools = 0;
     if (dst_chance(d, 0.6))
@@ -283,7 +297,7 @@ static void inject_submit(dst_t *d)
     char id[DST_ID_MAX];
     int rc;
 
-    if (!shell_up(d) || active_jobs(d) >= MAX_ACTIVE_JOBS)
+    if (!shell_up(d) || active_jobs(d) >= d->k.max_active)
         return;
     spec.min_workers = (int32_t)(dst_chance(d, 0.15) ? dst_range(d, 4, 10) : dst_range(d, 1, 4));
     spec.max_workers = spec.min_workers + (int32_t)dst_range(d, 0, 2);
@@ -303,6 +317,25 @@ static void inject_submit(dst_t *d)
     if (dst_chance(d, 0.2))
         spec.ckpt_deadline_s = dst_range(d, 1, 30);
     spec.adaptive_target = dst_chance(d, 0.1);
+    if (dst_chance(d, d->k.p_burst)) {
+        static char *burst_argv[] = {"/bin/burst", NULL};
+        static const int32_t pcts[] = {10, 20, 34, 50, 100};
+        spec.burst_percent = dst_chance(d, 0.8) ? pcts[dst_below(d, 5)] : (int32_t)dst_range(d, 1, 100);
+        if (d->k.max_active < MAX_ACTIVE_JOBS && dst_chance(d, 0.5))
+            spec.burst_percent = 100; /* a light seed: lend much, so that queued jobs meet lent workers */
+        if (dst_chance(d, 0.3)) {
+            spec.burst_argv = burst_argv;
+            spec.n_burst_argv = 1;
+        }
+        b.burst_percent = spec.burst_percent;
+    }
+    /* its load phases: a cycle for most burst jobs (a few other jobs report phases too: nothing to lend) */
+    b.phase_at = INT64_MAX;
+    if (!d->sw.no_burst && dst_chance(d, b.burst_percent > 0 ? 0.85 : 0.1)) {
+        b.high_ms = dst_range(d, 500, 6000);
+        b.normal_ms = dst_range(d, 200, 3000);
+        b.phase_at = d->now + dst_range(d, 0, b.normal_ms);
+    }
     b.sdk = dst_chance(d, 0.6);
     b.answers = b.sdk && dst_chance(d, 0.7);
     b.step_ms = dst_range(d, 20, 200);
@@ -314,7 +347,8 @@ static void inject_submit(dst_t *d)
     if (b.sdk && dst_chance(d, d->k.p_tasks)) {
         /* its steps are tasks: about as long as step_ms when balanced */
         b.tasks = true;
-        b.task_kind = dst_chance(d, 0.8) ? TIDE_TASK_MEMBER : TIDE_TASK_DETACHED;
+        /* burst lends workers only to jobs with detached tasks: most burst task jobs have them */
+        b.task_kind = dst_chance(d, b.burst_percent > 0 ? 0.3 : 0.8) ? TIDE_TASK_MEMBER : TIDE_TASK_DETACHED;
         b.n_tasks = (int32_t)dst_range(d, 1, W_MAX_TASKS);
         b.id_base = dst_chance(d, 0.5) ? 0 : (uint64_t)dst_range(d, 0, (1LL << 52));
         b.id_stride = (uint64_t)dst_range(d, 1, 1000);
@@ -322,16 +356,20 @@ static void inject_submit(dst_t *d)
         if (b.task_ms < 1)
             b.task_ms = 1;
         b.p_slow_rank = dst_range(d, 0, 40) / 100.0;
+        if (b.burst_percent > 0 && b.task_kind == TIDE_TASK_DETACHED)
+            b.total_steps = dst_range(d, 40, 120); /* long enough for a few load phases */
         b.total_steps = b.total_steps > 120 ? 120 : b.total_steps; /* each step is many events */
     }
     rc = shell_submit(d, &spec, &b, id, sizeof(id));
     if (rc == 0 && b.tasks)
         d->stats->task_jobs++;
+    if (rc == 0 && b.burst_percent > 0)
+        d->stats->burst_jobs++;
     if (rc == 0)
-        dst_trace(d, "client: submit -> job %s (%s, %d..%d, pool %s, %llu GiB, %s, device %s)", id,
+        dst_trace(d, "client: submit -> job %s (%s, %d..%d, pool %s, %llu GiB, %s, device %s, burst %d%%%s)", id,
                   tide_prio_name(spec.priority), spec.min_workers, spec.max_workers, spec.pool ? spec.pool : "-",
                   (unsigned long long)(spec.memory_per_rank >> 30), tide_topology_name(spec.topology),
-                  spec.device ? spec.device : "-");
+                  spec.device ? spec.device : "-", spec.burst_percent, b.tasks ? tide_task_kind_name(b.task_kind) : "");
     else if (rc != -EINVAL)
         dst_fail(d, "submit failed with %d", rc);
     else if (!spec.pool)
@@ -393,13 +431,46 @@ static void inject_scale(dst_t *d)
     dst_trace(d, "client: scale job %s to %d%s -> %d", id, workers, elastic ? " (elastic)" : "", rc);
 }
 
+/* A running job's load phase flips (docs/elastic.md, "Burst"): mostly a job with burst on. Its trainers
+ * report the new phase in their next heartbeats (rank 0's counts); for a job without the SDK the
+ * simulator's side tells the core directly (tide_core_job_load_phase). */
+static void inject_phase(dst_t *d)
+{
+    tide_job_t *job = NULL;
+    wjob_t *pick = NULL;
+    int64_t n = 0;
+    bool any = dst_chance(d, 0.1);
+
+    if (!shell_up(d))
+        return;
+    while ((job = tide_core_job_next(d->shell->core, job))) {
+        wjob_t *j;
+        if (job->state != TIDE_JOB_RUNNING || (!any && job->spec.burst_percent <= 0) ||
+            !(j = world_job_find(d->world, job->id)))
+            continue;
+        if (dst_below(d, ++n) == 0)
+            pick = j;
+    }
+    if (!pick)
+        return;
+    pick->high = !pick->high;
+    pick->load_said = true;
+    d->stats->phase_flips++;
+    dst_trace(d, "client: job %s enters a %s phase", pick->id, pick->high ? "high-load" : "normal");
+    if (!pick->sdk) {
+        shell_set_time(d);
+        shell_load_phase(d, pick->id, pick->high);
+    }
+}
+
 static void inject(dst_t *d)
 {
     enum { I_SUBMIT, I_CANCEL, I_CORDON, I_CKPT, I_MFU, I_CRASH, I_LEAVE, I_JOIN, I_HANG, I_BLIP, I_FAIL,
-           I_RESTART, I_SCALE, I_N };
+           I_RESTART, I_SCALE, I_PHASE, I_N };
     dst_knobs_t *k = &d->k;
-    int w[I_N] = {k->w_submit, k->w_cancel, k->w_cordon, k->w_ckpt,  k->w_mfu,     k->w_crash, k->w_leave,
-                  k->w_join,   k->w_hang,   k->w_blip,   k->w_fail, k->w_restart, k->w_scale};
+    int w[I_N] = {k->w_submit, k->w_cancel, k->w_cordon, k->w_ckpt,    k->w_mfu,   k->w_crash,
+                  k->w_leave,  k->w_join,   k->w_hang,   k->w_blip,    k->w_fail,  k->w_restart,
+                  k->w_scale,  k->w_phase};
     agent_t *a = &d->world->a[dst_below(d, d->world->n)];
     char id[DST_ID_MAX];
 
@@ -456,6 +527,9 @@ static void inject(dst_t *d)
         break;
     case I_SCALE:
         inject_scale(d);
+        break;
+    case I_PHASE:
+        inject_phase(d);
         break;
     default:
         break;
@@ -637,10 +711,10 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tide-dst [--seed K] [--seeds N] [--chaos-ms MS] [--trace] [-q]\n"
                "                [--no-restarts] [--no-net-faults] [--no-preemption] [--no-flush] "
-               "[--no-starvation] [--no-tasks] [--strict | --strict-kb N ...]\n"
+               "[--no-starvation] [--no-tasks] [--no-burst] [--strict | --strict-kb N ...]\n"
                "                [--keep-going]\n"
                "--strict: no tolerance for the known core bugs KB1..KB4, KB8..KB%d (tests/dst/README.md); --strict-kb "
-               "N: for KBN only (every known bug is fixed now: all are checked by default)\n"
+               "N: for KBN only (all are fixed and checked by default)\n"
                "--keep-going: list every failing seed instead of stopping at the first\n"
                "Runs N seeds from K (TIDE_DST_SEED, TIDE_DST_SEEDS; default: seed 1, 400 seeds).\n",
             DST_KNOWN_BUGS);
@@ -653,7 +727,7 @@ static bool parse(int argc, char **argv)
     size_t sl = 0;
 
     opt.argv0 = argv[0];
-    /* KB1..KB4 and KB8..KB10 are fixed in the core: always checked, with no tolerance (dst.h). */
+    /* KB1..KB4 and KB8..KB11 are fixed: always checked, with no tolerance (dst.h). */
     for (int k = 1; k <= DST_KNOWN_BUGS; k++)
         opt.sw.strict[k] = true;
     opt.first = env_seed ? strtoull(env_seed, NULL, 10) : 1;
@@ -668,7 +742,8 @@ static bool parse(int argc, char **argv)
             bool *flag;
         } sws[] = {{"--no-restarts", &opt.sw.no_restarts},     {"--no-net-faults", &opt.sw.no_net_faults},
                    {"--no-preemption", &opt.sw.no_preemption}, {"--no-flush", &opt.sw.no_flush},
-                   {"--no-starvation", &opt.sw.no_starvation}, {"--no-tasks", &opt.sw.no_tasks}};
+                   {"--no-starvation", &opt.sw.no_starvation}, {"--no-tasks", &opt.sw.no_tasks},
+                   {"--no-burst", &opt.sw.no_burst}};
         bool matched = false;
         for (size_t k = 0; k < sizeof(sws) / sizeof(sws[0]); k++) {
             if (strcmp(a, sws[k].name) == 0) {
@@ -763,8 +838,14 @@ int main(int argc, char **argv)
                 " cancelled; done: %" PRIu64 " requested, %" PRIu64 " grow, %" PRIu64 " shrink, %" PRIu64
                 " replace; %" PRIu64 " generations of a new size (%" PRIu64 " resumed from a checkpoint); %" PRIu64
                 " resize checks\n"
+                "dst: burst: %" PRIu64 " jobs, %" PRIu64 " phase flips; lent %" PRIu64 " time(s) (%" PRIu64
+                " by a resize), taken back %" PRIu64 "; lent processes %" PRIu64 " started (%" PRIu64
+                " by the core), %" PRIu64 " exited by themselves, %" PRIu64 " lost; %" PRIu64
+                " task(s) handed to them, %" PRIu64 " given back unfinished, %" PRIu64
+                " missing from a step after their process ended, %" PRIu64 " run again after their process was "
+                "lost; %" PRIu64 " burst checks\n"
                 "dst: open core bugs tolerated: KB8 %" PRIu64 " job(s), KB9 %" PRIu64 " launch(es), KB10 %" PRIu64
-                " job(s)\n",
+                " job(s), %" PRIu64 " burst slot(s) relaunched on the same worker\n",
                 s->seeds, secs, secs > 0 ? (double)s->seeds / secs : 0, s->steps, (double)s->sim_ms / 60000.0,
                 s->core_calls, s->restarts, s->lossy_restarts, s->msgs, s->drops, s->slow, s->dups, s->spawns,
                 s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
@@ -778,7 +859,10 @@ int main(int argc, char **argv)
                 s->give_checks, s->scales, s->scales_acked, s->scale_einval, s->scale_ealready, s->scale_enoent,
                 s->ev_resizing, s->ev_resize_pending, s->ev_resize_cancelled, s->ev_resized[0], s->ev_resized[1],
                 s->ev_resized[2], s->ev_resized[3], s->gens_resized, s->gens_resized_resumed, s->resize_checks,
-                s->kb8_seen, s->kb9_seen, s->kb10_seen);
+                s->burst_jobs, s->phase_flips, s->ev_burst_lent, s->burst_resizes, s->ev_burst_reclaimed,
+                s->burst_spawns, s->ev_burst_started, s->ev_burst_exited, s->ev_burst_lost, s->burst_tasks,
+                s->burst_tasks_aborted, s->burst_tasks_lost, s->burst_dups_excused, s->burst_checks, s->kb8_seen,
+                s->kb9_seen, s->kb10_seen, s->kb11_seen);
     }
     return rc;
 }

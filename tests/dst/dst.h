@@ -39,9 +39,12 @@ typedef struct dst_knobs {
     bool job_telemetry;      /* the shell reports job-level MFU (tide_core_job_telemetry) */
     double p_tasks;          /* an SDK job runs its steps as tasks (docs/work-stealing.md) */
     bool stealing;           /* cfg.stealing (off in a few seeds: every steal is answered "none") */
+    double p_burst;          /* a job is submitted with burst_percent (docs/elastic.md, "Burst") */
+    int w_phase;             /* weight of flipping a running job's load phase */
+    int max_active;          /* pending and running jobs at most (submits wait while there are as many) */
 } dst_knobs_t;
 
-#define DST_KNOWN_BUGS 10
+#define DST_KNOWN_BUGS 11
 
 /* Switches that turn a behaviour off for every seed (command line, --no-NAME). */
 typedef struct dst_switches {
@@ -51,6 +54,7 @@ typedef struct dst_switches {
     bool no_flush;        /* cfg.ckpt_flush off */
     bool no_starvation;   /* skip the "no job waits while capacity allows" check */
     bool no_tasks;        /* no job uses tasks (work stealing) */
+    bool no_burst;        /* no job has burst on, no load phases */
     /* Known core bugs the checks tolerate unless --strict or --strict-kb N (tests/dst/README.md has
      * reproductions and proposed fixes). All four are fixed and always checked (strict set by default);
      * the descriptions stay as the record of what the checks guard:
@@ -89,7 +93,15 @@ typedef struct dst_switches {
      * job's own excluded workers among the free ones it could swap in, so a job could end up needing
      * more workers than its shape had outside its exclusions and wait for good. Tolerated (only with
      * a core that has it again, unless strict): at the end, a pending job that fits only when its
-     * exclusions are ignored counts as done. */
+     * exclusions are ignored counts as done.
+     * KB11 (open, found with phase-aware burst, issue 7 part 2; tolerated unless --strict-kb 11): the core
+     * lends a lent slot again (same job, generation and slot number) to the worker whose lent process in
+     * that slot has just exited; the worker (worker/core.c, one entry per (job, generation, rank), exits
+     * kept and repeated) answers the LaunchRank as "already exited" and starts nothing, so the slot stays
+     * LAUNCHED with the worker bound; the STOP that takes it back is ignored too, and the worker is never
+     * released (nor is the job's next generation placed: the worker still holds the old one). Tolerated:
+     * the world's agent starts a burst LaunchRank for a slot whose process there has exited (the worker
+     * side of a fix). */
     bool strict[DST_KNOWN_BUGS + 1]; /* [n]: KBn is checked, not tolerated (--strict: all) */
 } dst_switches_t;
 
@@ -109,6 +121,11 @@ typedef struct dst_stats {
     uint64_t scales, scales_acked, scale_einval, scale_ealready, scale_enoent;
     uint64_t ev_resizing, ev_resize_pending, ev_resize_cancelled, ev_resized[4]; /* requested, grow, shrink, replace */
     uint64_t gens_resized, gens_resized_resumed, resize_checks, kb8_seen, kb9_seen, kb10_seen;
+    /* phase-aware burst */
+    uint64_t kb11_seen;
+    uint64_t burst_jobs, phase_flips, ev_burst_lent, ev_burst_reclaimed, ev_burst_started, ev_burst_exited,
+        ev_burst_lost, burst_spawns, burst_tasks, burst_tasks_aborted, burst_tasks_lost, burst_dups_excused,
+        burst_checks, burst_resizes;
     int64_t sim_ms;
 } dst_stats_t;
 

@@ -16,6 +16,7 @@
 
 static void check_job_pools(dst_t *d, const char *job_id);
 static void check_steal_liveness(dst_t *d, bool final);
+static void check_burst(dst_t *d);
 
 /* What the checker knows of one job number. */
 typedef struct cjob {
@@ -30,6 +31,8 @@ typedef struct cjob {
     int64_t live_durable, live_last;
     int64_t fit_since; /* fits free capacity nobody blocks since then; -1: no */
     bool fit_seen;
+    int64_t lent_fit_since; /* fits only with workers lent to a burst (not taken back yet) since; -1: no */
+    bool lent_fit_seen;
     int64_t preempting_since; /* job.preempting seen (live core); -1: none */
     int64_t copying_since;    /* its durable copy is COPYING since; -1: not */
     int64_t copying_step;     /* ... of this step */
@@ -65,6 +68,8 @@ struct checker {
     size_t n_dead, cap_dead;
     char (*touched)[DST_ID_MAX]; /* jobs named by the open turn's events */
     size_t n_touched, cap_touched;
+    int64_t unreturned_since[W_MAX_AGENTS]; /* a lent process there ended and was reported, its worker is
+                                               still bound (since then; -1: not so) */
 };
 
 static void gives_clear(checker_t *c)
@@ -80,7 +85,11 @@ static void gives_clear(checker_t *c)
 
 checker_t *chk_new(void)
 {
-    return tide_xcalloc(1, sizeof(checker_t));
+    checker_t *c = tide_xcalloc(1, sizeof(checker_t));
+
+    for (int i = 0; i < W_MAX_AGENTS; i++)
+        c->unreturned_since[i] = -1;
+    return c;
 }
 
 void chk_free(checker_t *c)
@@ -116,6 +125,7 @@ static cjob_t *cjob(checker_t *c, const char *id, bool create)
     j->committed_durable = j->committed_last = -1;
     j->live_durable = j->live_last = -1;
     j->fit_since = -1;
+    j->lent_fit_since = -1;
     j->preempting_since = j->copying_since = j->release_due_since = -1;
     j->over_since = j->kb8_at = -1;
     HASH_ADD_STR(c->jobs, id, j);
@@ -167,7 +177,25 @@ static int32_t dedication(const tide_core_t *core, const char *pool)
     return -1;
 }
 
+/* w is bound to a lent (burst) slot of a running job's current generation and not being taken back. */
+static bool lent_active(const tide_worker_t *w)
+{
+    const tide_job_t *j = w->job;
+
+    return j && j->state == TIDE_JOB_RUNNING && w->generation == j->generation && w->rank >= j->n_ranks &&
+           w->rank < j->n_ranks + j->max_lent && j->ranks[w->rank].worker == w && !j->ranks[w->rank].lent_stopping;
+}
+
+static void model_build_ex(dst_t *d, model_t *m, bool lent_free);
+
 static void model_build(dst_t *d, model_t *m)
+{
+    model_build_ex(d, m, true);
+}
+
+/* The cluster as the queue sees it; lent_free: workers lent for a burst and not being taken back count as
+ * free (the core takes them back at once for a job that waits for their shape). */
+static void model_build_ex(dst_t *d, model_t *m, bool lent_free)
 {
     tide_core_t *core = d->shell->core;
     tide_worker_t *w, *tmp;
@@ -183,13 +211,20 @@ static void model_build(dst_t *d, model_t *m)
         const agent_t *a = world_agent_by_id(d->world, w->id);
         mworker_t *x;
         int s;
+        bool lent;
         if (!a || !w->dom || m->n >= W_MAX_AGENTS)
             continue; /* a placeholder that never registered */
         x = &m->w[m->n++];
         x->a = a;
         x->usable = w->connected && !w->cordoned &&
                     (w->state == TIDE_WORKER_READY || w->state == TIDE_WORKER_BUSY);
-        x->free = w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job && w->n_stale == 0;
+        /* a worker lent to a job for a burst (and not being taken back yet) is free for the queue: the core
+         * takes it back at once for a job that waits for its shape (docs/elastic.md, "Burst") */
+        lent = lent_free && lent_active(w);
+        x->free = w->connected && (w->state == TIDE_WORKER_READY || lent) && !w->cordoned && (!w->job || lent) &&
+                  w->n_stale == 0;
+        if (lent && w->low)
+            m->low_busy--; /* counted free here, not LOW-held */
         for (s = 0; s < m->n_shapes; s++)
             if (strcmp(m->s[s].pool, pool_of(a)) == 0 && strcmp(m->s[s].device, a->device) == 0 &&
                 m->s[s].mem == a->mem)
@@ -332,10 +367,10 @@ static bool model_fits(const model_t *m, int s, const tide_job_spec_t *sp, int32
 
 /* --- hooks --- */
 
-void chk_on_spawn(dst_t *d, agent_t *a, const char *job, int32_t gen, int32_t rank, bool orphaned)
+void chk_on_spawn(dst_t *d, agent_t *a, const char *job, int32_t gen, int32_t rank, bool orphaned, bool burst)
 {
     checker_t *c = d->chk;
-    claunch_t *l;
+    claunch_t *l = NULL;
     char key[48];
 
     for (int i = 0; i < W_ENTRIES; i++) {
@@ -344,12 +379,28 @@ void chk_on_spawn(dst_t *d, agent_t *a, const char *job, int32_t gen, int32_t ra
             dst_fail(d, "%s would run job %s g%d r%d while it runs job %s g%d r%d: a GPU runs two ranks",
                      a->id, job, gen, rank, e->job, e->gen, e->rank);
     }
-    snprintf(key, sizeof(key), "%s/%d/%d", job, gen, rank);
-    HASH_FIND_STR(c->launches, key, l);
-    if (l && strcmp(l->worker, a->id) != 0)
-        dst_fail(d, "job %s generation %d rank %d started on %s and again on %s", job, gen, rank, l->worker,
-                 a->id);
-    if (!l) {
+    if (burst) {
+        /* a lent slot is used again once its process ended, maybe elsewhere: never two processes at once
+         * (one the scheduler wrote off aside) */
+        for (int i = 0; i < d->world->n; i++) {
+            const agent_t *b = &d->world->a[i];
+            for (int k = 0; k < W_ENTRIES; k++) {
+                const wentry_t *e = &b->e[k];
+                if (e->used && e->running && e->gen == gen && e->rank == rank && !e->orphaned &&
+                    strcmp(e->job, job) == 0)
+                    dst_fail(d, "job %s generation %d burst slot %d starts on %s while its process before still runs "
+                                "on %s, which the scheduler never declared dead",
+                             job, gen, rank, a->id, b->id);
+            }
+        }
+    } else {
+        snprintf(key, sizeof(key), "%s/%d/%d", job, gen, rank);
+        HASH_FIND_STR(c->launches, key, l);
+        if (l && strcmp(l->worker, a->id) != 0)
+            dst_fail(d, "job %s generation %d rank %d started on %s and again on %s", job, gen, rank, l->worker,
+                     a->id);
+    }
+    if (!burst && !l) {
         l = tide_xcalloc(1, sizeof(*l));
         snprintf(l->key, sizeof(l->key), "%s", key);
         snprintf(l->worker, sizeof(l->worker), "%s", a->id);
@@ -440,6 +491,32 @@ static void check_reserve(dst_t *d, const shell_event_t *ev, size_t n, int32_t r
                      pl[i].recovering ? " (spares excluded: it recovers from a lost rank)" : "", evs);
         }
     }
+}
+
+/* Lending never takes the hot spares (docs/elastic.md, "Burst"): after a call that lent workers (and
+ * placed no job: a job recovering from a lost rank may take the spares), at least the spares the reserve
+ * holds are free (the computed spares, up to the reserve's cap of half the usable GPUs). */
+static void check_lending(dst_t *d, const shell_event_t *ev, size_t n)
+{
+    tide_core_t *core = d->shell->core;
+    const shell_event_t *lent = NULL;
+    const tide_job_t *job;
+    tide_reserve_t r;
+
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ev[i].type, "job.started") == 0 || strcmp(ev[i].type, "job.resized") == 0)
+            return;
+        if (strcmp(ev[i].type, "job.burst_lent") == 0 && !strstr(ev[i].text, "by a resize"))
+            lent = &ev[i];
+    }
+    if (!lent || !d->shell->up)
+        return;
+    tide_core_reserve(core, &r);
+    job = tide_core_job_find(core, lent->job);
+    if (core->n_free < (r.spares < r.gpus ? r.spares : r.gpus))
+        dst_fail(d, "burst: workers were lent into the hot spares: %d free after the call, %d spares (reserve %d; job "
+                    "%s, %s: %s)",
+                 core->n_free, r.spares, r.gpus, lent->job, job ? tide_prio_name(job->run_priority) : "?", lent->text);
 }
 
 static bool has_event(const shell_event_t *ev, size_t n, const char *job, const char *type)
@@ -553,6 +630,12 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
         st->ev_resizing += strcmp(t, "job.resizing") == 0;
         st->ev_resize_pending += strcmp(t, "job.resize_pending") == 0;
         st->ev_resize_cancelled += strcmp(t, "job.resize_cancelled") == 0;
+        st->ev_burst_lent += strcmp(t, "job.burst_lent") == 0;
+        st->burst_resizes += strcmp(t, "job.burst_lent") == 0 && strstr(ev[i].text, "by a resize") != NULL;
+        st->ev_burst_reclaimed += strcmp(t, "job.burst_reclaimed") == 0;
+        st->ev_burst_started += strcmp(t, "job.burst_started") == 0;
+        st->ev_burst_exited += strcmp(t, "job.burst_exited") == 0;
+        st->ev_burst_lost += strcmp(t, "job.burst_lost") == 0;
         if (strcmp(t, "job.resized") == 0) {
             static const char *const reasons[] = {"(requested:", "(grow:", "(shrink:", "(replace:"};
             for (int k = 0; k < 4; k++)
@@ -597,6 +680,7 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
         }
     }
     check_reserve(d, ev, n, reserve_before, usable_before);
+    check_lending(d, ev, n);
     check_gate(d, ev, n);
     /* a rank that went (lost, exited, its worker dead) holds no task of a pool that is still open */
     for (size_t i = 0; i < n && d->shell->up; i++) {
@@ -812,7 +896,10 @@ static void check_resize(dst_t *d)
 
     while ((job = tide_core_job_next(core, job))) {
         const tide_resize_t *r = &job->resize, *l = &job->last_resize;
-        int32_t goal = job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
+        /* a job grown for a high-load phase (a burst by resize, lending.c) holds that size until it ends */
+        int32_t goal = job->burst_to > 0 ? job->burst_to
+                       : job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
+        int32_t cap = job->burst_to > 0 ? job->burst_to : job->target_workers;
         bool running = job->state == TIDE_JOB_RUNNING, in_progress = tide__resize_in_progress(job), kb8;
         cjob_t *j = cjob(d->chk, job->id, false);
 
@@ -882,14 +969,14 @@ static void check_resize(dst_t *d)
         if (j) {
             bool settled = running && job->ranks_unstarted == 0 && !job->launch_deadline && !job->awaiting &&
                            !job->preempted_by && !in_progress;
-            if (!(settled && job->target_workers > 0 && job->n_ranks > job->target_workers))
+            if (!(settled && cap > 0 && job->n_ranks > cap))
                 j->over_since = -1;
             else if (j->over_since < 0)
                 j->over_since = d->now;
             else if (d->now - j->over_since > cfg->resize_dwell_ms + slack)
                 dst_fail(d, "job %s has run %d workers for %lld ms since it could shrink to its requested %d (no "
                             "resize under way: %s; dwell %lld ms)",
-                         job->id, job->n_ranks, (long long)(d->now - j->over_since), job->target_workers,
+                         job->id, job->n_ranks, (long long)(d->now - j->over_since), cap,
                          tide_resize_state_name(r->state), (long long)cfg->resize_dwell_ms);
         }
         /* tide resizes only jobs with a requested size, or growing by themselves (SDK, auto_grow) */
@@ -1001,6 +1088,17 @@ static void check_pool(dst_t *d, tide_job_t *job, const wjob_t *wj, tide_task_ki
             flying++;
         } else if (h == -3) {
             orphaned++;
+        } else if (h >= job->n_ranks && h < job->n_ranks + job->max_lent) {
+            /* a lent slot: while it holds tasks its process is known and its worker alive; when it goes,
+             * what it held is orphaned */
+            const tide_job_rank_t *slot = &job->ranks[h];
+            held++;
+            if (!slot->worker || slot->worker->state == TIDE_WORKER_DEAD || slot->state == TIDE_RANK_LOST ||
+                slot->state == TIDE_RANK_EXITED)
+                dst_fail(d, "no task lost when its holder dies: job %s generation %d pool (%s, step %lld): task %llu is "
+                            "held by lent slot %d, which %s (its tasks should be orphaned)",
+                         job->id, job->generation, tide_task_kind_name(kind), (long long)step, (unsigned long long)id,
+                         h, !slot->worker ? "has no worker" : "is gone");
         } else if (h >= 0 && h < job->n_ranks) {
             const tide_job_rank_t *slot = &job->ranks[h];
             held++;
@@ -1111,10 +1209,10 @@ void chk_on_give(dst_t *d, const tide_action_t *a)
             dst_fail(d, "job %s generation %d step %lld: the core gives task %llu to rank %d but says rank/state %d "
                         "holds it",
                      job->id, a->generation, (long long)a->step, (unsigned long long)id, a->rank, h);
-        for (int r = 0; r < tr->world; r++) {
+        for (int r = 0; r < W_MAX_RANKS; r++) {
             const trank_t *k = &tr->rk[r];
             tide_task_state_t st;
-            if (r == a->rank || k->agent < 0 || k->phase == TR_OUT)
+            if (r == a->rank || k->agent < 0 || k->phase == TR_OUT || (r >= tr->world && !k->lent))
                 continue;
             st = tide_task_deque_where(d->world->a[k->agent].deque, k->rid, a->task_kind, a->step, id);
             if (st == TIDE_TASK_QUEUED || st == TIDE_TASK_HANDED)
@@ -1159,7 +1257,7 @@ void chk_task_committed(dst_t *d, const net_msg_t *m, tide_task_kind_t kind, con
                      m->job, m->gen, (long long)m->step, (unsigned long long)m->ids[i], m->rank, before[i]);
         x = tr ? world_task_index(tr->job, m->ids[i]) : -1;
         st = tr && m->step >= 0 && m->step < tr->n_steps ? tr->steps[m->step] : NULL;
-        if (x < 0 || !st || !(st->handed[x] & (1u << m->rank)))
+        if (x < 0 || !st || m->rank < 0 || m->rank >= W_MAX_RANKS || !(st->handed[x] & (1u << m->rank)))
             dst_fail(d, "at most once: job %s generation %d step %lld: the core committed task %llu for rank %d, whose "
                         "trainer was never handed it",
                      m->job, m->gen, (long long)m->step, (unsigned long long)m->ids[i], m->rank);
@@ -1181,6 +1279,8 @@ static void check_steal_liveness(dst_t *d, bool final)
             if (!e->used || !e->running)
                 continue;
             left--;
+            if (e->rank >= W_MAX_RANKS)
+                continue;
             k = &e->tr->rk[e->rank];
             if (!e->tr->job->tasks || k->rid != (uint64_t)e->pid || k->phase != TR_WAIT)
                 continue;
@@ -1409,25 +1509,27 @@ static void model_hold(model_t *m, const tide_job_t *job, bool why_reserve, int 
 static void check_starvation(dst_t *d)
 {
     tide_core_t *core = d->shell->core;
-    model_t m;
+    model_t m, mnl; /* mnl: lent workers not free */
     cjob_t *j, *jt;
     int n_shapes = 0, n_blocked = 0, n_blocked_reserve = 0;
     bool done = false;
 
     model_build(d, &m);
+    model_build_ex(d, &mnl, false);
     for (int s = 0; s < m.n_shapes; s++)
         n_shapes += m.s[s].usable > 0;
-    HASH_ITER(hh, d->chk->jobs, j, jt) j->fit_seen = false;
+    HASH_ITER(hh, d->chk->jobs, j, jt) j->fit_seen = j->lent_fit_seen = false;
     for (int p = TIDE_PRIO_COUNT - 1; p >= 0 && !done; p--) {
         tide_list_t *pos;
         tide_list_for_each(pos, &core->queues[p]) {
             tide_job_t *job = tide_list_entry(pos, tide_job_t, queue_node);
             const tide_job_spec_t *sp = &job->spec;
             tide_level_t level = level_of(sp);
-            int32_t limit, room = m.reserve - m.low_busy;
-            model_t mx;
-            const model_t *v = &m; /* the free workers as this job sees them (exclusions) */
+            int32_t limit, room = m.reserve - m.low_busy, limit_nl, room_nl = mnl.reserve - mnl.low_busy;
+            model_t mx, mnlx;
+            const model_t *v = &m, *vn = &mnl; /* the free workers as this job sees them (exclusions) */
             bool all_blocked = n_blocked >= n_shapes, matched = false, free_enough = false, blocked = false;
+            bool fits_unlent = false;
             bool low = job->eff_priority == TIDE_PRIO_LOW, why_reserve;
             int fits_in = -1;
             if (all_blocked && (!low || n_blocked_reserve == 0)) {
@@ -1443,11 +1545,14 @@ static void check_starvation(dst_t *d)
             }
             if (job->n_exclude > 0) {
                 model_without(&m, job, false, &mx);
+                model_without(&mnl, job, false, &mnlx);
                 v = &mx;
+                vn = &mnlx;
             }
             limit = model_limit(d, v, job);
+            limit_nl = model_limit(d, vn, job);
             for (int s = 0; s < m.n_shapes; s++) {
-                int32_t lim = limit;
+                int32_t lim = limit, lim_nl = limit_nl;
                 if (m.s[s].usable == 0 || !model_matches(&m.s[s], sp))
                     continue;
                 matched = true;
@@ -1457,11 +1562,13 @@ static void check_starvation(dst_t *d)
                         continue;
                     }
                     lim = room < lim ? room : lim;
+                    lim_nl = room_nl < lim_nl ? room_nl : lim_nl;
                 }
                 if (model_max(v, s, level, true) >= sp->min_workers)
                     free_enough = true;
                 if (fits_in < 0 && model_fits(v, s, sp, lim))
                     fits_in = s;
+                fits_unlent |= model_fits(vn, s, sp, lim_nl);
             }
             if (!matched)
                 continue;
@@ -1481,6 +1588,19 @@ static void check_starvation(dst_t *d)
                              (unsigned long long)(m.s[fits_in].mem >> 30), m.n_free, m.low_busy, m.reserve,
                              tide_core_job_reason(core, job, why, sizeof(why)));
             }
+            /* Burst: it fits only with workers lent to a job's high-load phase: the core takes them back at
+             * once (after the pass), so they are being taken back (not free for this model) soon after. */
+            if (fits_in >= 0 && !fits_unlent && (j = cjob(d->chk, job->id, false))) {
+                j->lent_fit_seen = true;
+                if (j->lent_fit_since < 0)
+                    j->lent_fit_since = d->now;
+                else if (d->now - j->lent_fit_since > 1000)
+                    dst_fail(d, "burst: job %s (%s, %d..%d GPUs) has waited %lld ms for workers lent to a burst in "
+                                "shape (%s, %s, %llu GiB): they would fit it and are not being taken back",
+                             job->id, tide_prio_name(job->eff_priority), sp->min_workers, sp->max_workers,
+                             (long long)(d->now - j->lent_fit_since), m.s[fits_in].pool, m.s[fits_in].device,
+                             (unsigned long long)(m.s[fits_in].mem >> 30));
+            }
             (void)blocked;
             why_reserve = free_enough && limit < sp->min_workers;
             model_hold(&m, job, why_reserve, &n_blocked, &n_blocked_reserve);
@@ -1493,6 +1613,8 @@ static void check_starvation(dst_t *d)
     HASH_ITER(hh, d->chk->jobs, j, jt) {
         if (!j->fit_seen)
             j->fit_since = -1;
+        if (!j->lent_fit_seen)
+            j->lent_fit_since = -1;
     }
 }
 
@@ -1512,10 +1634,125 @@ void chk_step(dst_t *d)
         check_steal_liveness(d, false);
     check_resize(d);
     h_check_invariants(&d->shell->h);
+    check_burst(d);
     check_jobs(d);
     check_placement(d);
     if (!d->sw.no_starvation)
         check_starvation(d);
+}
+
+/* Phase-aware burst (docs/elastic.md, "Burst"): burst workers always return to the reserve. The core's
+ * lending bookkeeping adds up (n_lent: lent slots with a worker; lent_workers: those not being taken back;
+ * 0 <= lent_workers <= n_lent <= max_lent = ceil(n x burst_percent / 100); the lending list; lent_now);
+ * a job that is not RUNNING lends nothing (a generation's end stops its lent workers with its ranks); a
+ * worker bound to a lent slot of a running job's current generation is that slot's worker, in rank 0's
+ * shape; every other bound worker is stopping a rank, and one whose lent process ended and was reported
+ * is released soon after. */
+static void check_burst(dst_t *d)
+{
+    tide_core_t *core = d->shell->core;
+    checker_t *c = d->chk;
+    tide_job_t *job = NULL;
+    int32_t lent_now = 0, lending = 0, listed = 0;
+    const tide_list_t *pos;
+
+    d->stats->burst_checks++;
+    while ((job = tide_core_job_next(core, job))) {
+        int32_t bound = 0, active = 0, want;
+        const agent_t *a0;
+        if (job->lent_workers < 0 || job->lent_workers > job->n_lent || job->n_lent > job->max_lent)
+            dst_fail(d, "burst: job %s has lent_workers %d, n_lent %d, max_lent %d (not 0 <= lent_workers <= n_lent "
+                        "<= max_lent)",
+                     job->id, job->lent_workers, job->n_lent, job->max_lent);
+        if (tide_list_linked(&job->lend_node) != (job->n_lent > 0 || job->burst_to > 0))
+            dst_fail(d, "burst: job %s with %d lent worker(s) bound (burst by resize to %d) is %son the lending list",
+                     job->id, job->n_lent, job->burst_to, tide_list_linked(&job->lend_node) ? "" : "not ");
+        lending += job->n_lent > 0 || job->burst_to > 0;
+        lent_now += job->lent_workers;
+        if (job->state != TIDE_JOB_RUNNING) {
+            if (job->n_lent || job->lent_workers)
+                dst_fail(d, "burst: job %s is %s with %d lent worker(s) bound (%d not taken back): a generation's end "
+                            "stops them with its ranks",
+                         job->id, tide_job_state_name(job->state), job->n_lent, job->lent_workers);
+            continue;
+        }
+        want = job->spec.burst_percent > 0 ? (int32_t)(((int64_t)job->n_ranks * job->spec.burst_percent + 99) / 100)
+                                           : 0;
+        if (job->max_lent != want)
+            dst_fail(d, "burst: job %s (%d ranks, burst %d%%) has %d lent slot(s), not %d", job->id, job->n_ranks,
+                     job->spec.burst_percent, job->max_lent, want);
+        a0 = job->n_ranks > 0 ? world_agent_by_id(d->world, job->ranks[0].worker_id) : NULL;
+        for (int32_t r = job->n_ranks; r < job->n_ranks + job->max_lent; r++) {
+            const tide_job_rank_t *s = &job->ranks[r];
+            const tide_worker_t *w = s->worker;
+            const agent_t *a;
+            if (!w) {
+                if (s->lent_stopping)
+                    dst_fail(d, "burst: job %s lent slot %d is being taken back but has no worker", job->id, r);
+                continue;
+            }
+            bound++;
+            active += !s->lent_stopping;
+            if (w->job != job || w->rank != r || w->generation != job->generation)
+                dst_fail(d, "burst: job %s generation %d lent slot %d names %s, which is bound to %s g%d r%d", job->id,
+                         job->generation, r, w->id, w->job ? w->job->id : "nothing", w->generation, w->rank);
+            if (s->state != TIDE_RANK_LAUNCHED && s->state != TIDE_RANK_RUNNING)
+                dst_fail(d, "burst: job %s lent slot %d on %s is in rank state %d", job->id, r, w->id, (int)s->state);
+            a = world_agent_by_id(d->world, w->id);
+            if (a && a0 &&
+                (strcmp(pool_of(a), pool_of(a0)) != 0 || strcmp(a->device, a0->device) != 0 || a->mem != a0->mem))
+                dst_fail(d, "burst: job %s lent slot %d is on %s (%s, %s, %llu GiB), not in rank 0's shape (%s: %s, "
+                            "%s, %llu GiB)",
+                         job->id, r, a->id, pool_of(a), a->device, (unsigned long long)(a->mem >> 30), a0->id,
+                         pool_of(a0), a0->device, (unsigned long long)(a0->mem >> 30));
+        }
+        if (bound != job->n_lent || active != job->lent_workers)
+            dst_fail(d, "burst: job %s has %d lent slot(s) with a worker (%d not being taken back), but n_lent %d and "
+                        "lent_workers %d",
+                     job->id, bound, active, job->n_lent, job->lent_workers);
+        if (job->ranks_running > job->n_ranks || job->ranks_unstarted > job->n_ranks)
+            dst_fail(d, "burst: job %s counts %d running and %d unstarted of %d ranks", job->id, job->ranks_running,
+                     job->ranks_unstarted, job->n_ranks);
+    }
+    tide_list_for_each(pos, &core->lending) {
+        const tide_job_t *j = tide_list_entry(pos, tide_job_t, lend_node);
+        if ((j->state != TIDE_JOB_RUNNING || j->n_lent <= 0) &&
+            (j->burst_to <= 0 || (j->state != TIDE_JOB_RUNNING && j->state != TIDE_JOB_PENDING)))
+            dst_fail(d, "burst: job %s (%s, %d lent, burst by resize to %d) is on the lending list", j->id,
+                     tide_job_state_name(j->state), j->n_lent, j->burst_to);
+        listed++;
+    }
+    if (listed != lending)
+        dst_fail(d, "burst: %d job(s) on the lending list, %d with lent workers bound", listed, lending);
+    if (lent_now != core->burst_stats.lent_now)
+        dst_fail(d, "burst: the jobs have %d lent workers not being taken back; the counters say %d", lent_now,
+                 core->burst_stats.lent_now);
+    for (int i = 0; i < d->world->n; i++) {
+        const agent_t *a = &d->world->a[i];
+        const tide_worker_t *w = tide_core_worker_find(core, a->id);
+        const tide_job_t *j = w ? w->job : NULL;
+        const wentry_t *e = NULL;
+        if (j && j->state == TIDE_JOB_RUNNING && w->generation == j->generation && w->rank >= j->n_ranks &&
+            (w->rank >= j->n_ranks + j->max_lent || j->ranks[w->rank].worker != w))
+            dst_fail(d, "burst: %s is bound to job %s generation %d slot %d, which is not its (%d ranks, %d lent "
+                        "slots)",
+                     w->id, j->id, w->generation, w->rank, j->n_ranks, j->max_lent);
+        /* returned: a lent process that ended, and whose end the scheduler was told, frees its worker */
+        for (int k = 0; j && k < W_ENTRIES && !e; k++)
+            if (a->e[k].used && a->e[k].burst && a->e[k].gen == w->generation && a->e[k].rank == w->rank &&
+                strcmp(a->e[k].job, j->id) == 0)
+                e = &a->e[k];
+        if (!e || e->running || !e->reported || !a->up || a->frozen || !a->welcomed || !w->connected) {
+            c->unreturned_since[i] = -1;
+            continue;
+        }
+        if (c->unreturned_since[i] < 0)
+            c->unreturned_since[i] = d->now;
+        else if (d->now - c->unreturned_since[i] > 15000)
+            dst_fail(d, "burst workers always return: %s is still bound to job %s g%d burst slot %d %lld ms after its "
+                        "process exited (%d) and the exit was reported",
+                     a->id, j->id, w->generation, w->rank, (long long)(d->now - c->unreturned_since[i]), e->code);
+    }
 }
 
 /* --- the end --- */
@@ -1578,6 +1815,7 @@ void chk_final(dst_t *d)
         dst_fail(d, "the scheduler is still down at the end");
     core = d->shell->core;
     h_check_invariants(&d->shell->h);
+    check_burst(d);
     check_steal_liveness(d, true);
     model_build(d, &m);
     while ((job = tide_core_job_next(core, job))) {

@@ -22,8 +22,9 @@
 checker_t *chk_new(void);
 void chk_free(checker_t *c);
 
-/* A worker is about to start (job, gen, rank); orphaned: the scheduler has written that worker off. */
-void chk_on_spawn(dst_t *d, agent_t *a, const char *job, int32_t gen, int32_t rank, bool orphaned);
+/* A worker is about to start (job, gen, rank); orphaned: the scheduler has written that worker off;
+ * burst: a lent slot's process (its slot number is used again after the process before it ended). */
+void chk_on_spawn(dst_t *d, agent_t *a, const char *job, int32_t gen, int32_t rank, bool orphaned, bool burst);
 /* A core call returned with these events; the reserve and usable count before it. */
 void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve_before,
                     int32_t usable_before);

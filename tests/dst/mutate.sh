@@ -1,8 +1,9 @@
 #!/bin/sh
-# Shows that the work-stealing and elastic-scaling invariants of tide-dst can fail (tests/dst/README.md,
-# "Mutants"): copies the source tree to a scratch directory, breaks the core (scheduler/core/task_pool.c,
-# resize.c, placement.c, job_queue.c) or the worker deque (worker/task_deque.c) in one named way, builds
-# tide-dst there and runs seeds until one fails. The tree itself is never touched.
+# Shows that the work-stealing, elastic-scaling and burst invariants of tide-dst can fail
+# (tests/dst/README.md, "Mutants"): copies the source tree to a scratch directory, breaks the core
+# (scheduler/core/task_pool.c, resize.c, placement.c, job_queue.c, lending.c, job_lifecycle.c) or the
+# worker deque (worker/task_deque.c) in one named way, builds tide-dst there and runs seeds until one
+# fails. The tree itself is never touched.
 #
 #   tests/dst/mutate.sh [-n SEEDS] [-k] [NAME ...]     (no NAME: every mutant; -k: keep the scratch dir)
 #
@@ -22,7 +23,10 @@ shift $((OPTIND - 1))
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 ALL="replay-skip give-early release-keeps release-no-replay lost-keeps-tasks held-count welcome-no-steals
-     resize-no-cap resize-no-wait grow-claim-kept resize-phases"
+     resize-no-cap resize-no-wait grow-claim-kept resize-phases
+     burst-kept burst-no-stop burst-gen-keeps burst-no-orphans burst-spares"
+# Not in ALL: burst-queue-waits survives 300 seeds (a queued job meets workers lent into its shape in about
+# one seed of 300: lending needs a shape nobody waits for; tests/unit/core/test_core_burst.c catches it).
 NAMES=${*:-$ALL}
 WORK=${TMPDIR:-/tmp}/tide-mutants.$$
 FLAGS=""
@@ -35,7 +39,8 @@ mkdir -p "$WORK/src"
 (cd "$SRC" && tar cf - --exclude='./build*' --exclude='./.git' .) | (cd "$WORK/src" && tar xf -)
 cmake -S "$WORK/src" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release >"$WORK/configure.log" 2>&1
 
-# mutate NAME: prints "FILE" and rewrites it in the scratch tree (python: exact text, must match once).
+# mutate NAME: prints the FILE(s) it rewrites in the scratch tree (python: exact text, each must match
+# once; a mutant may be a list of such edits).
 mutate() {
     python3 - "$WORK/src" "$1" <<'EOF'
 import sys
@@ -43,6 +48,7 @@ root, name = sys.argv[1], sys.argv[2]
 core, deque = "scheduler/core/task_pool.c", "worker/task_deque.c"
 life = "scheduler/core/job_lifecycle.c"
 resize, placement, queue = "scheduler/core/resize.c", "scheduler/core/placement.c", "scheduler/core/job_queue.c"
+lending = "scheduler/core/lending.c"
 M = {
   # The core ignores a repeated steal id instead of answering it again: a thief whose GiveTasks was
   # lost with its stream waits for good (invariant 4).
@@ -111,16 +117,48 @@ M = {
   "resize-phases": (resize,
     "        r->start_s = (double)(core->now_mono - r->stopped_mono) / 1e3;",
     "        r->start_s = (double)(core->now_mono - r->ckpt_mono) / 1e3; /* MUTANT */"),
+  # Phase-aware burst. A lent slot that empties keeps its worker bound (burst workers always return).
+  "burst-kept": (lending,
+    "    if (w && w->job == job && w->rank == r)\n        tide__worker_release(core, w);\n}",
+    "    (void)w; /* MUTANT: the worker is never released */\n}"),
+  # Taking lent workers back sends no STOP: they run on, bound (burst workers always return; at the end
+  # every worker is free).
+  "burst-no-stop": (lending,
+    "        if (w->connected) {\n            tide_action_t *a = tide__act(core, TIDE_ACT_STOP);",
+    "        if (0) { /* MUTANT: no STOP */\n            tide_action_t *a = tide__act(core, TIDE_ACT_STOP);"),
+  # A generation's end forgets to count its lent workers out (a job that is not running lends nothing).
+  "burst-gen-keeps": (lending,
+    "    job->n_lent = 0;\n    job->lent_workers = 0;\n",
+    "    /* MUTANT: n_lent and lent_workers kept */\n"),
+  # A lent process that ends keeps the tasks it held instead of orphaning them (no task lost when its
+  # holder dies).
+  "burst-no-orphans": (lending,
+    "    tide__tasks_rank_gone(core, job, rank, true);\n    slot_release(core, job, rank);",
+    "    tide__tasks_rank_gone(core, job, rank, false); /* MUTANT */\n    slot_release(core, job, rank);"),
+  # Lending takes the hot spares (never the hot spares).
+  "burst-spares": (lending,
+    "        limit = core->n_free - core->reserve.spares;",
+    "        limit = core->n_free; /* MUTANT */"),
+  # A queued job that waits for the shape does not get what was lent there back, neither after the pass
+  # nor before it would preempt (no job waits while capacity allows: the starvation model counts lent
+  # workers as free).
+  "burst-queue-waits": [(lending,
+    "    if (core->n_blocked == 0)\n        return;\n    tide_list_for_each_safe",
+    "    if (core->n_blocked >= 0) /* MUTANT */\n        return;\n    tide_list_for_each_safe"),
+   (lending,
+    "            if (job->lent_workers > 0)\n                reclaim(core, job, \"a queued job waits for capacity\");",
+    "            if (0) /* MUTANT */\n                reclaim(core, job, \"a queued job waits for capacity\");")],
 }
 if name not in M:
     sys.exit("unknown mutant %s (known: %s)" % (name, " ".join(M)))
-f, old, new = M[name]
-p = root + "/" + f
-s = open(p).read()
-if s.count(old) != 1:
-    sys.exit("mutant %s: its text is in %s %d times (the code changed: update tests/dst/mutate.sh)" % (name, f, s.count(old)))
-open(p, "w").write(s.replace(old, new))
-print(f)
+edits = M[name] if isinstance(M[name], list) else [M[name]]
+for f, old, new in edits:
+    p = root + "/" + f
+    s = open(p).read()
+    if s.count(old) != 1:
+        sys.exit("mutant %s: its text is in %s %d times (the code changed: update tests/dst/mutate.sh)" % (name, f, s.count(old)))
+    open(p, "w").write(s.replace(old, new))
+print(" ".join(sorted(set(f for f, _, _ in edits))))
 EOF
 }
 
@@ -149,6 +187,8 @@ for name in $NAMES; do
             survived=1
         fi
     fi
-    cp "$SRC/$file" "$WORK/src/$file" # the next mutant starts from the real code
+    for f in $file; do
+        cp "$SRC/$f" "$WORK/src/$f" # the next mutant starts from the real code
+    done
 done
 exit $survived

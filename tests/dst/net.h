@@ -56,6 +56,7 @@ typedef struct net_msg {
     uint64_t epoch; /* scheduler -> worker */
     char job[DST_ID_MAX];
     int32_t gen, rank, code, pid, port, world;
+    bool burst; /* NM_LAUNCH: a lent slot (LaunchRank.burst; rank >= world) */
     int64_t step;
     uint64_t request; /* also: steal id (NM_STEAL, NM_GIVE_TASKS), release id (NM_*RELEASE*) */
     bool ok;

@@ -102,7 +102,8 @@ static void out_msg(dst_t *d, const tide_action_t *a, net_kind_t kind)
     if (!a->conn)
         return; /* no stream: the daemon has nowhere to send it either */
     if (kind == NM_LAUNCH && a->job &&
-        (a->job->generation != a->generation || a->job->state != TIDE_JOB_RUNNING || a->rank >= a->job->n_ranks)) {
+        (a->job->generation != a->generation || a->job->state != TIDE_JOB_RUNNING ||
+         a->rank >= a->job->n_ranks + a->job->max_lent)) {
         /* KB9 (dst.h): the call that launched the rank also ended its generation */
         if (d->sw.strict[9])
             dst_fail(d, "KB9: LAUNCH of job %s generation %d rank %d after the same call ended that generation (job "
@@ -127,6 +128,8 @@ static void out_msg(dst_t *d, const tide_action_t *a, net_kind_t kind)
     m->rank = a->rank;
     m->port = a->master_port;
     m->world = gen_gone ? -1 : a->job ? a->job->n_ranks : 0; /* -1: not known (KB9) */
+    /* the daemon's send_launch: a rank after the generation's is a lent (burst) slot */
+    m->burst = kind == NM_LAUNCH && !gen_gone && a->job && a->rank >= a->job->n_ranks;
     m->step = a->step;
     m->request = a->request_id;
 }
@@ -650,6 +653,16 @@ int shell_scale(dst_t *d, const char *id, int32_t workers, bool elastic)
     absorb(d, rb, ub);
     reply(sh, OP_SCALE, id, rc)->arg = elastic ? 0 : workers;
     return rc;
+}
+
+void shell_load_phase(dst_t *d, const char *id, bool high)
+{
+    shell_t *sh = d->shell;
+    tide_job_t *job;
+
+    if (!sh->up || !(job = tide_core_job_find(sh->core, id)))
+        return;
+    CALL(d, tide_core_job_load_phase(sh->core, job, high));
 }
 
 void shell_job_telemetry(dst_t *d)

@@ -88,5 +88,8 @@ int shell_checkpoint(dst_t *d, const char *id, int64_t deadline_ms);
 int shell_scale(dst_t *d, const char *id, int32_t workers, bool elastic);
 /* Job-level telemetry from the simulator's side: every running job's MFU. */
 void shell_job_telemetry(dst_t *d);
+/* A job's load phase from the simulator's side (tide_core_job_load_phase), for a job whose trainers
+ * report no progress; SDK jobs report it in their ranks' progress (rank 0's counts). */
+void shell_load_phase(dst_t *d, const char *id, bool high);
 
 #endif

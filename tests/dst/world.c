@@ -4,7 +4,8 @@
  * step together, so every rank of a trainer saves the same checkpoint steps; a task job's step ends
  * only when every rank of its generation ended its part, and every handing of a task to a trainer is
  * counted (the at-most-once and exactly-once checks). The checker sees every spawn before it happens
- * (chk_on_spawn). */
+ * (chk_on_spawn). A burst (lent) process never counts as a member of its generation: it neither starts
+ * nor stalls the trainer, and a step's exactly-once check waits until no lent process works on it. */
 #include "world.h"
 
 #include <errno.h>
@@ -22,6 +23,7 @@
 
 static int deque_send(void *ud, const Tide__V1__WorkerMessage *msg);
 static const tide_task_deque_ops_t deque_ops = {deque_send};
+static void lent_excuse(trainer_t *tr, int32_t r, int64_t from);
 
 world_t *world_new(dst_t *d)
 {
@@ -144,9 +146,14 @@ void world_orphan(world_t *w, const char *worker_id)
 
     if (a && a->stream)
         a->dead_stream = a->stream; /* what still arrives on it predates the verdict */
-    for (int i = 0; a && i < W_ENTRIES; i++)
-        if (a->e[i].used && a->e[i].running)
-            a->e[i].orphaned = true;
+    for (int i = 0; a && i < W_ENTRIES; i++) {
+        wentry_t *e = &a->e[i];
+        if (!e->used || !e->running)
+            continue;
+        e->orphaned = true;
+        if (e->burst && e->rank < W_MAX_RANKS && e->tr->job->tasks && e->tr->rk[e->rank].rid == (uint64_t)e->pid)
+            lent_excuse(e->tr, e->rank, e->tr->rk[e->rank].first_step);
+    }
 }
 
 void world_unreachable(dst_t *d, agent_t *a, int kb)
@@ -188,7 +195,7 @@ static trainer_t *trainer_get(dst_t *d, const char *job, int32_t gen, int32_t wo
     if (!t->job) {
         /* A job the clients never saw: cannot happen, but behave like a plain trainer. */
         wjob_t b = {.step_ms = 100, .total_steps = 50, .ckpt_every = 10, .peer_timeout_ms = 3000,
-                    .mfu = 0.4, .resume = -1};
+                    .mfu = 0.4, .resume = -1, .phase_at = INT64_MAX};
         snprintf(b.id, sizeof(b.id), "%s", job);
         t->job = world_job_set(w, &b);
     }
@@ -220,7 +227,7 @@ static trainer_t *trainer_get(dst_t *d, const char *job, int32_t gen, int32_t wo
     for (int r = 0; r < W_MAX_RANKS; r++) {
         t->saved[r] = -1;
         t->rk[r] = (trank_t){.tr = t, .r = r, .agent = -1, .slow = 1};
-        if (t->job->tasks && dst_chance(d, t->job->p_slow_rank))
+        if (r < t->world && t->job->tasks && dst_chance(d, t->job->p_slow_rank))
             t->rk[r].slow = (double)dst_range(d, 20, 50) / 10.0;
     }
     if (t->job->tasks) {
@@ -282,6 +289,15 @@ static int64_t exit_time(const wentry_t *e, int32_t *code)
     if (e->stop_at >= 0) {
         t = e->stop_at;
         c = 143;
+    }
+    if (e->burst) {
+        /* a lent process: only a STOP or its own end; the trainer's steps and peers do not concern it */
+        if (e->self_exit_at >= 0 && e->self_exit_at < t) {
+            t = e->self_exit_at;
+            c = e->self_code;
+        }
+        *code = c;
+        return t;
     }
     if (tr->t0 >= 0) {
         finish = step_time(tr, j->total_steps);
@@ -527,25 +543,35 @@ static void task_handed(dst_t *d, trank_t *k, uint64_t id)
 {
     trainer_t *tr = k->tr;
     wjob_t *j = tr->job;
-    tstep_t *st = tr->steps[tr->tstep];
+    int64_t step = k->lent ? k->step : tr->tstep;
+    tstep_t *st = tr->steps[step];
     int i = world_task_index(j, id);
     int64_t dur;
 
     if (i < 0)
         dst_fail(d, "job %s generation %d rank %d was handed task %llu in step %lld, which is no task of the job",
-                 j->id, tr->gen, k->r, (unsigned long long)id, (long long)tr->tstep);
+                 j->id, tr->gen, k->r, (unsigned long long)id, (long long)step);
     d->stats->tasks_handed++;
+    d->stats->burst_tasks += k->lent;
     if (st->count[i]++ > 0) {
-        if (!world_gen_over(d, tr)) {
-            dst_fail(d, "at most once: task %llu (#%d) of job %s generation %d step %lld was handed to rank %d; "
+        if (st->excused[i]) {
+            /* a lent process that had it was written off or killed with its agent: at least once */
+            d->stats->burst_dups_excused++;
+            dst_trace(d, "world: task %llu of job %s g%d step %lld handed again (rank %d) after a lent process that "
+                         "had it was lost",
+                      (unsigned long long)id, j->id, tr->gen, (long long)step, k->r);
+        } else if (!world_gen_over(d, tr)) {
+            dst_fail(d, "at most once: task %llu (#%d) of job %s generation %d step %lld was handed to %s %d; "
                         "ranks 0x%x had it already (a task run twice in a live generation)",
-                     (unsigned long long)id, i, j->id, tr->gen, (long long)tr->tstep, k->r, st->handed[i]);
+                     (unsigned long long)id, i, j->id, tr->gen, (long long)step, k->lent ? "lent slot" : "rank", k->r,
+                     st->handed[i]);
+        } else {
+            d->stats->task_dups_gen_over++;
+            dst_trace(d, "world: task %llu of job %s g%d step %lld handed again (rank %d) after the generation ended",
+                      (unsigned long long)id, j->id, tr->gen, (long long)step, k->r);
         }
-        d->stats->task_dups_gen_over++;
-        dst_trace(d, "world: task %llu of job %s g%d step %lld handed again (rank %d) after the generation ended",
-                  (unsigned long long)id, j->id, tr->gen, (long long)tr->tstep, k->r);
     }
-    st->handed[i] |= (uint16_t)(1u << k->r);
+    st->handed[i] |= 1u << k->r;
     k->phase = TR_RUN;
     k->cur = id;
     dur = (int64_t)((double)j->task_ms * k->slow);
@@ -554,54 +580,109 @@ static void task_handed(dst_t *d, trank_t *k, uint64_t id)
     k->due = (d->now + (dur > 0 ? dur : 1) + 4) / 5 * 5;
 }
 
-/* The step ended for every rank (the collective): check it ran every task once, then the next one. */
-static void step_maybe_done(dst_t *d, trainer_t *tr)
+/* Whether a lent process still works on step s of tr: it is about to join it, runs one of its tasks or
+ * waits for one. */
+static bool lent_on_step(const trainer_t *tr, int64_t s)
 {
-    tstep_t *st = tr->steps[tr->tstep];
-    bool restarted, over;
-    int missing = 0, first = -1;
+    for (int r = tr->world; r < W_MAX_RANKS; r++) {
+        const trank_t *k = &tr->rk[r];
+        if (k->lent && k->step == s && (k->phase == TR_DECLARE || k->phase == TR_RUN || k->phase == TR_WAIT))
+            return true;
+    }
+    return false;
+}
 
-    for (int r = 0; r < tr->world; r++)
-        if (tr->rk[r].phase != TR_END)
-            return;
+/* Step s ended for every rank and no lent process works on it any more: check it ran every task once. A
+ * task that a lent process was handed and did not finish before it ended may be missing (lent processes
+ * are not part of the step's collective: the ranks do not wait for what one had in hand). */
+static void step_evaluate(dst_t *d, trainer_t *tr, int64_t s)
+{
+    tstep_t *st = s >= 0 && s < tr->n_steps ? tr->steps[s] : NULL;
+    bool restarted, over;
+    int missing = 0, first = -1, lent_lost = 0;
+
+    if (!st || !st->members_done || st->evaluated || lent_on_step(tr, s))
+        return;
+    st->evaluated = true;
     for (int i = 0; i < tr->job->n_tasks; i++) {
-        if (st->count[i] == 0 && missing++ == 0)
+        if (st->count[i] != 0)
+            continue;
+        if (st->aborted[i]) {
+            lent_lost++;
+            continue;
+        }
+        if (missing++ == 0)
             first = i;
     }
     restarted = d->shell->crashes != st->crashes;
-    over = world_gen_over(d, tr);
+    over = st->gen_over; /* as seen when the ranks ended the step */
     d->stats->task_steps++;
+    if (lent_lost) {
+        d->stats->burst_tasks_lost += (uint64_t)lent_lost;
+        dst_trace(d, "world: job %s g%d step %lld ended without %d task(s) a lent process had in hand when it ended",
+                  tr->job->id, tr->gen, (long long)s, lent_lost);
+    }
     if (missing) {
         if (restarted) {
             d->stats->task_steps_restart_lost++;
             d->stats->tasks_restart_lost += (uint64_t)missing;
             dst_trace(d, "world: job %s g%d step %lld ended without %d task(s) after a scheduler restart", tr->job->id,
-                      tr->gen, (long long)tr->tstep, missing);
+                      tr->gen, (long long)s, missing);
         } else if (over) {
             d->stats->task_steps_gen_cut++;
         } else {
             dst_fail(d, "exactly once: job %s generation %d step %lld ended (every rank got no_task) but task %llu "
                         "(#%d of its share for rank %d) never ran (%d of %d missing; no scheduler restart, the "
                         "generation still runs)",
-                     tr->job->id, tr->gen, (long long)tr->tstep, (unsigned long long)world_task_id(tr->job, first),
-                     first, st->assign[first], missing, tr->job->n_tasks);
+                     tr->job->id, tr->gen, (long long)s, (unsigned long long)world_task_id(tr->job, first), first,
+                     st->assign[first], missing, tr->job->n_tasks);
         }
     } else if (restarted) {
         d->stats->task_steps_restart++;
     } else if (!over) {
         d->stats->task_steps_exact++;
     }
+}
+
+/* The step ended for every rank (the collective): it is checked (now, or once the lent processes left
+ * it), then the next one begins. */
+static void step_maybe_done(dst_t *d, trainer_t *tr)
+{
+    tstep_t *st = tr->steps[tr->tstep];
+    int64_t s = tr->tstep;
+
+    for (int r = 0; r < tr->world; r++)
+        if (tr->rk[r].phase != TR_END)
+            return;
+    st->members_done = true;
+    st->gen_over = world_gen_over(d, tr);
     dst_trace(d, "world: job %s g%d step %lld ends", tr->job->id, tr->gen, (long long)tr->tstep);
     tr->tstep++;
     tr->tstep_at = d->now;
     if (tr->tstep < tr->n_steps - 1)
         step_start(d, tr);
+    step_evaluate(d, tr, s);
 }
 
 static void task_end(dst_t *d, trank_t *k)
 {
-    k->phase = TR_END;
-    step_maybe_done(d, k->tr);
+    trainer_t *tr = k->tr;
+    int64_t s = k->step;
+
+    if (!k->lent) {
+        k->phase = TR_END;
+        step_maybe_done(d, tr);
+        return;
+    }
+    /* a lent process's part of step s is done: it joins the step the ranks are on now, if newer */
+    if (!k->stopping && tr->tstep > s && tr->tstep < tr->n_steps - 1) {
+        k->phase = TR_DECLARE;
+        k->step = tr->tstep;
+        k->due = d->now;
+    } else {
+        k->phase = TR_END;
+    }
+    step_evaluate(d, tr, s);
 }
 
 /* The SDK's next_task (with the previous task reported done). */
@@ -610,7 +691,8 @@ static void task_next(dst_t *d, agent_t *a, trank_t *k, int64_t done)
     trainer_t *tr = k->tr;
     tide_error_t err = {{0}};
     uint64_t id = 0;
-    int rc = tide_task_deque_next(a->deque, k->rid, tr->job->task_kind, tr->tstep, done, k, d->now, &id, &err);
+    int64_t step = k->lent ? k->step : tr->tstep;
+    int rc = tide_task_deque_next(a->deque, k->rid, tr->job->task_kind, step, done, k, d->now, &id, &err);
 
     switch (rc) {
     case TIDE_TASK_NEXT_TASK:
@@ -626,7 +708,7 @@ static void task_next(dst_t *d, agent_t *a, trank_t *k, int64_t done)
         break;
     default:
         dst_fail(d, "%s: the deque refused next_task of job %s generation %d rank %d step %lld (done %lld): %d %s",
-                 a->id, tr->job->id, tr->gen, k->r, (long long)tr->tstep, (long long)done, rc, err.text);
+                 a->id, tr->job->id, tr->gen, k->r, (long long)step, (long long)done, rc, err.text);
     }
 }
 
@@ -637,24 +719,49 @@ static void task_act(dst_t *d, agent_t *a, trank_t *k)
     wjob_t *j = tr->job;
 
     if (k->phase == TR_DECLARE) {
-        const tstep_t *st = tr->steps[tr->tstep];
+        int64_t step = k->lent ? k->step : tr->tstep;
+        const tstep_t *st = tr->steps[step];
         uint64_t ids[W_MAX_TASKS];
         tide_task_answer_t cut;
         tide_error_t err = {{0}};
         size_t n = 0;
         int rc;
-        for (int i = 0; i < j->n_tasks; i++)
+        for (int i = 0; i < j->n_tasks && !k->lent; i++) /* a lent process joins with no share */
             if (st->assign[i] == k->r)
                 ids[n++] = world_task_id(j, i);
-        rc = tide_task_deque_declare(a->deque, k->rid, j->task_kind, tr->tstep, ids, n, (uint64_t)j->n_tasks,
-                                     d->now, &cut, &err);
+        rc = tide_task_deque_declare(a->deque, k->rid, j->task_kind, step, ids, n, (uint64_t)j->n_tasks, d->now,
+                                     &cut, &err);
         if (rc < 0)
             dst_fail(d, "%s: the deque refused the declaration of job %s generation %d rank %d step %lld: %d %s",
-                     a->id, j->id, tr->gen, k->r, (long long)tr->tstep, rc, err.text);
+                     a->id, j->id, tr->gen, k->r, (long long)step, rc, err.text);
         if (cut.waiter)
             dst_fail(d, "%s: declaring step %lld of job %s cut a next_task that waited on step %lld", a->id,
-                     (long long)tr->tstep, j->id, (long long)cut.step);
+                     (long long)step, j->id, (long long)cut.step);
         task_next(d, a, k, -1);
+    } else if (k->phase == TR_RUN && k->stopping) {
+        /* a lent process told to stop: it reports the task in hand done (next_task) and exits without
+         * running what that call hands it */
+        wentry_t *e = NULL;
+        for (int x = 0; x < W_ENTRIES && !e; x++)
+            if (a->e[x].used && a->e[x].running && a->e[x].pid == (int32_t)k->rid)
+                e = &a->e[x];
+        task_next(d, a, k, (int64_t)k->cur);
+        if (k->phase == TR_RUN && world_task_index(j, k->cur) >= 0) {
+            tstep_t *st = tr->steps[k->step];
+            int i = world_task_index(j, k->cur);
+            st->count[i]--; /* handed, never started */
+            st->aborted[i] = 1;
+            d->stats->burst_tasks_aborted++;
+        }
+        if (k->phase == TR_WAIT)
+            tide_task_deque_forget_waiter(a->deque, k->rid, k, d->now); /* it exits: nobody waits */
+        if (k->phase != TR_END) {
+            int64_t s = k->step;
+            k->phase = TR_END;
+            step_evaluate(d, tr, s);
+        }
+        if (e)
+            e->stop_at = d->now + 1;
     } else if (k->phase == TR_RUN) {
         task_next(d, a, k, (int64_t)k->cur);
     }
@@ -690,6 +797,15 @@ static void step_start(dst_t *d, trainer_t *tr)
         tr->rk[r].phase = TR_DECLARE;
         tr->rk[r].due = d->now;
     }
+    /* lent processes done with their step join this one */
+    for (int r = tr->world; r < W_MAX_RANKS; r++) {
+        trank_t *k = &tr->rk[r];
+        if (!k->lent || k->stopping || (k->phase != TR_END && k->phase != TR_IDLE))
+            continue;
+        k->phase = TR_DECLARE;
+        k->step = tr->tstep;
+        k->due = d->now;
+    }
 }
 
 /* A GiveTasks answered the next_task that waited as k. */
@@ -699,10 +815,12 @@ static void task_answered(dst_t *d, agent_t *a, const tide_task_answer_t *ans)
     trainer_t *tr = k->tr;
     int64_t waited = d->now - k->wait_since;
 
-    if (k->phase != TR_WAIT || ans->step != tr->tstep || ans->kind != tr->job->task_kind)
+    int64_t step = k->lent ? k->step : tr->tstep;
+
+    if (k->phase != TR_WAIT || ans->step != step || ans->kind != tr->job->task_kind)
         dst_fail(d, "%s: the deque answered job %s generation %d rank %d for step %lld (kind %d), which does not "
                     "wait there (phase %d, step %lld)",
-                 a->id, tr->job->id, tr->gen, k->r, (long long)ans->step, ans->kind, k->phase, (long long)tr->tstep);
+                 a->id, tr->job->id, tr->gen, k->r, (long long)ans->step, ans->kind, k->phase, (long long)step);
     if (waited > d->stats->wait_max_ms)
         d->stats->wait_max_ms = waited;
     if (ans->has_task)
@@ -743,7 +861,7 @@ static void run_tasks(dst_t *d)
                 if (!e->used || !e->running)
                     continue;
                 left--;
-                if (!e->tr->job->tasks)
+                if (!e->tr->job->tasks || e->rank >= W_MAX_RANKS)
                     continue;
                 k = &e->tr->rk[e->rank];
                 if (k->rid != (uint64_t)e->pid || (k->phase != TR_DECLARE && k->phase != TR_RUN) ||
@@ -796,6 +914,18 @@ static void on_give_tasks(dst_t *d, agent_t *a, const net_msg_t *m)
         task_answered(d, a, &ans);
 }
 
+/* A lent process of tr in slot r was written off by the scheduler or died with its agent: the tasks it
+ * was handed since it started may run again (those it finished may never have been reported). */
+static void lent_excuse(trainer_t *tr, int32_t r, int64_t from)
+{
+    for (int64_t s = from < 0 ? 0 : from; s < tr->n_steps; s++) {
+        tstep_t *st = tr->steps[s];
+        for (int i = 0; st && i < tr->job->n_tasks; i++)
+            if (st->handed[i] & (1u << r))
+                st->excused[i] = true;
+    }
+}
+
 static void proc_end(dst_t *d, agent_t *a, wentry_t *e, int32_t code)
 {
     trainer_t *tr = e->tr;
@@ -806,6 +936,24 @@ static void proc_end(dst_t *d, agent_t *a, wentry_t *e, int32_t code)
     e->reported = false;
     a->n_running--;
     a->to_report = true;
+    if (e->burst) {
+        /* a lent process: the trainer goes on; a task it had in hand was not finished */
+        trank_t *k = e->rank < W_MAX_RANKS ? &tr->rk[e->rank] : NULL;
+        if (k && k->lent && k->rid == (uint64_t)e->pid) {
+            int64_t s = k->step;
+            int i = k->phase == TR_RUN ? world_task_index(tr->job, k->cur) : -1;
+            if (i >= 0 && s >= 0 && s < tr->n_steps && tr->steps[s]) {
+                tr->steps[s]->count[i]--;
+                tr->steps[s]->aborted[i] = 1;
+                d->stats->burst_tasks_aborted++;
+            }
+            k->phase = TR_OUT;
+            if (tr->job->tasks)
+                step_evaluate(d, tr, s);
+        }
+        dst_trace(d, "world: %s: job %s g%d burst slot %d exited %d", a->id, e->job, e->gen, e->rank, code);
+        return;
+    }
     tr->live--;
     if (tr->stall < 0)
         tr->stall = d->now;
@@ -841,8 +989,9 @@ static void run_procs(dst_t *d, agent_t *a)
         if (!e->used || !e->running)
             continue;
         left--;
-        /* checkpoints reached by now (the newest one is what the rank saved last) */
-        while ((s = next_save(e->tr, e->saved)) >= 0 && step_time(e->tr, s) <= d->now) {
+        /* checkpoints reached by now (the newest one is what the rank saved last; a lent process saves
+         * none) */
+        while (!e->burst && (s = next_save(e->tr, e->saved)) >= 0 && step_time(e->tr, s) <= d->now) {
             e->saved = s;
             a->to_report = true;
             trainer_saved(e->tr, e->rank, s);
@@ -982,6 +1131,8 @@ static void run_agent(dst_t *d, agent_t *a)
             p->p.peak_flops = W_PEAK_FLOPS;
             p->p.mfu = e->tr->job->mfu;
             p->p.flops_per_s = p->p.flops_per_s_5m = e->tr->job->mfu * W_PEAK_FLOPS;
+            p->p.high_load = e->tr->job->high; /* every trainer reports it; rank 0's counts */
+            p->p.load_reported = e->tr->job->load_said;
             {
                 tide_task_stats_t ts;
                 if (tide_task_deque_stats(a->deque, (uint64_t)e->pid, d->now, &ts) == 0) {
@@ -1009,6 +1160,16 @@ static void on_launch(dst_t *d, agent_t *a, net_stream_t *s, const net_msg_t *m)
     trainer_t *tr;
     bool orphaned;
 
+    if (e && m->burst && !e->running) {
+        /* As worker/core.c since KB11's fix (tests/dst/README.md): the slot's process here has exited and the
+         * scheduler lends the slot here again (only after it had that exit): a new process replaces the
+         * entry. */
+        d->stats->kb11_seen++;
+        dst_trace(d, "world: %s: burst slot %d of job %s g%d launched here again after its process exited",
+                  a->id, m->rank, m->job, m->gen);
+        e->used = false;
+        e = NULL;
+    }
     if (e) {
         /* Idempotent: the same rank again is answered, never started twice. */
         if (e->running)
@@ -1019,7 +1180,7 @@ static void on_launch(dst_t *d, agent_t *a, net_stream_t *s, const net_msg_t *m)
      * buffered messages) starts a rank the scheduler has already written off; so does one read on a
      * stream the scheduler lost, as long as KB1/KB2 (dst.h) are tolerated. */
     orphaned = a->stream == a->dead_stream || (s->sched_gone && s->gone_kb && !d->sw.strict[s->gone_kb]);
-    chk_on_spawn(d, a, m->job, m->gen, m->rank, orphaned);
+    chk_on_spawn(d, a, m->job, m->gen, m->rank, orphaned, m->burst);
     e = entry_new(a);
     memset(e, 0, sizeof(*e));
     e->used = true;
@@ -1035,6 +1196,31 @@ static void on_launch(dst_t *d, agent_t *a, net_stream_t *s, const net_msg_t *m)
     e->saved = e->sent = -1;
     e->seq = ++a->seq;
     tr = e->tr = trainer_get(d, m->job, m->gen, m->world);
+    if (m->burst) {
+        /* a lent process (burst slot): no member; it joins the detached pools of a task job */
+        trank_t *k = m->rank < W_MAX_RANKS ? &tr->rk[m->rank] : NULL;
+        e->burst = true;
+        e->self_exit_at = dst_chance(d, 0.15) ? d->now + dst_range(d, 200, 8000) : -1;
+        e->self_code = dst_chance(d, 0.5) ? 0 : 1;
+        tide_task_deque_rank_add(a->deque, (uint64_t)e->pid, m->job, m->gen, m->rank, d->now);
+        if (k) {
+            *k = (trank_t){.tr = tr, .r = m->rank, .agent = a->idx, .rid = (uint64_t)e->pid, .phase = TR_IDLE,
+                           .slow = 1, .lent = true, .step = -1, .first_step = tr->tstep};
+            if (tr->job->tasks && tr->job->task_kind == TIDE_TASK_DETACHED && tr->t0 >= 0 &&
+                tr->tstep < tr->n_steps - 1) {
+                k->phase = TR_DECLARE;
+                k->step = tr->tstep;
+                k->due = d->now;
+            }
+        }
+        a->n_running++;
+        d->stats->spawns++;
+        d->stats->burst_spawns++;
+        dst_trace(d, "world: %s: spawn job %s g%d burst slot %d (world %d) pid %d", a->id, m->job, m->gen, m->rank,
+                  m->world, e->pid);
+        send(d, a, rank_msg(NM_RANK_STARTED, e), true);
+        return;
+    }
     tr->spawned++;
     tr->live++;
     tide_task_deque_rank_add(a->deque, (uint64_t)e->pid, m->job, m->gen, m->rank, d->now);
@@ -1066,6 +1252,27 @@ static void on_stop(dst_t *d, agent_t *a, const net_msg_t *m)
 
     if (!e || !e->running)
         return; /* "not running here" */
+    if (e->burst && e->rank < W_MAX_RANKS && e->tr->rk[e->rank].rid == (uint64_t)e->pid &&
+        e->tr->rk[e->rank].lent) {
+        /* a lent process sees should_stop: it exits after the task in hand (task_act), or soon when it
+         * has none; SIGKILL at the grace in any case */
+        trank_t *k = &e->tr->rk[e->rank];
+        k->stopping = true;
+        at = d->now + grace;
+        if (k->phase != TR_RUN) {
+            at = d->now + dst_range(d, 5, 200);
+            if (k->phase == TR_WAIT)
+                tide_task_deque_forget_waiter(a->deque, k->rid, k, d->now);
+            if (k->phase == TR_DECLARE || k->phase == TR_WAIT) {
+                int64_t s = k->step;
+                k->phase = TR_END;
+                step_evaluate(d, e->tr, s);
+            }
+        }
+        if (e->stop_at < 0 || at < e->stop_at)
+            e->stop_at = at;
+        return;
+    }
     /* SIGTERM; most exit quickly, some only at SIGKILL */
     at = d->now + (dst_chance(d, 0.1) ? grace : dst_range(d, 5, grace < 2000 ? grace : 2000));
     if (e->stop_at < 0 || at < e->stop_at)
@@ -1169,10 +1376,39 @@ static void deliver(dst_t *d)
     }
 }
 
+/* Jobs whose load phase flips now (their cycle); a job that ended stops cycling. */
+static void run_phases(dst_t *d)
+{
+    wjob_t *j, *jt;
+
+    HASH_ITER(hh, d->world->jobs, j, jt) {
+        const tide_job_t *cj;
+        int64_t len;
+        if (j->phase_at > d->now)
+            continue;
+        if (shell_up(d) && (!(cj = tide_core_job_find(d->shell->core, j->id)) || cj->state == TIDE_JOB_SUCCEEDED ||
+                            cj->state == TIDE_JOB_FAILED || cj->state == TIDE_JOB_CANCELLED)) {
+            j->phase_at = INT64_MAX;
+            continue;
+        }
+        j->high = !j->high;
+        j->load_said = true;
+        len = j->high ? j->high_ms : j->normal_ms;
+        j->phase_at = d->now + dst_range(d, len * 7 / 10, len * 13 / 10);
+        d->stats->phase_flips++;
+        dst_trace(d, "world: job %s enters a %s phase", j->id, j->high ? "high-load" : "normal");
+        if (!j->sdk) {
+            shell_set_time(d);
+            shell_load_phase(d, j->id, j->high);
+        }
+    }
+}
+
 void world_run(dst_t *d)
 {
     world_t *w = d->world;
 
+    run_phases(d);
     for (int i = 0; i < w->n; i++) {
         agent_t *a = &w->a[i];
         if (!a->up && d->now >= a->up_at)
@@ -1199,6 +1435,10 @@ int64_t world_next_due(dst_t *d)
         if (t_ < next)                                                                                           \
             next = t_ > d->now ? t_ : d->now + 1;                                                                \
     } while (0)
+    {
+        wjob_t *j, *jt;
+        HASH_ITER(hh, w->jobs, j, jt) AT(j->phase_at);
+    }
     for (int i = 0; i < w->n; i++) {
         agent_t *a = &w->a[i];
         if (!a->up) {
@@ -1215,7 +1455,7 @@ int64_t world_next_due(dst_t *d)
                 continue;
             left--;
             AT(exit_time(e, &code));
-            if ((s = next_save(e->tr, e->saved)) >= 0)
+            if (!e->burst && (s = next_save(e->tr, e->saved)) >= 0)
                 AT(step_time(e->tr, s));
         }
         if (a->frozen)
@@ -1226,6 +1466,8 @@ int64_t world_next_due(dst_t *d)
             if (!e->used || !e->running)
                 continue;
             left--;
+            if (e->rank >= W_MAX_RANKS)
+                continue;
             t = &e->tr->rk[e->rank];
             if (e->tr->job->tasks && t->rid == (uint64_t)e->pid && (t->phase == TR_DECLARE || t->phase == TR_RUN))
                 AT(t->due);
@@ -1250,6 +1492,9 @@ static void kill_all(dst_t *d, agent_t *a)
 {
     for (int i = 0; i < W_ENTRIES; i++) {
         wentry_t *e = &a->e[i];
+        if (e->used && e->running && e->burst && e->rank < W_MAX_RANKS && e->tr->job->tasks &&
+            e->tr->rk[e->rank].rid == (uint64_t)e->pid)
+            lent_excuse(e->tr, e->rank, e->tr->rk[e->rank].first_step); /* its unreported completions die too */
         if (e->used && e->running)
             proc_end(d, a, e, 137);
         e->used = false;

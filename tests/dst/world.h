@@ -8,7 +8,15 @@
  * one tide_task_deque_t per agent, its messages on the agent's stream). A task job's trainer runs
  * event-driven steps: every rank declares its share of the step's tasks, pops tasks at its own speed
  * (some ranks are slow), waits for the scheduler's give when its deque is empty, and ends its part at
- * no_task; the step ends when every rank ended its part (the collective). */
+ * no_task; the step ends when every rank ended its part (the collective).
+ *
+ * Phase-aware burst (docs/elastic.md, "Burst"): a job's load phase (high or not) is the world's, flipped
+ * in a per-job cycle (and now and then by the clients' side of the harness) and reported in every rank's
+ * heartbeat progress (rank 0's counts; a job without the SDK has it passed to the core directly).
+ * A LaunchRank for a lent slot (rank >= WORLD_SIZE) starts a burst process: no member of the generation
+ * (its exit never stalls the trainer), no checkpoints; in a detached task job it joins each step's pool
+ * with an empty share and takes tasks like a rank (stolen ones), until it is told to stop (it exits after
+ * the task in hand) or exits by itself. */
 #ifndef TIDE_DST_WORLD_H
 #define TIDE_DST_WORLD_H
 
@@ -23,7 +31,7 @@
 #define W_ENTRIES 24
 #define W_KEEP_REPORTED 8
 #define W_FLUSHES 8
-#define W_MAX_RANKS 16
+#define W_MAX_RANKS 32 /* a generation's ranks and its lent slots (at most 12 + 12) */
 #define W_PEAK_FLOPS 989e12
 #define W_MAX_TASKS 32 /* tasks in one step of a task job */
 
@@ -44,6 +52,12 @@ typedef struct wjob {
     int64_t task_ms;
     double p_slow_rank; /* a rank of a generation is slow (2..5x) */
     int32_t last_world; /* the size of its newest generation so far; 0: none */
+    /* phase-aware burst */
+    int32_t burst_percent; /* as submitted (0: off) */
+    bool high;             /* its load phase now (the trainers report it in their progress) */
+    bool load_said;        /* its trainers have reported a load phase (TrainerProgress.load_reported) */
+    int64_t phase_at;      /* its phase flips then (a cycle of high_ms / normal_ms, +-30 %); INT64_MAX: never */
+    int64_t high_ms, normal_ms;
     UT_hash_handle hh;
 } wjob_t;
 
@@ -51,8 +65,17 @@ typedef struct wjob {
 typedef struct tstep {
     int8_t assign[W_MAX_TASKS];    /* the rank whose share it is */
     uint8_t count[W_MAX_TASKS];    /* times handed to a trainer */
-    uint16_t handed[W_MAX_TASKS];  /* the ranks it was handed to (bit r) */
+    uint32_t handed[W_MAX_TASKS];  /* the ranks it was handed to (bit r; lent slots too) */
     uint64_t crashes;              /* scheduler crashes when the step began */
+    /* burst: a lent process that ended before it finished a task it was handed gives the handing back
+     * (aborted: count is what ran or runs now); one written off by the scheduler or killed with its agent
+     * may have run tasks whose completions never arrived (excused: a second run is the documented "at
+     * least once" of a lent process's death, not a failure) */
+    uint8_t aborted[W_MAX_TASKS];
+    bool excused[W_MAX_TASKS];
+    bool members_done; /* every rank got no_task: the step is over for the generation */
+    bool gen_over;     /* ... and the scheduler had ended the generation by then */
+    bool evaluated;    /* the exactly-once check ran (once no lent process still works on the step) */
 } tstep_t;
 
 typedef enum trank_phase {
@@ -75,6 +98,11 @@ typedef struct trank {
     uint64_t cur;
     int64_t wait_since;
     double slow;  /* time per task, as a multiple of the job's task_ms */
+    /* burst: a lent slot's process (not a member: it works on `step`, which may lag the trainer's) */
+    bool lent;
+    bool stopping; /* told to stop: it exits after the task in hand */
+    int64_t step;
+    int64_t first_step; /* the trainer's step when it started */
 } trank_t;
 
 /* One generation of a job: its ranks share a step clock that runs while all of them live. */
@@ -114,6 +142,9 @@ typedef struct wentry {
     bool orphaned;          /* the scheduler declared its worker dead since it started */
     uint64_t seq;
     trainer_t *tr;
+    bool burst;             /* a lent (burst) process: rank >= its generation's size */
+    int64_t self_exit_at;   /* burst: it exits by itself then (code self_code); -1: never */
+    int32_t self_code;
 } wentry_t;
 
 typedef struct wflush {

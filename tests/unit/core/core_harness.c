@@ -390,7 +390,8 @@ static void check_resize(tide_core_t *core)
     tide_list_t *pos;
 
     HASH_ITER(hh, core->jobs, job, jtmp) {
-        int32_t goal = job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
+        int32_t goal = job->burst_to > 0 ? job->burst_to /* grown for a phase (lending.c) */
+                       : job->target_workers > 0 ? job->target_workers : job->spec.max_workers;
         /* tide resizes only jobs with a requested size, or growing by themselves (SDK, auto_grow) */
         bool want = job->state == TIDE_JOB_RUNNING && job->n_ranks != goal &&
                     (job->target_workers > 0 || (core->cfg.auto_grow && job->sdk_seen));
@@ -428,7 +429,7 @@ static void check_resize(tide_core_t *core)
     assert_int_equal(claimed, core->grow_claimed);
     tide_list_for_each(pos, &core->resizable) {
         tide_job_t *j = tide_list_entry(pos, tide_job_t, resize_node);
-        int32_t goal = j->target_workers > 0 ? j->target_workers : j->spec.max_workers;
+        int32_t goal = j->burst_to > 0 ? j->burst_to : j->target_workers > 0 ? j->target_workers : j->spec.max_workers;
         assert_int_equal(j->state, TIDE_JOB_RUNNING);
         assert_int_not_equal(j->n_ranks, goal);
         listed++;
@@ -468,8 +469,8 @@ void h_check_invariants(h_t *h)
             tide_list_t *pos;
             tide_list_for_each(pos, &j->bound) listed |= pos == &w->bound_node;
             assert_true(listed);
-            if (j->state == TIDE_JOB_RUNNING && j->generation == w->generation)
-                assert_true(w->rank >= 0 && w->rank < j->n_ranks);
+            if (j->state == TIDE_JOB_RUNNING && j->generation == w->generation) /* a rank or a lent slot */
+                assert_true(w->rank >= 0 && w->rank < j->n_ranks + j->max_lent);
         }
     }
     assert_int_equal(n_free, core->n_free);
