@@ -44,9 +44,10 @@ run() { # $1: label, rest: extra submit flags
         sleep 0.5
     done
     state=$("$B/tidectl" -o json job "$id" | python3 -c 'import json,sys; j=json.load(sys.stdin)
-print(j["state"], (int(j["endTimeMs"]) - int(j["startTimeMs"])) / 1e3, j.get("bursts", 0))')
-    echo "$label job $id: $state s, lendings and $(grep -c ' by burst ' "$ck/eval.log" || true) of" \
-        "$((PHASES * 64)) shards by a lent worker"
+print("%s in %.1f s, %d lending(s)" % (j["state"][10:], (int(j["endTimeMs"]) - int(j["startTimeMs"])) / 1e3,
+                                      j.get("bursts", 0)))')
+    echo "$label job $id: $state, $(grep -c ' by burst ' "$ck/eval.log" || true) of $((PHASES * 64)) shards" \
+        "by a lent worker"
     for _ in $(seq 200); do [ "$("$B/tidectl" workers | grep -c READY)" = 3 ] && break; sleep 0.1; done
 }
 for r in $(seq "$ROUNDS"); do
