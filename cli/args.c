@@ -119,6 +119,9 @@ int tide_cli_args_next(tide_cli_args_t *a, tide_error_t *err)
     }
     if (eq) {
         a->arg = eq + 1;
+    } else if (o->arg_name && o->arg_name[0] == '[') {
+        bool value = a->index < a->argc && isdigit((unsigned char)a->argv[a->index][0]);
+        a->arg = value ? a->argv[a->index++] : NULL;
     } else if (a->index < a->argc) {
         a->arg = a->argv[a->index++];
     } else {
@@ -298,6 +301,8 @@ void tide_cli_opts_help(FILE *f, const tide_cli_opt_t *t1, const tide_cli_opt_t 
             if (o->short_name && o->long_name)
                 snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->long_name,
                          o->has_arg ? " " : "", o->has_arg ? o->arg_name : "");
+            else if (o->long_name && o->arg_name && o->arg_name[0] == '[')
+                snprintf(left, sizeof(left), "    --%s%s", o->long_name, o->arg_name);
             else if (o->long_name)
                 snprintf(left, sizeof(left), "    --%s%s%s", o->long_name, o->has_arg ? " " : "",
                          o->has_arg ? o->arg_name : "");

@@ -17,7 +17,9 @@ typedef struct tide_cli_opt {
     char short_name;       /* 'n' for -n; 0: none */
     bool has_arg;
     int id;                /* > 0; what tide_cli_args_next returns for this option */
-    const char *arg_name;  /* for help: "N" */
+    const char *arg_name;  /* for help: "N"; "[=N]": the value is optional (long form only): taken from
+                              --name=VALUE or from the next word when it starts with a digit, else a->arg
+                              is NULL */
     const char *help;      /* one line; NULL hides the option from help */
 } tide_cli_opt_t;
 

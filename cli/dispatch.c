@@ -51,8 +51,8 @@ static const tide_cli_opt_t submit_opts[] = {
      "MFU target band lower early in the run, higher late"},
     {"no-stealing", 0, false, TIDE_CLI_OPT_NO_STEALING, NULL,
      "its ranks never steal each other's tasks (docs/work-stealing.md)"},
-    {"burst", 0, true, TIDE_CLI_OPT_BURST, "PCT",
-     "phase-aware burst: lend it up to PCT% more workers (20 or 20%) in its high-load phases"},
+    {"burst", 0, true, TIDE_CLI_OPT_BURST, "[=PCT]",
+     "phase-aware burst: lend it up to PCT% (default 20) more workers in its high-load phases"},
     TIDE_CLI_OPT_END,
 };
 

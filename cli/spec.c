@@ -170,6 +170,10 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
     case TIDE_CLI_OPT_BURST: {
         char *end = NULL;
         long v;
+        if (!arg) {
+            s->burst_percent = 20; /* --burst alone: the article's +20 % */
+            return 0;
+        }
         errno = 0;
         v = strtol(arg, &end, 10);
         if (end && *end == '%')

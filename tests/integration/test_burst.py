@@ -1,6 +1,6 @@
 """Phase-aware burst end to end (docs/elastic.md, "Burst") on a real scheduler, real workers and mpirun on loopback.
 
-1. Bad input: `tidectl submit --burst` with 0, 101 or a word (CLI error, exit 2, nothing submitted); a stock gRPC
+1. Bad input: `tidectl submit --burst` with 0, 101, a word or a negative (CLI error, exit 2, nothing submitted); a stock gRPC
    client (python3-grpcio) submitting burst_percent 150, or a burst_command without burst_percent, gets
    INVALID_ARGUMENT naming the field; nothing is queued.
 2. tide-mlp on MPI, 2 ranks, `--burst 50`, on 3 workers: in its evaluation phases (held-out shards published as
@@ -70,9 +70,9 @@ def main():
 
         def test_bad_input():
             before = c.tidectl_json("jobs", "-A")
-            for val in ("0", "101", "x", "-5"):
-                r = c.tidectl("submit", "--burst", val, "--", "true", check=False)
-                assert r.returncode == 2 and "--burst" in r.stderr, (val, r.returncode, r.stderr)
+            for args in (["--burst", "0"], ["--burst", "101"], ["--burst=x"], ["--burst=-5"], ["--burst=20%%"]):
+                r = c.tidectl("submit", *args, "--", "true", check=False)
+                assert r.returncode == 2 and "bad --burst" in r.stderr, (args, r.returncode, r.stderr)
             import grpc
             gen = tempfile.mkdtemp(prefix="tide-stubs-")
             tidetest.gen_stubs(gen)

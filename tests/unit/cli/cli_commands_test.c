@@ -1816,10 +1816,55 @@ static void test_submit_policy(void **state)
     result_free(&r);
 }
 
+/* --burst: alone 20 %, a number after it or after '=', and a command that follows it is the command. */
+static void test_submit_burst(void **state)
+{
+    static const struct {
+        const char *a, *b, *c;
+        int pct;
+        const char *cmd0;
+    } ok[] = {
+        {"--burst", "--", "./train", 20, "./train"},
+        {"--burst", "./train", NULL, 20, "./train"},
+        {"--burst", "50", "./train", 50, "./train"},
+        {"--burst=30%", "./train", NULL, 30, "./train"},
+        {"--burst", "100%", "./train", 100, "./train"},
+    };
+    static const char *bad[] = {"--burst=0", "--burst=101", "--burst=x", "--burst=", "--burst=20%%"};
+    result_t r;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        Tide__V1__JobSpec *seen = NULL;
+        fake_rpc_reset();
+        fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
+        r = run("submit", ok[i].a, ok[i].b, ok[i].c, NULL);
+        assert_int_equal(r.rc, 0);
+        assert_non_null(seen);
+        assert_int_equal(seen->burst_percent, ok[i].pct);
+        assert_string_equal(seen->command[0], ok[i].cmd0);
+        tide__v1__job_spec__free_unpacked(seen, NULL);
+        result_free(&r);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fake_rpc_reset();
+        r = run("submit", bad[i], "--", "./train", NULL);
+        assert_int_equal(r.rc, 2);
+        assert_non_null(strstr(r.err, "bad --burst"));
+        result_free(&r);
+        assert_int_equal(fake_rpc_count("/tide.v1.JobService/SubmitJob"), 0);
+    }
+    /* --burst 0 reads 0 as its value: refused the same way. */
+    r = run("submit", "--burst", "0", "./train", NULL);
+    assert_int_equal(r.rc, 2);
+    result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_help_and_usage, setup),
+        cmocka_unit_test_setup(test_submit_burst, setup),
         cmocka_unit_test_setup(test_submit, setup),
         cmocka_unit_test_setup(test_submit_from_file, setup),
         cmocka_unit_test_setup(test_submit_wait, setup),
