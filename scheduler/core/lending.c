@@ -1,10 +1,13 @@
 /* Phase-aware burst, the lending half (docs/elastic.md, "Burst"): while a job with burst on is in a
  * high-load phase, tide lends it free workers that run its burst command and take its detached tasks,
  * and takes them back after; burst.c decides when. Lent workers sit in the job's slots after its ranks
- * (job->ranks[n_ranks + i]) and never change its generation, size or state. Invariants: job->n_lent
- * counts the lent slots with a worker bound and job->lent_workers those of them not being taken back;
- * a job with n_lent > 0 is on core->lending; a generation's end stops its lent workers with its ranks;
- * nothing is lent into a shape a queued job waits for, and what is lent there goes back at once. */
+ * (job->ranks[n_ranks + i]) and never change its generation, size or state. A job without detached
+ * tasks that checkpoints through the SDK grows by a generation resize instead (burst_from -> burst_to)
+ * and shrinks back after. Invariants: job->n_lent counts the lent slots with a worker bound and
+ * job->lent_workers those of them not being taken back; a job with n_lent > 0 or a burst by resize is on
+ * core->lending; a generation's end stops its lent workers with its ranks; nothing is lent into a shape
+ * a queued job waits for, and what is lent in a shape a queued job could use goes back before anyone is
+ * preempted for it. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +56,8 @@ static void lending_update(tide_core_t *core, tide_job_t *job)
         tide_list_remove(&job->lend_node);
 }
 
-/* The lending is over (taken back, or every lent worker left): its worker-seconds count. */
+/* The lending is over (taken back, its generation or job ended, a burst resize called off): its
+ * worker-seconds count. */
 static void lending_over(tide_core_t *core, tide_job_t *job)
 {
     tide_burst_t *b = job->burst;
