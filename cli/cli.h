@@ -113,6 +113,7 @@ int tide_cli_cmd_logs(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, 
 int tide_cli_cmd_events(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_workers(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_cordon(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+int tide_cli_cmd_drain(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_status(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_top(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_version(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
@@ -147,6 +148,8 @@ enum {
     TIDE_CLI_OPT_ADAPTIVE_TARGET,
     TIDE_CLI_OPT_NO_STEALING,
     TIDE_CLI_OPT_BURST,
+    /* drain */
+    TIDE_CLI_OPT_REASON,
     /* checkpoint */
     TIDE_CLI_OPT_DEADLINE,
     /* scale */

@@ -124,6 +124,60 @@ done:
     return rc;
 }
 
+int tide_cli_cmd_drain(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv)
+{
+    Tide__V1__DrainWorkerRequest req = TIDE__V1__DRAIN_WORKER_REQUEST__INIT;
+    Tide__V1__Worker *w = NULL;
+    tide_cli_conn_t *conn = NULL;
+    tide_cli_args_t a;
+    tide_cli_status_t st;
+    tide_error_t err = {{0}};
+    const char *worker = NULL;
+    int id, rc;
+
+    tide_cli_args_begin(cmd, &a, argc, argv);
+    while ((id = tide_cli_next(cli, &a, &err)) != TIDE_CLI_ARG_END) {
+        if ((rc = tide_cli_arg_outcome(cli, cmd, id, &err)) >= 0)
+            return rc;
+        if (id == TIDE_CLI_OPT_REASON) {
+            req.reason = (char *)a.arg;
+        } else if (id == TIDE_CLI_ARG_POSITIONAL && !worker) {
+            worker = a.arg;
+        } else {
+            return tide_cli_usage_error(cli, cmd, "unexpected argument '%s'",
+                                        id == TIDE_CLI_ARG_POSITIONAL ? a.arg : a.opt_text);
+        }
+    }
+    if (!worker || !*worker)
+        return tide_cli_usage_error(cli, cmd, "missing worker ID");
+    rc = tide_cli_conn_open(cli, &conn);
+    if (rc)
+        return rc;
+    req.id = (char *)worker;
+    if (tide_cli_unary(conn, "/tide.v1.ClusterService/DrainWorker", &req.base, &tide__v1__worker__descriptor,
+                       (ProtobufCMessage **)&w, &st) < 0) {
+        tide_cli_report(conn, &st);
+        tide_cli_conn_close(conn);
+        return TIDE_CLI_EXIT_FAILURE;
+    }
+    if (cli->format == TIDE_CLI_FORMAT_JSON) {
+        tide_cli_print_json(cli->out, &w->base);
+    } else {
+        char *wid = tide_cli_sanitize(w->id), *jid = tide_cli_sanitize(w->job_id);
+        if (*jid)
+            fprintf(cli->out, "worker %s drained: job %s moves off it (follow it with 'tidectl job %s')\n", wid, jid,
+                    jid);
+        else
+            fprintf(cli->out, "worker %s drained: it runs no rank; it stays cordoned\n", wid);
+        free(wid);
+        free(jid);
+    }
+    fflush(cli->out);
+    protobuf_c_message_free_unpacked(&w->base, NULL);
+    tide_cli_conn_close(conn);
+    return TIDE_CLI_EXIT_OK;
+}
+
 static int no_args(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv, bool *client_only)
 {
     tide_cli_args_t a;

@@ -72,6 +72,11 @@ static const tide_cli_opt_t scale_opts[] = {
     TIDE_CLI_OPT_END,
 };
 
+static const tide_cli_opt_t drain_opts[] = {
+    {"reason", 0, true, TIDE_CLI_OPT_REASON, "TEXT", "why, for the events (default \"drained\")"},
+    TIDE_CLI_OPT_END,
+};
+
 static const tide_cli_opt_t jobs_opts[] = {
     {"state", 0, true, TIDE_CLI_OPT_STATE, "S,...", "only these states: pending, running, succeeded, failed, cancelled"},
     {"all", 'A', false, TIDE_CLI_OPT_ALL, NULL, "every state (the default; overrides --state)"},
@@ -147,6 +152,11 @@ const tide_cli_command_t tide_cli_commands[] = {
     {"cordon", "WORKER...", "Stop placing new ranks on workers", NULL, no_opts, false, tide_cli_cmd_cordon},
     {"uncordon", "WORKER...", "Allow placing ranks on workers again", NULL, no_opts, false,
      tide_cli_cmd_cordon},
+    {"drain", "[--reason TEXT] WORKER", "Move the job off a worker and leave it cordoned",
+     "Cordons the worker; the job whose rank runs there moves to a new generation without it (it\n"
+     "checkpoints first when it reports through the SDK; a free worker takes its place, or the job\n"
+     "shrinks within its min workers, or it waits queued). Follow it with 'tidectl job ID'.",
+     drain_opts, false, tide_cli_cmd_drain},
     {"status", "", "Summarise the cluster", NULL, no_opts, false, tide_cli_cmd_status},
     {"top", "[--once] [--interval DURATION]", "Watch MFU, jobs and GPUs live",
      "Redraws in place on a terminal (Ctrl-C ends it); prints one frame after another otherwise.",

@@ -119,8 +119,9 @@ typedef enum tide_resize_reason {
     TIDE_RESIZE_REPLACE = 4,   /* a persistent straggler swapped for a healthy worker */
     TIDE_RESIZE_BURST = 5,     /* phase-aware burst of a job without detached tasks: grown for a phase */
     TIDE_RESIZE_BURST_END = 6, /* ... and back to its size after the phase */
+    TIDE_RESIZE_DRAIN = 7,     /* one of its workers was drained: a new generation without it */
 } tide_resize_reason_t;
-#define TIDE_RESIZE_REASONS 7
+#define TIDE_RESIZE_REASONS 8
 
 typedef enum tide_resize_state {
     TIDE_RESIZE_NONE = 0,
@@ -715,6 +716,14 @@ void tide_core_rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_
  * time before it is suspected, so a slow scheduler does not fail a healthy fleet. O(workers); for the
  * rare stall only. */
 void tide_core_liveness_grace(tide_core_t *core, int64_t ms);
+/* Drains a worker (ClusterService.DrainWorker, docs/elastic.md "Drain"): cordons it and moves the job
+ * whose current-generation rank runs there to a new generation without it (a resize of the same size,
+ * reason drain: checkpoint first when the job reports through the SDK; placement then takes a free
+ * worker, or fewer within min_workers, or the job waits queued); a lent (burst) process there is taken
+ * back. reason (NULL or "": "drained") goes into the events. -ENOENT for an unknown id. *out is the
+ * worker. */
+int tide_core_worker_drain(tide_core_t *core, const char *id, const char *reason, tide_worker_t **out,
+                           tide_error_t *err);
 /* Cordons (true) or uncordons a worker: -ENOENT for an unknown id. */
 int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide_worker_t **out,
                             tide_error_t *err);

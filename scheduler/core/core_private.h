@@ -407,10 +407,16 @@ void tide__exclude_begin(tide_core_t *core, tide_job_t *job);
 void tide__exclude_end(tide_core_t *core, tide_job_t *job);
 void tide__resize_free(tide_job_t *job);
 /* For a burst by resize (lending.c): workers a grow of the job could add now (free in its locality
- * domain within the reserve, up to max_workers; 0 while it cannot resize), and the resize itself. */
+ * domain within the reserve, up to max_workers; 0 while it cannot resize). */
 int32_t tide__resize_burst_avail(tide_core_t *core, const tide_job_t *job);
-void tide__resize_burst(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason,
+/* Whether a resize may start now: running, fully started, not yielding, none in progress. */
+bool tide__resize_can_begin(const tide_job_t *job);
+/* Starts a resize of the job to `to` workers for reason (burst, burst_end, drain), detail for the
+ * events; the caller checked tide__resize_can_begin. */
+void tide__resize_begin(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason,
                         const char *detail);
+/* lending.c: takes back the lent slot rank of the job now (its worker is drained). */
+void tide__lent_take_back(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why);
 
 /* straggler.c */
 /* Arms the job's straggler check (straggler_check_ms from now) unless armed: a rank reported a time

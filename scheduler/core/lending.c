@@ -171,6 +171,53 @@ static void slot_release(tide_core_t *core, tide_job_t *job, int32_t r)
         tide__worker_release(core, w);
 }
 
+/* Takes lent slot r back: released now when nothing runs there, else told to stop (it stays bound
+ * until its exit). False when there is nothing to take back. */
+static bool reclaim_slot(tide_core_t *core, tide_job_t *job, int32_t r, const char *why)
+{
+    tide_job_rank_t *slot = &job->ranks[r];
+    tide_worker_t *w = slot->worker;
+
+    if (!w || slot->lent_stopping)
+        return false;
+    if (slot->state == TIDE_RANK_LAUNCHED && tide__unlaunch(core, job, r)) {
+        slot->state = TIDE_RANK_EXITED;
+        slot_release(core, job, r);
+        return true;
+    }
+    if (w->state == TIDE_WORKER_DEAD) {
+        slot->state = TIDE_RANK_LOST;
+        tide__tasks_rank_gone(core, job, r, true);
+        slot_release(core, job, r);
+        return true;
+    }
+    slot->lent_stopping = true;
+    job->lent_workers--;
+    core->burst_stats.lent_now--;
+    if (w->connected) {
+        tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
+        a->job = job;
+        a->worker = w;
+        a->conn = w->conn;
+        a->job_id = job->id;
+        a->generation = job->generation;
+        a->rank = r;
+        a->grace_ms = core->cfg.stop_grace_ms;
+        a->text = tide__keep(core, why);
+    }
+    /* A worker without its stream keeps the slot until it re-registers (its hello reports the process,
+     * which is stopped then) or dies. */
+    return true;
+}
+
+void tide__lent_take_back(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
+{
+    if (reclaim_slot(core, job, rank, why))
+        tide__event(core, "job.burst_reclaimed", job, job->ranks[rank].worker,
+                    "job %s generation %d: burst worker %d on %s taken back: %s", job->id, job->generation,
+                    rank - job->n_ranks, job->ranks[rank].worker_id, why);
+}
+
 static void reclaim(tide_core_t *core, tide_job_t *job, const char *why)
 {
     int32_t n = 0;
@@ -178,40 +225,8 @@ static void reclaim(tide_core_t *core, tide_job_t *job, const char *why)
                       ? (double)(core->now_mono - job->burst->lent_at) / 1e3
                       : 0;
 
-    for (int32_t r = job->n_ranks; r < job->n_ranks + job->max_lent; r++) {
-        tide_job_rank_t *slot = &job->ranks[r];
-        tide_worker_t *w = slot->worker;
-        if (!w || slot->lent_stopping)
-            continue;
-        n++;
-        if (slot->state == TIDE_RANK_LAUNCHED && tide__unlaunch(core, job, r)) {
-            slot->state = TIDE_RANK_EXITED;
-            slot_release(core, job, r);
-            continue;
-        }
-        if (w->state == TIDE_WORKER_DEAD) {
-            slot->state = TIDE_RANK_LOST;
-            tide__tasks_rank_gone(core, job, r, true);
-            slot_release(core, job, r);
-            continue;
-        }
-        slot->lent_stopping = true;
-        job->lent_workers--;
-        core->burst_stats.lent_now--;
-        if (w->connected) {
-            tide_action_t *a = tide__act(core, TIDE_ACT_STOP);
-            a->job = job;
-            a->worker = w;
-            a->conn = w->conn;
-            a->job_id = job->id;
-            a->generation = job->generation;
-            a->rank = r;
-            a->grace_ms = core->cfg.stop_grace_ms;
-            a->text = tide__keep(core, why);
-        }
-        /* A worker without its stream keeps the slot until it re-registers (its hello reports the
-         * process, which is stopped then) or dies. */
-    }
+    for (int32_t r = job->n_ranks; r < job->n_ranks + job->max_lent; r++)
+        n += reclaim_slot(core, job, r, why);
     lending_over(core, job);
     if (n > 0)
         tide__event(core, "job.burst_reclaimed", job, NULL,
@@ -247,7 +262,7 @@ static void grow_for_phase(tide_core_t *core, tide_job_t *job, int32_t k)
                 "job %s generation %d: grows by %d worker(s) for its high-load phase by a resize (it has no "
                 "detached tasks; %s)",
                 job->id, job->generation, k, detail);
-    tide__resize_burst(core, job, job->burst_to, TIDE_RESIZE_BURST, detail);
+    tide__resize_begin(core, job, job->burst_to, TIDE_RESIZE_BURST, detail);
     tide__resize_track(core, job); /* its goal is burst_to now */
 }
 
@@ -265,7 +280,7 @@ static bool shrink_after_phase(tide_core_t *core, tide_job_t *job, const char *w
     tide__event(core, "job.burst_reclaimed", job, NULL, "job %s generation %d: back to %d worker(s) by a resize: %s",
                 job->id, job->generation, from < job->n_ranks ? from : job->n_ranks, why);
     if (from > 0 && job->n_ranks > from)
-        tide__resize_burst(core, job, from, TIDE_RESIZE_BURST_END, why);
+        tide__resize_begin(core, job, from, TIDE_RESIZE_BURST_END, why);
     tide__resize_poke(core, job); /* its own goal again */
     return true;
 }

@@ -35,6 +35,8 @@ const char *tide_resize_reason_name(tide_resize_reason_t r)
         return "burst";
     case TIDE_RESIZE_BURST_END:
         return "burst_end";
+    case TIDE_RESIZE_DRAIN:
+        return "drain";
     }
     return "unknown";
 }
@@ -225,6 +227,11 @@ static bool can_begin(const tide_job_t *job)
 {
     return job->state == TIDE_JOB_RUNNING && !job->preempted_by && !in_progress(job) && job->ranks_unstarted == 0 &&
            !job->launch_deadline && job->awaiting == 0;
+}
+
+bool tide__resize_can_begin(const tide_job_t *job)
+{
+    return can_begin(job);
 }
 
 static void pending(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason, const char *fmt, ...)
@@ -563,7 +570,7 @@ void tide_core_resize_stats(const tide_core_t *core, uint64_t count[TIDE_RESIZE_
     memcpy(seconds, core->resize_seconds, sizeof(core->resize_seconds));
 }
 
-/* --- burst by resize (lending.c) --- */
+/* --- burst by resize (lending.c), drain (drain.c) --- */
 
 int32_t tide__resize_burst_avail(tide_core_t *core, const tide_job_t *job)
 {
@@ -576,7 +583,7 @@ int32_t tide__resize_burst_avail(tide_core_t *core, const tide_job_t *job)
     return avail < room ? avail : room;
 }
 
-void tide__resize_burst(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason, const char *detail)
+void tide__resize_begin(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason, const char *detail)
 {
     begin(core, job, to, reason, "%s", detail);
 }

@@ -1,4 +1,4 @@
-/* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker) and the standard
+/* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker, DrainWorker) and the standard
  * grpc.health.v1.Health service (Check, Watch) that Kubernetes gRPC probes use. */
 #include <errno.h>
 #include <stdio.h>
@@ -178,6 +178,41 @@ done:
     tide__v1__worker_ref__free_unpacked(req, NULL);
 }
 
+static void drain(tide_rpc_call_t *call, const uint8_t *data, size_t len)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    Tide__V1__DrainWorkerRequest *req = tide__v1__drain_worker_request__unpack(NULL, len, data);
+    tide_worker_t *w;
+    tide_error_t err;
+    int rc;
+
+    if (!req) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "request is not a valid tide.v1.DrainWorkerRequest");
+        return;
+    }
+    if (!req->id[0]) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "id must not be empty");
+        goto done;
+    }
+    if (strlen(req->reason) > 256) {
+        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "reason must be at most 256 bytes");
+        goto done;
+    }
+    tide_daemon_now(d);
+    rc = tide_core_worker_drain(d->core, req->id, req->reason, &w, &err);
+    if (rc < 0) {
+        tide_daemon_reply_status(d, call, tide_daemon_code(rc), err.text);
+    } else {
+        Tide__V1__Worker pb;
+        tide_conv_worker(w, &pb, &d->arena);
+        tide_daemon_reply(d, call, &pb.base);
+        tide_arena_reset(&d->arena);
+        tide_daemon_absorb(d);
+    }
+done:
+    tide__v1__drain_worker_request__free_unpacked(req, NULL);
+}
+
 static void cordon(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
     cordon_common(call, data, len, true);
@@ -194,6 +229,7 @@ const tide_rpc_method_t tide_svc_cluster[] = {
      .on_close = unary_close},
     {.path = "/tide.v1.ClusterService/CordonWorker", .on_message = cordon, .on_close = unary_close},
     {.path = "/tide.v1.ClusterService/UncordonWorker", .on_message = uncordon, .on_close = unary_close},
+    {.path = "/tide.v1.ClusterService/DrainWorker", .on_message = drain, .on_close = unary_close},
 };
 const size_t tide_svc_cluster_count = sizeof(tide_svc_cluster) / sizeof(tide_svc_cluster[0]);
 

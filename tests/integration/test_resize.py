@@ -8,6 +8,10 @@
    it ends with parameters bitwise equal to an uninterrupted run's. Each resize is an event with its latency.
 3. The PyTorch DDP SDK example (unmodified torch, gloo) resized 2 -> 1 by generation: it checkpoints, its ranks
    stop, one rank resumes from that checkpoint's next step with WORLD_SIZE 1 and finishes.
+4. Drain (`tidectl drain`, ClusterService.DrainWorker): tide-mlp on MPI, 2 ranks, 4 workers: draining rank 1's worker
+   moves the job to a new generation on a spare (reason drain), the worker stays cordoned, and the run ends with the
+   parameters of an uninterrupted one; an unknown worker is NOT_FOUND (tidectl and python3-grpcio), an empty id
+   INVALID_ARGUMENT.
 Run with /usr/bin/python3; TIDE_BUILD_DIR names the build."""
 
 import json
@@ -203,7 +207,58 @@ def main():
             assert [(f, t) for f, t, *_ in rz] == [(2, 1)], events(c, jid)
             print(f"     PyTorch resize 2 -> 1: {rz[0][3]:.2f} s; resumed at step {m.group(2)}")
 
-        tidetest.run([test_bad_input, test_mlp_grow_and_shrink_bitwise, test_pytorch_resized])
+        def test_drain():
+            steps = 600
+            ref2 = subprocess.Popen([MLP, "--steps", str(steps), "--quiet"] + MLP_ARGS, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+            tidetest._live.append(ref2)
+            import grpc
+            gen = tempfile.mkdtemp(prefix="tide-stubs-")
+            tidetest.gen_stubs(gen)
+            from tide.v1 import cluster_service_pb2 as cs, cluster_service_pb2_grpc as csg
+            stub = csg.ClusterServiceStub(grpc.insecure_channel(c.addr))
+            md = [("authorization", f"Bearer {c.token}")]
+            for req, code in ((cs.DrainWorkerRequest(id="nope/gpu9"), grpc.StatusCode.NOT_FOUND),
+                              (cs.DrainWorkerRequest(id=""), grpc.StatusCode.INVALID_ARGUMENT)):
+                try:
+                    stub.DrainWorker(req, metadata=md, timeout=10)
+                    raise AssertionError(f"DrainWorker({req}) must fail")
+                except grpc.RpcError as e:
+                    assert e.code() == code, (req, e.code(), e.details())
+            r = c.tidectl("drain", "nope/gpu9", check=False)
+            assert r.returncode == 1 and "NOT_FOUND" in r.stderr and "nope/gpu9" in r.stderr, r.stderr
+            assert not any(w.get("cordoned") for w in c.workers_json()), c.workers_json()
+
+            ckdir = os.path.join(shared, "mlp-drain")
+            jid = submit(c, "--launcher", "mpi", "--workers", "2", "--", MLP, "--steps", str(steps),
+                         "--checkpoint-dir", ckdir, "--simulated-compute", "3", *MLP_ARGS)
+            job = wait_size(c, jid, 2, 1)
+            victim = job["ranks"][1]["workerId"]
+            out = c.tidectl("drain", "--reason", "maintenance", victim).stdout
+            assert f"worker {victim} drained: job {jid} moves off it" in out, out
+            job = wait_size(c, jid, 2, 2)
+            assert victim not in [r["workerId"] for r in job["ranks"]], job
+            lr = job.get("lastResize", {})
+            assert lr.get("reason") == "RESIZE_REASON_DRAIN" and int(lr.get("workers", 0)) == 2, lr
+            w = [w for w in c.workers_json() if w["id"] == victim][0]
+            assert w.get("cordoned") and not w.get("jobId"), w
+            job = c.wait_job(jid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], timeout=240)
+            assert job["state"] == "JOB_STATE_SUCCEEDED", (job, c.tidectl("logs", jid, check=False).stdout[-3000:])
+            ev = events(c, jid)
+            assert "worker.drained" in ev and "(drain: worker " + victim + " drained: maintenance)" in ev, ev[-3000:]
+            log = c.tidectl("logs", jid, "--rank", "0").stdout
+            got = re.findall(r"^params-sha256 ([0-9a-f]{64})$", log, re.M)
+            out, err = ref2.communicate(timeout=120)
+            tidetest._live.remove(ref2)
+            assert ref2.returncode == 0, err
+            assert got and got == re.findall(r"^params-sha256 ([0-9a-f]{64})$", out, re.M), (got, out)
+            rz = [x for x in resized(c, jid) if x[2] == "drain"]
+            assert len(rz) == 1, events(c, jid)
+            print(f"     drain: {rz[0][3]:.2f} s from the drain to every rank of the new generation running "
+                  f"(checkpoint {rz[0][4]:.2f}, stop {rz[0][5]:.2f}, start {rz[0][6]:.2f})")
+            c.tidectl("uncordon", victim)
+
+        tidetest.run([test_bad_input, test_mlp_grow_and_shrink_bitwise, test_pytorch_resized, test_drain])
 
 
 if __name__ == "__main__":
