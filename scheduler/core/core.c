@@ -50,6 +50,9 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->burst_cost_factor = 2.0;
     cfg->burst_lend_cost_ms = 1000;
     cfg->burst_resize_cost_ms = 30000;
+    cfg->hang_min_ms = 30000;
+    cfg->hang_factor = 10;
+    cfg->hang_restarts = 3;
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)

@@ -242,6 +242,7 @@ typedef struct tide_job_rank {
     int64_t slow_since_ms; /* wall clock; 0: not slow */
     int64_t slow_since_mono;
     bool lent_stopping;    /* a lent (burst) slot taken back: STOP sent, the worker stays bound until the exit */
+    int64_t advanced_mono; /* hang.c: when its reported step last moved; 0: it reported none */
 } tide_job_rank_t;
 
 struct tide_job {
@@ -355,6 +356,8 @@ struct tide_job {
     int64_t lend_mono;             /* when the newest lending was decided */
     int32_t burst_from, burst_to;  /* a burst by resize (no detached tasks): its size before, and during */
     tide_list_t lend_node;         /* core->lending while n_lent > 0 */
+    int64_t hang_check_at;         /* hang.c: mono, next look for ranks that stopped making progress; 0: none */
+    int32_t hangs;                 /* generations stopped because a rank hung, over its life */
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;
@@ -464,6 +467,14 @@ typedef struct tide_core_config {
     double burst_cost_factor;      /* 2.0: lend only when the phase's predicted rest > this x the cost */
     int64_t burst_lend_cost_ms;    /* 1000: a lent worker's start, until one was measured */
     int64_t burst_resize_cost_ms;  /* 30000: a burst resize's cost until the job's own resize was measured */
+
+    /* Hang detection (docs/fault-tolerance.md): a rank whose trainer reports steps through the SDK and
+     * whose step has not moved for max(hang_factor x the job's median step time, hang_min_ms) while its
+     * process runs is hung: its generation is stopped and queued again (front of its class, spares
+     * allowed), resuming from the newest checkpoint. */
+    int64_t hang_min_ms;           /* 30000; 0: no hang detection */
+    double hang_factor;            /* 10 */
+    int32_t hang_restarts;         /* 3: a job that hangs more often than this fails */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */

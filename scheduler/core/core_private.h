@@ -370,6 +370,15 @@ void tide__burst_started(tide_core_t *core, tide_job_t *job);
 /* A burst resize (reason BURST) was called off before it was done: the lending is over. */
 void tide__burst_resize_cancelled(tide_core_t *core, tide_job_t *job);
 
+/* straggler.c: the lower median over the job's ranks (with a worker) of the progress double at byte
+ * offset field (offsetof(tide_trainer_progress_t, ...)), counting values > 0; 0 when none. */
+double tide__progress_median(tide_core_t *core, const tide_job_t *job, size_t field);
+
+/* hang.c: rank r's step moved (or it reported its first): note when, and arm the job's check. */
+void tide__hang_progress(tide_core_t *core, tide_job_t *job, int32_t r);
+/* The job's hang_check_at passed: a hung rank stops the generation; else the next check is set. */
+void tide__hang_check(tide_core_t *core, tide_job_t *job);
+
 /* resize.c */
 bool tide__job_uses_sdk(const tide_job_t *job);
 bool tide__resize_in_progress(const tide_job_t *job);

@@ -69,9 +69,12 @@ void tide_core_rank_progress(tide_core_t *core, tide_worker_t *w, const char *jo
     if (!slot)
         return;
     bool was_high = w->job->high_load; /* the job's last report: a new generation's rank 0 continues it */
+    bool advanced = p->sdk && p->step >= 0 && (p->step != slot->progress.step || !slot->advanced_mono);
 
     w->job->sdk_ranks += (int32_t)p->sdk - (int32_t)slot->progress.sdk;
     slot->progress = *p;
+    if (advanced)
+        tide__hang_progress(core, w->job, rank); /* O(1): arms the job's hang check once */
     /* Only a report of the load counts: a rank 0 that has not said anything yet (a new generation's,
      * just started) says nothing about the phase. */
     if (rank == 0 && p->load_reported && (p->high_load != was_high || w->job->load_generation != generation))

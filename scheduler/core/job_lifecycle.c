@@ -33,6 +33,7 @@ void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st
         job->preempt_at = 0;
         job->resize_check_at = 0;
         job->burst_check_at = 0;
+        job->hang_check_at = 0;
         if (job->preempted_by)
             tide__preempt_yield(core, job, "it stopped running"); /* not RUNNING: only forgets */
         tide__resize_track(core, job);
@@ -224,6 +225,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->resize_check_at;
         if (job->burst_check_at && job->burst_check_at < at)
             at = job->burst_check_at;
+        if (job->hang_check_at && job->hang_check_at < at)
+            at = job->hang_check_at;
     } else if (job->state == TIDE_JOB_PENDING && job->reconcile_deadline) {
         at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
     } else if (is_final(job->state) && job->prune_at) {
@@ -801,6 +804,11 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
         }
         if (job->burst_check_at && now >= job->burst_check_at)
             tide__burst_on_timer(core, job); /* sets the next check */
+        if (job->hang_check_at && now >= job->hang_check_at) {
+            tide__hang_check(core, job); /* sets the next check, or stops the generation */
+            if (job->state != TIDE_JOB_RUNNING)
+                return;
+        }
         /* A deadline that passed without cause to act is over: never re-arm at a time already past. */
         if (job->launch_deadline && now >= job->launch_deadline)
             job->launch_deadline = 0;

@@ -6,7 +6,9 @@
  * check. */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core_private.h"
 #include "xmalloc.h"
@@ -26,15 +28,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static bool reported(const tide_job_rank_t *slot)
-{
-    double ts = slot->progress.task_seconds;
-    return slot->worker && ts > 0 && isfinite(ts);
-}
-
-/* The lower median of the ranks' time per task (with two ranks, the faster one: a straggler does
- * not drag its own yardstick); 0 when no rank reported. */
-static double median_task_seconds(tide_core_t *core, const tide_job_t *job)
+double tide__progress_median(tide_core_t *core, const tide_job_t *job, size_t field)
 {
     size_t n = 0;
 
@@ -42,13 +36,23 @@ static double median_task_seconds(tide_core_t *core, const tide_job_t *job)
         core->stat_cap = (size_t)job->n_ranks;
         core->stat_scratch = tide_xrealloc(core->stat_scratch, core->stat_cap * sizeof(double));
     }
-    for (int32_t r = 0; r < job->n_ranks; r++)
-        if (reported(&job->ranks[r]))
-            core->stat_scratch[n++] = job->ranks[r].progress.task_seconds;
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        double v;
+        memcpy(&v, (const char *)&job->ranks[r].progress + field, sizeof(v));
+        if (job->ranks[r].worker && v > 0 && isfinite(v))
+            core->stat_scratch[n++] = v;
+    }
     if (n == 0)
         return 0;
     qsort(core->stat_scratch, n, sizeof(double), cmp_double);
     return core->stat_scratch[(n - 1) / 2];
+}
+
+/* The lower median of the ranks' time per task (with two ranks, the faster one: a straggler does
+ * not drag its own yardstick); 0 when no rank reported. */
+static double median_task_seconds(tide_core_t *core, const tide_job_t *job)
+{
+    return tide__progress_median(core, job, offsetof(tide_trainer_progress_t, task_seconds));
 }
 
 static void check_rank(tide_core_t *core, tide_job_t *job, int32_t r, double median)
@@ -64,7 +68,7 @@ static void check_rank(tide_core_t *core, tide_job_t *job, int32_t r, double med
         slot->slow_since_ms = slot->slow_since_mono = 0;
         return;
     }
-    if (!reported(slot) || median <= 0)
+    if (!(ts > 0 && isfinite(ts)) || median <= 0)
         return; /* nothing new to judge by */
     slot->slowness = ts / median;
     if (slot->slowness >= cfg->straggler_ratio) {

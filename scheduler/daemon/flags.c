@@ -36,6 +36,8 @@ enum {
     OPT_FAILURE_RATE,
     OPT_LEAD_TIME,
     OPT_LOST_RESTARTS,
+    OPT_HANG_TIMEOUT,
+    OPT_HANG_RESTARTS,
     OPT_NO_STEALING,
     OPT_STRAGGLER_RATIO,
     OPT_STRAGGLER_WINDOW,
@@ -69,6 +71,8 @@ static const struct option opts[] = {
     {"failure-rate", required_argument, NULL, OPT_FAILURE_RATE},
     {"replacement-lead-time", required_argument, NULL, OPT_LEAD_TIME},
     {"lost-restarts", required_argument, NULL, OPT_LOST_RESTARTS},
+    {"hang-timeout", required_argument, NULL, OPT_HANG_TIMEOUT},
+    {"hang-restarts", required_argument, NULL, OPT_HANG_RESTARTS},
     {"no-stealing", no_argument, NULL, OPT_NO_STEALING},
     {"straggler-ratio", required_argument, NULL, OPT_STRAGGLER_RATIO},
     {"straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW},
@@ -128,6 +132,10 @@ void tide_sched_usage(FILE *f)
             "  --replacement-lead-time DURATION  how long a failed GPU stays out (default 4h)\n"
             "  --lost-restarts N      queue a job whose rank was lost with its worker again, up to N times,\n"
             "                         resuming from its newest checkpoint (default 0: it fails)\n"
+            "  --hang-timeout DURATION  a rank reporting steps through the SDK whose step has not moved\n"
+            "                         for max(10 x its job's median step time, this) is hung: its\n"
+            "                         generation is queued again (default 30s; 0: no hang detection)\n"
+            "  --hang-restarts N      a job hung more often than this fails (default 3)\n"
             "  --no-stealing          ranks never steal each other's tasks (docs/work-stealing.md)\n"
             "  --straggler-ratio F    a rank this much slower per task than its job's median is slow\n"
             "                         (default 1.25)\n"
@@ -409,6 +417,13 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         if (parse_num("--lost-restarts", arg, 0, 1000, &v, err) < 0)
             return -EINVAL;
         core->lost_restarts = (int32_t)v;
+        return 0;
+    case OPT_HANG_TIMEOUT:
+        return duration_flag("--hang-timeout", arg, 0, MAX_DURATION_MS, &core->hang_min_ms, err);
+    case OPT_HANG_RESTARTS:
+        if (parse_num("--hang-restarts", arg, 0, 1000, &v, err) < 0)
+            return -EINVAL;
+        core->hang_restarts = (int32_t)v;
         return 0;
     case OPT_NO_STEALING:
         core->stealing = false;

@@ -10,10 +10,19 @@
 static int conn_tokens[4096];
 static int next_conn; /* streams are tokens: &conn_tokens[i] */
 
+void h_config(tide_core_config_t *cfg)
+{
+    tide_core_config_default(cfg);
+    cfg->hang_min_ms = 0;
+}
+
 void h_init(h_t *h, const tide_core_config_t *cfg)
 {
+    tide_core_config_t def;
+
+    h_config(&def);
     h->mono = 1000;
-    h->core = tide_core_new(cfg);
+    h->core = tide_core_new(cfg ? cfg : &def);
     tide_core_set_time(h->core, h->mono, H_WALL0);
 }
 

@@ -20,6 +20,10 @@ typedef struct h {
     int64_t mono;
 } h_t;
 
+/* The defaults, but no hang detection: scenarios report a step once and then move the clock by minutes,
+ * which a real trainer never does (test_core_hang turns it on). */
+void h_config(tide_core_config_t *cfg);
+/* A core with cfg (NULL: h_config's) at mono 1000. */
 void h_init(h_t *h, const tide_core_config_t *cfg);
 void h_fini(h_t *h);
 /* Advances the fake clock by ms and ticks. */

@@ -21,7 +21,7 @@ static void assert_contains(const char *s, const char *part)
 static tide_core_config_t config(int64_t resize_cost_ms)
 {
     tide_core_config_t cfg;
-    tide_core_config_default(&cfg);
+    h_config(&cfg);
     cfg.auto_grow = false;
     cfg.burst_enter_ms = 100;
     cfg.burst_exit_ms = 100;

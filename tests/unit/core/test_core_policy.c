@@ -72,7 +72,7 @@ static bool acted_on(h_t *h, tide_action_type_t type, const tide_job_t *job)
 static tide_core_config_t config(void)
 {
     tide_core_config_t cfg;
-    tide_core_config_default(&cfg);
+    h_config(&cfg);
     return cfg;
 }
 

@@ -28,7 +28,7 @@ static void assert_contains(const char *s, const char *part)
 static tide_core_config_t config(void)
 {
     tide_core_config_t cfg;
-    tide_core_config_default(&cfg);
+    h_config(&cfg);
     return cfg;
 }
 

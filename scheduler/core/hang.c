@@ -1,0 +1,94 @@
+/* Hang detection by progress (docs/fault-tolerance.md, "Hangs"): a rank whose trainer reports steps
+ * through the SDK and whose step has not moved for max(hang_factor x the job's median step time,
+ * hang_min_ms) while its process runs is hung — a collective waiting forever on a frozen peer, a
+ * deadlock — and its generation is stopped and queued again (front of its class, hot spares allowed),
+ * resuming from the newest checkpoint. Invariants: a rank is judged only after its first step report
+ * (advanced_mono > 0) and only while RUNNING; a check is O(ranks log ranks) on the job's timer, never
+ * per heartbeat; a job is stopped for hanging at most hang_restarts times, then fails. */
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+
+#include "core_private.h"
+
+/* How often a job's ranks are looked at: a quarter of the minimum, at most every 5 s. */
+static int64_t period(const tide_core_t *core)
+{
+    int64_t p = core->cfg.hang_min_ms / 4;
+    return p > 5000 ? 5000 : p > 0 ? p : 1;
+}
+
+void tide__hang_progress(tide_core_t *core, tide_job_t *job, int32_t r)
+{
+    job->ranks[r].advanced_mono = core->now_mono > 0 ? core->now_mono : 1;
+    if (core->cfg.hang_min_ms <= 0 || job->hang_check_at || job->state != TIDE_JOB_RUNNING)
+        return;
+    job->hang_check_at = core->now_mono + period(core);
+    tide__job_rearm(core, job);
+}
+
+/* The limit for the job's ranks now, in ms. */
+static int64_t limit_ms(tide_core_t *core, const tide_job_t *job)
+{
+    double median = tide__progress_median(core, job, offsetof(tide_trainer_progress_t, step_seconds));
+    double by_steps = core->cfg.hang_factor * median * 1e3;
+    int64_t lim = core->cfg.hang_min_ms;
+
+    if (isfinite(by_steps) && by_steps > (double)lim)
+        lim = by_steps > 1e15 ? INT64_C(1000000000000000) : (int64_t)by_steps;
+    return lim;
+}
+
+void tide__hang_check(tide_core_t *core, tide_job_t *job)
+{
+    int64_t lim, idle, worst = 0;
+    int32_t hung = -1;
+
+    job->hang_check_at = 0;
+    if (core->cfg.hang_min_ms <= 0 || job->state != TIDE_JOB_RUNNING)
+        return;
+    lim = limit_ms(core, job);
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        const tide_job_rank_t *slot = &job->ranks[r];
+        /* A rank still starting, exited or lost, or that never reported a step is not judged; nor
+         * one that says it is checkpointing (a long write is not a hang). */
+        if (!slot->advanced_mono || slot->state != TIDE_RANK_RUNNING || !slot->worker ||
+            slot->progress.phase == 5 /* TRAINER_PHASE_CHECKPOINT */)
+            continue;
+        idle = core->now_mono - slot->advanced_mono;
+        if (idle > lim && idle > worst) {
+            worst = idle;
+            hung = r;
+        }
+    }
+    if (hung < 0) {
+        job->hang_check_at = core->now_mono + period(core);
+        return;
+    }
+    job->hangs++;
+    tide__event(core, "job.hung", job, job->ranks[hung].worker,
+                "job %s generation %d: rank %d on %s made no progress for %.1f s (step %" PRId64
+                "; limit %.1f s: %g x the median step time, at least %.0f s)",
+                job->id, job->generation, hung, job->ranks[hung].worker_id, (double)worst / 1e3,
+                job->ranks[hung].progress.step, (double)lim / 1e3, core->cfg.hang_factor,
+                (double)core->cfg.hang_min_ms / 1e3);
+    if (job->hangs > core->cfg.hang_restarts) {
+        job->failed_rank = hung;
+        job->exit_code = -1;
+        tide__job_set_message(core, job, "rank %d hung (no progress for %.1f s); hung %d times, more than %d",
+                              hung, (double)worst / 1e3, job->hangs, core->cfg.hang_restarts);
+        tide__job_finish(core, job, TIDE_JOB_FAILED);
+        return;
+    }
+    job->recovering = true; /* a failure: the hot spares are for this */
+    if (job->last_ckpt.step >= 0)
+        tide__job_requeue(core, job, "job.requeued",
+                          "rank %d hung (no progress for %.1f s); queued again (hang %d of %d allowed), resumes "
+                          "from checkpoint step %" PRId64,
+                          hung, (double)worst / 1e3, job->hangs, core->cfg.hang_restarts, job->last_ckpt.step);
+    else
+        tide__job_requeue(core, job, "job.requeued",
+                          "rank %d hung (no progress for %.1f s); queued again (hang %d of %d allowed), no "
+                          "checkpoint: restarts from the beginning",
+                          hung, (double)worst / 1e3, job->hangs, core->cfg.hang_restarts);
+}
