@@ -22,9 +22,14 @@ int tide_core_worker_drain(tide_core_t *core, const char *id, const char *reason
         return rc;
     *out = w;
     job = w->job;
-    if (!job || job->state != TIDE_JOB_RUNNING || w->generation != job->generation || w->rank < 0) {
-        /* Nothing runs here, or a rank of an ended generation that is stopping anyway. */
+    if (!job) {
         tide__event(core, "worker.drained", NULL, w, "worker %s drained (%s): it runs no rank", w->id, why);
+        return 0;
+    }
+    if (job->state != TIDE_JOB_RUNNING || w->generation != job->generation || w->rank < 0) {
+        /* A rank of an ended generation that is stopping anyway. */
+        tide__event(core, "worker.drained", job, w, "worker %s drained (%s): its rank of job %s's ended generation %d "
+                    "is stopping", w->id, why, job->id, w->generation);
         return 0;
     }
     if (w->rank >= job->n_ranks) {
