@@ -357,6 +357,8 @@ static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
     tide__job_rearm(core, job);
 }
 
+static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why, bool started);
+
 void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
 {
     tide_job_rank_t *slot = &job->ranks[rank];
@@ -368,6 +370,13 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
     if (w && w->job == job && w->rank == rank)
         tide__worker_release(core, w);
     tide__tasks_rank_gone(core, job, rank, true); /* orphans until the generation ends */
+    generation_lost(core, job, rank, why, started);
+}
+
+/* The generation failed with rank (lost, or collateral of a lost peer): rolled back when it had not
+ * started, else queued again within lost_restarts, else the job fails. */
+static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why, bool started)
+{
     if (!started) {
         rollback(core, job, why);
         return;
@@ -621,6 +630,23 @@ void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id,
     }
 }
 
+/* Another rank of the generation whose worker is gone or going (lost, or its worker SUSPECT, DEAD or
+ * without its stream), or -1. O(ranks): only on a failing exit. */
+static int32_t peer_down(const tide_job_t *job, int32_t rank)
+{
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        const tide_job_rank_t *s = &job->ranks[r];
+        if (r == rank)
+            continue;
+        if (s->state == TIDE_RANK_LOST ||
+            (s->worker && (s->state == TIDE_RANK_RUNNING || s->state == TIDE_RANK_LAUNCHED) &&
+             (!s->worker->connected || s->worker->state == TIDE_WORKER_SUSPECT ||
+              s->worker->state == TIDE_WORKER_DEAD)))
+            return r;
+    }
+    return -1;
+}
+
 void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
                        int32_t rank, int32_t exit_code, const char *error)
 {
@@ -650,6 +676,28 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
         return;
     }
     slot = &job->ranks[rank];
+    if (exit_code != 0) {
+        int32_t peer = peer_down(job, rank);
+        if (peer >= 0) {
+            /* Collateral: its collective lost a peer whose worker is gone or going (an MPI job's mpirun
+             * kills every rank when one node dies, before the worker's death is even detected). The
+             * generation failed with that peer: a loss, not the job's own failure. The peer's worker
+             * stays bound until its death or return (never two generations at once). */
+            bool started = fully_started(job);
+            char *why = tide_xasprintf("rank %d exited with code %d after rank %d's worker %s was lost", rank,
+                                       exit_code, peer, job->ranks[peer].worker_id);
+            slot->exit_code = exit_code;
+            slot->worker = NULL;
+            tide__worker_release(core, w);
+            tide__event(core, "rank.exited", job, w, "job %s rank %d on %s exited with code %d (its peer rank %d's "
+                        "worker is lost)", job->id, rank, w->id, exit_code, peer);
+            tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
+            tide__tasks_rank_gone(core, job, rank, true);
+            generation_lost(core, job, peer, why, started);
+            free(why);
+            return;
+        }
+    }
     slot->exit_code = exit_code;
     slot->worker = NULL;
     tide__worker_release(core, w);

@@ -1439,6 +1439,51 @@ static void test_lost_rank_requeues_and_resumes(void **state)
     h_fini(&h);
 }
 
+/* A rank that exits non-zero while a peer's worker is gone or going (mpirun kills the survivors when one
+ * node dies, before its death is detected) is a loss of the generation, not the job's own failure. */
+static void test_collateral_exit_after_a_lost_peer(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    tide_worker_t *gone, *w0;
+    char id[16];
+    (void)state;
+    cfg.lost_restarts = 1;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    job = run(&h, 2, TIDE_PRIO_NORMAL);
+    h_ckpt(&h, job, 5);
+    snprintf(id, sizeof(id), "%s", job->id);
+    gone = job->ranks[1].worker;
+    w0 = job->ranks[0].worker;
+    h_clear(&h);
+    tide_core_worker_disconnected(h.core, gone, gone->conn, false); /* its stream closed: SUSPECT */
+    tide_core_rank_exited(h.core, w0, id, job->generation, 0, 137, NULL);
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    assert_contains(job->message, "rank 1 lost (rank 0 exited with code 137 after rank 1's worker n1/gpu1 was lost)");
+    assert_contains(job->message, "resumes from checkpoint step 5");
+    /* The suspect worker stays bound until it dies or comes back: no second generation beside it. */
+    assert_ptr_equal(gone->job, job);
+    h_check_invariants(&h);
+    h_jump(&h, 2000); /* it dies */
+    assert_int_equal(gone->state, TIDE_WORKER_DEAD);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->generation, 2);
+    h_check_invariants(&h);
+    h_fini(&h);
+
+    /* With every peer healthy the same exit fails the job. */
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    job = run(&h, 2, TIDE_PRIO_NORMAL);
+    snprintf(id, sizeof(id), "%s", job->id);
+    tide_core_rank_exited(h.core, job->ranks[0].worker, id, job->generation, 0, 137, NULL);
+    assert_int_equal(job->state, TIDE_JOB_FAILED);
+    assert_contains(job->message, "rank 0 on n1/gpu0 exited with code 137");
+    h_fini(&h);
+}
+
 /* A job queued again after a lost rank may take the reserve's hot spares (design.md: a spare in its
  * place); a fresh job of the same size may not. */
 static void test_recovering_job_takes_the_spares(void **state)
@@ -1740,6 +1785,7 @@ int main(void)
         cmocka_unit_test(test_observed_failure_rate_replaces_the_configured_one),
         cmocka_unit_test(test_target_bands),
         cmocka_unit_test(test_lost_rank_requeues_and_resumes),
+        cmocka_unit_test(test_collateral_exit_after_a_lost_peer),
         cmocka_unit_test(test_recovering_job_takes_the_spares),
         cmocka_unit_test(test_preemption_reaches_past_the_reserve),
         cmocka_unit_test(test_ckpt_copy_times_out),
