@@ -691,9 +691,12 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
             tide__worker_release(core, w);
             tide__event(core, "rank.exited", job, w, "job %s rank %d on %s exited with code %d (its peer rank %d's "
                         "worker is lost)", job->id, rank, w->id, exit_code, peer);
-            tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
             tide__tasks_rank_gone(core, job, rank, true);
             generation_lost(core, job, peer, why, started);
+            /* Only now: its exit must not complete the generation's start first (KB12). A generation queued
+             * again or rolled back has no ranks any more; an ended job's record keeps the exit. */
+            if (is_final(job->state))
+                tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
             free(why);
             return;
         }

@@ -175,6 +175,9 @@ static void draw_knobs(dst_t *d)
      * lending into its shapes) */
     k->max_active = dst_chance(d, 0.4) ? (int)dst_range(d, 2, 8) : MAX_ACTIVE_JOBS;
     k->w_phase = d->sw.no_burst ? 0 : (int)dst_range(d, 2, 12);
+    /* drain and hang detection (issue 8) */
+    k->w_drain = dst_chance(d, 0.7) ? (int)dst_range(d, 1, 4) : 0;
+    k->p_freeze = dst_chance(d, 0.7) ? dst_range(d, 5, 30) / 100.0 : 0;
 }
 
 static const char *const pool_names[] = {"crit", "shared", "scratch"};
@@ -235,6 +238,10 @@ static void draw_config(dst_t *d, tide_core_config_t *cfg)
     cfg->burst_lend_cost_ms = dst_range(d, 20, 400);
     cfg->burst_cost_factor = dst_range(d, 5, 30) / 10.0;
     cfg->burst_resize_cost_ms = dst_range(d, 20, 2000);
+    /* hang detection (docs/fault-tolerance.md, "Hangs"): a short minimum, so that frozen trainers are
+     * noticed within a seed; a few restarts, so that some jobs fail for hanging */
+    cfg->hang_min_ms = dst_range(d, 2000, 5000);
+    cfg->hang_restarts = (int32_t)dst_range(d, 0, 3);
     /* pools: a critical pool (dedicated or not), a shared one, one for LOW work */
     n_pools = 0;
     if (dst_chance(d, 0.6))
@@ -463,14 +470,51 @@ static void inject_phase(dst_t *d)
     }
 }
 
+/* ClusterService.DrainWorker (docs/elastic.md, "Drain"): mostly a worker of the cluster (known to the
+ * core or not yet); one call in ten names a worker that never existed (-ENOENT: nothing changes); one in
+ * four instead uncordons a cordoned worker, so that drains do not leave the cluster dry. */
+static void inject_drain(dst_t *d)
+{
+    static const char *const reasons[] = {NULL, "", "maintenance", "bad ECC"};
+    int64_t r = dst_below(d, 100);
+
+    if (!shell_up(d))
+        return;
+    if (r < 25) {
+        tide_worker_t *w, *tmp, *pick = NULL;
+        int64_t n = 0;
+        HASH_ITER(hh, d->shell->core->workers, w, tmp) {
+            if (w->cordoned && dst_below(d, ++n) == 0)
+                pick = w;
+        }
+        if (pick) {
+            char id[32];
+            snprintf(id, sizeof(id), "%s", pick->id);
+            if (shell_cordon(d, id, false) == 0) {
+                d->stats->drain_uncordons++;
+                dst_trace(d, "client: uncordon %s", id);
+            }
+        }
+        return;
+    }
+    {
+        const char *id = r < 35 ? "n9/gpu99" : d->world->a[dst_below(d, d->world->n)].id;
+        char copy[32];
+        int rc;
+        snprintf(copy, sizeof(copy), "%s", id);
+        rc = shell_drain(d, copy, reasons[dst_below(d, 4)]);
+        dst_trace(d, "client: drain %s -> %d", copy, rc);
+    }
+}
+
 static void inject(dst_t *d)
 {
     enum { I_SUBMIT, I_CANCEL, I_CORDON, I_CKPT, I_MFU, I_CRASH, I_LEAVE, I_JOIN, I_HANG, I_BLIP, I_FAIL,
-           I_RESTART, I_SCALE, I_PHASE, I_N };
+           I_RESTART, I_SCALE, I_PHASE, I_DRAIN, I_N };
     dst_knobs_t *k = &d->k;
     int w[I_N] = {k->w_submit, k->w_cancel, k->w_cordon, k->w_ckpt,    k->w_mfu,   k->w_crash,
                   k->w_leave,  k->w_join,   k->w_hang,   k->w_blip,    k->w_fail,  k->w_restart,
-                  k->w_scale,  k->w_phase};
+                  k->w_scale,  k->w_phase,  k->w_drain};
     agent_t *a = &d->world->a[dst_below(d, d->world->n)];
     char id[DST_ID_MAX];
 
@@ -530,6 +574,9 @@ static void inject(dst_t *d)
         break;
     case I_PHASE:
         inject_phase(d);
+        break;
+    case I_DRAIN:
+        inject_drain(d);
         break;
     default:
         break;
@@ -727,7 +774,7 @@ static bool parse(int argc, char **argv)
     size_t sl = 0;
 
     opt.argv0 = argv[0];
-    /* KB1..KB4 and KB8..KB11 are fixed: always checked, with no tolerance (dst.h). */
+    /* KB1..KB4 and KB8..KB12 are fixed: always checked, with no tolerance (dst.h). */
     for (int k = 1; k <= DST_KNOWN_BUGS; k++)
         opt.sw.strict[k] = true;
     opt.first = env_seed ? strtoull(env_seed, NULL, 10) : 1;
@@ -844,8 +891,14 @@ int main(int argc, char **argv)
                 " task(s) handed to them, %" PRIu64 " given back unfinished, %" PRIu64
                 " missing from a step after their process ended, %" PRIu64 " run again after their process was "
                 "lost; %" PRIu64 " burst checks\n"
+                "dst: drain: %" PRIu64 " DrainWorker calls (%" PRIu64 " acknowledged, %" PRIu64 " unknown); %" PRIu64
+                " moved a job off the worker, %" PRIu64 " found it free; %" PRIu64 " uncordons; %" PRIu64
+                " drained-worker checks\n"
+                "dst: hangs: %" PRIu64 " job.hung (%" PRIu64 " of a frozen generation, %" PRIu64
+                " failed the job); %" PRIu64 " freezes drawn, %" PRIu64 " of them declared hung; %" PRIu64
+                " hang checks\n"
                 "dst: open core bugs tolerated: KB8 %" PRIu64 " job(s), KB9 %" PRIu64 " launch(es), KB10 %" PRIu64
-                " job(s), %" PRIu64 " burst slot(s) relaunched on the same worker\n",
+                " job(s), %" PRIu64 " burst slot(s) relaunched on the same worker, KB12 %" PRIu64 " call(s)\n",
                 s->seeds, secs, secs > 0 ? (double)s->seeds / secs : 0, s->steps, (double)s->sim_ms / 60000.0,
                 s->core_calls, s->restarts, s->lossy_restarts, s->msgs, s->drops, s->slow, s->dups, s->spawns,
                 s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
@@ -861,8 +914,11 @@ int main(int argc, char **argv)
                 s->ev_resized[2], s->ev_resized[3], s->gens_resized, s->gens_resized_resumed, s->resize_checks,
                 s->burst_jobs, s->phase_flips, s->ev_burst_lent, s->burst_resizes, s->ev_burst_reclaimed,
                 s->burst_spawns, s->ev_burst_started, s->ev_burst_exited, s->ev_burst_lost, s->burst_tasks,
-                s->burst_tasks_aborted, s->burst_tasks_lost, s->burst_dups_excused, s->burst_checks, s->kb8_seen,
-                s->kb9_seen, s->kb10_seen, s->kb11_seen);
+                s->burst_tasks_aborted, s->burst_tasks_lost, s->burst_dups_excused, s->burst_checks, s->drains,
+                s->drains_acked, s->drains_enoent, s->drains_moved, s->drains_idle, s->drain_uncordons,
+                s->drain_checks, s->ev_hung, s->hung_frozen, s->hung_failed, s->freezes, s->freezes_hung,
+                s->hang_checks, s->kb8_seen,
+                s->kb9_seen, s->kb10_seen, s->kb11_seen, s->kb12_seen);
     }
     return rc;
 }

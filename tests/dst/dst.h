@@ -42,9 +42,11 @@ typedef struct dst_knobs {
     double p_burst;          /* a job is submitted with burst_percent (docs/elastic.md, "Burst") */
     int w_phase;             /* weight of flipping a running job's load phase */
     int max_active;          /* pending and running jobs at most (submits wait while there are as many) */
+    int w_drain;             /* weight of draining a worker (or uncordoning drained ones) */
+    double p_freeze;         /* a generation of a non-task SDK job freezes a while (hang detection) */
 } dst_knobs_t;
 
-#define DST_KNOWN_BUGS 11
+#define DST_KNOWN_BUGS 12
 
 /* Switches that turn a behaviour off for every seed (command line, --no-NAME). */
 typedef struct dst_switches {
@@ -101,7 +103,13 @@ typedef struct dst_switches {
      * LAUNCHED with the worker bound; the STOP that takes it back is ignored too, and the worker is never
      * released (nor is the job's next generation placed: the worker still holds the old one). Tolerated:
      * the world's agent starts a burst LaunchRank for a slot whose process there has exited (the worker
-     * side of a fix). */
+     * side of a fix).
+     * KB12 (open, found with issue 8's DST, tolerated unless --strict-kb 12): a rank that exits non-zero
+     * while a peer's worker is lost (job_lifecycle.c, the peer_down branch of tide_core_rank_exited) is
+     * marked EXITED through tide__slot_set, which finds every rank RUNNING or EXITED and declares the
+     * generation started (job.running, rollbacks reset) just before generation_lost rolls it back (the
+     * KB3 family; e.g. a restored job whose rank 0 awaits its worker after a restart). Tolerated: the KB3
+     * check skips such a call (counted). */
     bool strict[DST_KNOWN_BUGS + 1]; /* [n]: KBn is checked, not tolerated (--strict: all) */
 } dst_switches_t;
 
@@ -122,10 +130,13 @@ typedef struct dst_stats {
     uint64_t ev_resizing, ev_resize_pending, ev_resize_cancelled, ev_resized[4]; /* requested, grow, shrink, replace */
     uint64_t gens_resized, gens_resized_resumed, resize_checks, kb8_seen, kb9_seen, kb10_seen;
     /* phase-aware burst */
-    uint64_t kb11_seen;
+    uint64_t kb11_seen, kb12_seen;
     uint64_t burst_jobs, phase_flips, ev_burst_lent, ev_burst_reclaimed, ev_burst_started, ev_burst_exited,
         ev_burst_lost, burst_spawns, burst_tasks, burst_tasks_aborted, burst_tasks_lost, burst_dups_excused,
         burst_checks, burst_resizes;
+    /* drain and hang detection (issue 8) */
+    uint64_t drains, drains_acked, drains_enoent, drains_moved, drains_idle, drain_uncordons, drain_checks;
+    uint64_t freezes, freezes_hung, ev_hung, hung_frozen, hung_failed, hang_checks;
     int64_t sim_ms;
 } dst_stats_t;
 

@@ -4,6 +4,7 @@
 #include "invariants.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +38,33 @@ typedef struct cjob {
     int64_t copying_since;    /* its durable copy is COPYING since; -1: not */
     int64_t copying_step;     /* ... of this step */
     int64_t release_due_since; /* its held durable copy may be released since; -1: not */
-    bool recovering;          /* queued again after a lost rank (job.requeued): may take the hot spares */
+    bool recovering;          /* queued again after a lost or hung rank (job.requeued): may take the hot spares */
     bool started_recovering;  /* it was, when the core call being checked placed it */
     int64_t over_since;       /* settled above its requested size since; -1: not */
     int64_t kb8_at;           /* decided_mono of a resize seen in the KB8 state; -1: none */
     bool kb10;                /* counted as a KB10 case already */
+    int32_t hangs;            /* job.hung seen from the live core (the core's count is not in the store) */
     UT_hash_handle hh;
 } cjob_t;
+
+/* Hang detection: when the step of (job, generation, rank) last moved as the live core sees it (reports
+ * it accepted for that rank slot; reset at each restart, as the core's). */
+typedef struct cprog {
+    char key[48]; /* "job/gen/rank" */
+    int64_t last_step;
+    int64_t adv_at;
+    bool has_adv;
+    UT_hash_handle hh;
+} cprog_t;
+
+/* Drain: a worker drained and not uncordoned by a client since; the one rank it may still be bound to
+ * (job "" when none): what it ran when it was drained. */
+typedef struct cdrain {
+    char id[32];
+    char job[DST_ID_MAX];
+    int32_t gen, rank;
+    UT_hash_handle hh;
+} cdrain_t;
 
 /* Where (job, generation, rank) was started. */
 typedef struct claunch {
@@ -70,7 +91,19 @@ struct checker {
     size_t n_touched, cap_touched;
     int64_t unreturned_since[W_MAX_AGENTS]; /* a lent process there ended and was reported, its worker is
                                                still bound (since then; -1: not so) */
+    cprog_t *progs;
+    cdrain_t *drained;
 };
+
+static void progs_clear(checker_t *c)
+{
+    cprog_t *p, *pt;
+
+    HASH_ITER(hh, c->progs, p, pt) {
+        HASH_DEL(c->progs, p);
+        free(p);
+    }
+}
 
 static void gives_clear(checker_t *c)
 {
@@ -108,6 +141,14 @@ void chk_free(checker_t *c)
         free(l);
     }
     gives_clear(c);
+    progs_clear(c);
+    {
+        cdrain_t *e, *et;
+        HASH_ITER(hh, c->drained, e, et) {
+            HASH_DEL(c->drained, e);
+            free(e);
+        }
+    }
     free(c->dead);
     free(c->touched);
     free(c);
@@ -605,6 +646,215 @@ static void check_gate(dst_t *d, const shell_event_t *ev, size_t n)
     }
 }
 
+/* --- hang detection (docs/fault-tolerance.md, "Hangs") --- */
+
+static cprog_t *prog_find(checker_t *c, const char *job, int32_t gen, int32_t rank, bool create)
+{
+    char key[48];
+    cprog_t *p;
+
+    snprintf(key, sizeof(key), "%s/%d/%d", job, gen, rank);
+    HASH_FIND_STR(c->progs, key, p);
+    if (p || !create)
+        return p;
+    p = tide_xcalloc(1, sizeof(*p));
+    snprintf(p->key, sizeof(p->key), "%s", key);
+    p->last_step = -1;
+    HASH_ADD_STR(c->progs, key, p);
+    return p;
+}
+
+void chk_on_progress(dst_t *d, const tide_worker_t *w, const char *job, int32_t gen, int32_t rank,
+                     const tide_trainer_progress_t *p)
+{
+    const tide_job_t *cj = w->job;
+    cprog_t *e;
+
+    /* only a report for the rank slot the worker runs now counts (anything else the core ignores) */
+    if (!cj || cj->generation != gen || w->generation != gen || w->rank != rank || rank < 0 ||
+        rank >= cj->n_ranks || strcmp(cj->id, job) != 0)
+        return;
+    e = prog_find(d->chk, job, gen, rank, true);
+    if (p->sdk && p->step >= 0 && (!e->has_adv || p->step != e->last_step)) {
+        e->has_adv = true;
+        e->adv_at = d->now;
+    }
+    e->last_step = p->step;
+}
+
+/* The hang limit of the job now: max(hang_factor x the median step time, hang_min_ms). */
+static int64_t hang_limit(dst_t *d, const tide_job_t *job)
+{
+    const tide_core_config_t *cfg = &d->shell->cfg;
+    double by_steps =
+        cfg->hang_factor * tide__progress_median(d->shell->core, job, offsetof(tide_trainer_progress_t, step_seconds)) *
+        1e3;
+
+    return by_steps > (double)cfg->hang_min_ms && by_steps < 1e15 ? (int64_t)by_steps : cfg->hang_min_ms;
+}
+
+/* job.hung: the rank it names had made no progress the core could see for longer than the limit, its
+ * generation ends in the same call (queued again, or the job fails once it hung more than hang_restarts
+ * times), and a job that hung that often fails. */
+static void check_hung(dst_t *d, const shell_event_t *ev)
+{
+    const tide_core_config_t *cfg = &d->shell->cfg;
+    const tide_job_t *job = tide_core_job_find(d->shell->core, ev->job);
+    int32_t gen = -1, rank = -1;
+    cprog_t *p;
+    cjob_t *cj = cjob(d->chk, ev->job, true);
+    trainer_t *tr;
+
+    d->stats->ev_hung++;
+    if (sscanf(ev->text, "job %*s generation %d: rank %d", &gen, &rank) != 2)
+        dst_fail(d, "job.hung without generation and rank: %s", ev->text);
+    p = prog_find(d->chk, ev->job, gen, rank, false);
+    if (cfg->hang_min_ms <= 0)
+        dst_fail(d, "job.hung with hang detection off: %s", ev->text);
+    if (!p || !p->has_adv)
+        dst_fail(d, "job %s generation %d rank %d declared hung, but it never reported a step to this scheduler: %s",
+                 ev->job, gen, rank, ev->text);
+    if (d->now - p->adv_at <= cfg->hang_min_ms)
+        dst_fail(d, "job %s generation %d rank %d declared hung, but its step moved %lld ms ago (limit at least "
+                    "%lld ms): %s",
+                 ev->job, gen, rank, (long long)(d->now - p->adv_at), (long long)cfg->hang_min_ms, ev->text);
+    if (job && job->state == TIDE_JOB_RUNNING && job->generation == gen)
+        dst_fail(d, "job %s generation %d declared hung but still runs that generation", ev->job, gen);
+    cj->hangs++;
+    if (cj->hangs > cfg->hang_restarts && job && job->state != TIDE_JOB_FAILED)
+        dst_fail(d, "job %s hung %d times (hang_restarts %d) but is %s, not failed", ev->job, cj->hangs,
+                 cfg->hang_restarts, tide_job_state_name(job->state));
+    if (job && job->state == TIDE_JOB_FAILED) {
+        d->stats->hung_failed++;
+        if (cj->hangs <= cfg->hang_restarts)
+            dst_fail(d, "job %s failed at its hang %d (hang_restarts %d)", ev->job, cj->hangs, cfg->hang_restarts);
+    }
+    if ((tr = world_trainer(d->world, ev->job, gen)) && tr->frz_at >= 0 && d->now >= tr->frz_at) {
+        d->stats->hung_frozen++;
+        if (!tr->frz_hung)
+            d->stats->freezes_hung++;
+        tr->frz_hung = true;
+    }
+}
+
+/* Every RUNNING rank of a RUNNING job whose step has not moved (as the core saw it) for longer than the
+ * limit plus one check period has been declared hung by now. */
+static void check_hangs(dst_t *d)
+{
+    const tide_core_config_t *cfg = &d->shell->cfg;
+    int64_t period = cfg->hang_min_ms / 4 > 5000 ? 5000 : cfg->hang_min_ms / 4 > 0 ? cfg->hang_min_ms / 4 : 1;
+    tide_job_t *job = NULL;
+
+    if (cfg->hang_min_ms <= 0)
+        return;
+    while ((job = tide_core_job_next(d->shell->core, job))) {
+        int64_t lim;
+        if (job->state != TIDE_JOB_RUNNING)
+            continue;
+        lim = hang_limit(d, job);
+        d->stats->hang_checks++;
+        for (int32_t r = 0; r < job->n_ranks; r++) {
+            const tide_job_rank_t *slot = &job->ranks[r];
+            cprog_t *p;
+            if (slot->state != TIDE_RANK_RUNNING || !slot->worker || slot->progress.phase == 5)
+                continue;
+            p = prog_find(d->chk, job->id, job->generation, r, false);
+            if (p && p->has_adv && d->now - p->adv_at > lim + period + 1)
+                dst_fail(d, "job %s generation %d rank %d (on %s) has made no progress for %lld ms (step %lld; "
+                            "limit %lld ms, checked every %lld ms) and was not declared hung",
+                         job->id, job->generation, r, slot->worker_id, (long long)(d->now - p->adv_at),
+                         (long long)p->last_step, (long long)lim, (long long)period);
+        }
+    }
+}
+
+/* --- drain (docs/elastic.md, "Drain") --- */
+
+void chk_on_drain(dst_t *d, const char *id, int rc, const chk_drain_t *before, size_t n_acts)
+{
+    checker_t *c = d->chk;
+    tide_core_t *core = d->shell->core;
+    tide_worker_t *w;
+    const tide_job_t *job;
+    cdrain_t *e;
+
+    d->stats->drains++;
+    if (!before->exists) {
+        if (rc != -ENOENT)
+            dst_fail(d, "DrainWorker of unknown worker %s returned %d, not -ENOENT", id, rc);
+        if (n_acts)
+            dst_fail(d, "DrainWorker of unknown worker %s emitted %zu action(s)", id, n_acts);
+        d->stats->drains_enoent++;
+        return;
+    }
+    if (rc != 0)
+        dst_fail(d, "DrainWorker of worker %s returned %d", id, rc);
+    d->stats->drains_acked++;
+    if (!(w = tide_core_worker_find(core, id)) || !w->cordoned)
+        dst_fail(d, "worker %s drained but not cordoned", id);
+    if (w->job && (!before->job[0] || strcmp(w->job->id, before->job) != 0 || w->generation != before->gen ||
+                   w->rank != before->rank))
+        dst_fail(d, "the drain of worker %s bound it to job %s generation %d rank %d (before: %s g%d r%d)", id,
+                 w->job->id, w->generation, w->rank, before->job[0] ? before->job : "free", before->gen,
+                 before->rank);
+    if (before->current) {
+        job = tide_core_job_find(core, before->job);
+        if (job && job->state == TIDE_JOB_RUNNING && job->generation == before->gen &&
+            !tide__resize_in_progress(job) && !job->preempted_by)
+            dst_fail(d, "worker %s drained while running rank %d of job %s generation %d: the job goes on in that "
+                        "generation with no change under way",
+                     id, before->rank, before->job, before->gen);
+        if (job && job->state == TIDE_JOB_RUNNING && job->n_ranks < job->spec.min_workers)
+            dst_fail(d, "the drain of %s left job %s running with %d ranks (min %d)", id, job->id, job->n_ranks,
+                     job->spec.min_workers);
+        d->stats->drains_moved++;
+    } else if (!before->job[0]) {
+        d->stats->drains_idle++;
+    }
+    HASH_FIND_STR(c->drained, id, e);
+    if (!e) {
+        e = tide_xcalloc(1, sizeof(*e));
+        snprintf(e->id, sizeof(e->id), "%s", id);
+        HASH_ADD_STR(c->drained, id, e);
+        /* what it runs now: the only rank it may be bound to until it is uncordoned (a drain again keeps
+         * the first: nothing new was placed there since) */
+        snprintf(e->job, sizeof(e->job), "%s", w->job ? w->job->id : "");
+        e->gen = w->job ? w->generation : -1;
+        e->rank = w->job ? w->rank : -1;
+    }
+}
+
+void chk_on_uncordon(dst_t *d, const char *id)
+{
+    cdrain_t *e;
+
+    HASH_FIND_STR(d->chk->drained, id, e);
+    if (e) {
+        HASH_DEL(d->chk->drained, e);
+        free(e);
+    }
+}
+
+/* A drained worker stays cordoned until a client uncordons it, and is bound to no rank but the one it
+ * ran when it was drained: nothing of a generation placed after the drain (nor a lent slot) runs there. */
+static void check_drained(dst_t *d)
+{
+    cdrain_t *e, *et;
+
+    HASH_ITER(hh, d->chk->drained, e, et) {
+        tide_worker_t *w = tide_core_worker_find(d->shell->core, e->id);
+        d->stats->drain_checks++;
+        if (!w)
+            continue;
+        if (!w->cordoned)
+            dst_fail(d, "drained worker %s is not cordoned any more, and no client uncordoned it", e->id);
+        if (w->job && (!e->job[0] || strcmp(w->job->id, e->job) != 0 || w->generation != e->gen || w->rank != e->rank))
+            dst_fail(d, "drained worker %s runs job %s generation %d rank %d, placed after the drain (it ran %s g%d "
+                        "r%d then)",
+                     e->id, w->job->id, w->generation, w->rank, e->job[0] ? e->job : "nothing", e->gen, e->rank);
+    }
+}
+
 void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve_before,
                     int32_t usable_before)
 {
@@ -641,7 +891,9 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
             for (int k = 0; k < 4; k++)
                 st->ev_resized[k] += strstr(ev[i].text, reasons[k]) != NULL;
         }
-        if (strcmp(t, "job.requeued") == 0 && ev[i].job[0] && strstr(ev[i].text, " lost (")) {
+        /* a lost rank, or a hung one (hang.c: a failure, the hot spares are for it too) */
+        if (strcmp(t, "job.requeued") == 0 && ev[i].job[0] &&
+            (strstr(ev[i].text, " lost (") || strstr(ev[i].text, " hung (no progress"))) {
             cjob_t *j = cjob(c, ev[i].job, false);
             if (j)
                 j->recovering = true;
@@ -679,6 +931,9 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
             snprintf(c->dead[c->n_dead++], 32, "%s", ev[i].worker);
         }
     }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ev[i].type, "job.hung") == 0)
+            check_hung(d, &ev[i]);
     check_reserve(d, ev, n, reserve_before, usable_before);
     check_lending(d, ev, n);
     check_gate(d, ev, n);
@@ -696,10 +951,17 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
     for (size_t i = 0; i < n && d->sw.strict[3]; i++)
         if (strcmp(ev[i].type, "job.running") == 0)
             for (size_t k = i + 1; k < n; k++)
-                if (strcmp(ev[k].type, "job.rolled_back") == 0 && strcmp(ev[k].job, ev[i].job) == 0)
+                if (strcmp(ev[k].type, "job.rolled_back") == 0 && strcmp(ev[k].job, ev[i].job) == 0) {
+                    /* KB12 (dst.h): a rank exiting after its peer's worker was lost completes the start */
+                    if (!d->sw.strict[12] && strstr(ev[k].text, "'s worker ") && strstr(ev[k].text, " was los")) {
+                        d->stats->kb12_seen++;
+                        dst_trace(d, "check: KB12: job %s reported running and rolled back in one call", ev[i].job);
+                        continue;
+                    }
                     dst_fail(d, "job %s: a generation reported as started (job.running) was rolled back in the "
                                 "same call: %s",
                              ev[i].job, ev[k].text);
+                }
     if (!d->sw.no_starvation && d->shell->up)
         check_inversion(d, ev, n, reserve_before);
 }
@@ -826,6 +1088,13 @@ void chk_on_reply(dst_t *d, shell_op_t op, const char *id, int rc, int32_t arg)
             dst_fail(d, "ScaleJob of job %s refused as already ended but the store says %s", id,
                      tide_job_state_name(r->state));
         d->stats->scales_acked += rc == 0;
+    } else if (op == OP_DRAIN && rc == 0) {
+        /* an acknowledged drain's cordon is in the store (it survives a restart) */
+        store_worker_t *sw;
+        HASH_FIND_STR(d->store->workers, id, sw);
+        if (!sw || !sw->cordoned)
+            dst_fail(d, "DrainWorker of %s acknowledged but the store has it %s", id,
+                     sw ? "uncordoned" : "not at all");
     }
 }
 
@@ -1032,6 +1301,18 @@ void chk_on_restart(dst_t *d)
                      sw->cordoned ? "cordoned" : "uncordoned");
     }
     gives_clear(d->chk); /* a new core: steal ids it never saw get answers of their own */
+    progs_clear(d->chk); /* a new core judges progress from its first reports */
+    {
+        /* a drain whose batch the crash lost is forgotten with its cordon */
+        cdrain_t *e, *et;
+        HASH_ITER(hh, d->chk->drained, e, et) {
+            tide_worker_t *w = tide_core_worker_find(core, e->id);
+            if (!w || !w->cordoned) {
+                HASH_DEL(d->chk->drained, e);
+                free(e);
+            }
+        }
+    }
     HASH_ITER(hh, d->chk->jobs, j, jt) {
         if (!j->committed_state && !j->acked) {
             /* a submit the crash lost: never acknowledged, so never promised */
@@ -1047,6 +1328,7 @@ void chk_on_restart(dst_t *d)
         j->preempting_since = j->copying_since = j->release_due_since = -1;
         j->over_since = -1;
         j->recovering = false;
+        j->hangs = 0; /* the core's count starts again too (it is not in the store) */
     }
 }
 
@@ -1633,6 +1915,8 @@ void chk_step(dst_t *d)
     if (d->calm)
         check_steal_liveness(d, false);
     check_resize(d);
+    check_hangs(d);
+    check_drained(d);
     h_check_invariants(&d->shell->h);
     check_burst(d);
     check_jobs(d);

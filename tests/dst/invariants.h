@@ -51,6 +51,25 @@ typedef struct chk_scale {
  * for a job that was `before`: the right answer, and a refusal changed nothing. */
 void chk_on_scale(dst_t *d, const char *id, int32_t workers, bool elastic, int rc, const char *err,
                   const chk_scale_t *before, size_t n_acts);
+/* Drain (docs/elastic.md, "Drain"). What the worker was before tide_core_worker_drain: known to the core,
+ * bound to (job, gen, rank) (job "" when free), that rank a current rank of a RUNNING job. */
+typedef struct chk_drain {
+    bool exists;
+    char job[DST_ID_MAX];
+    int32_t gen, rank;
+    bool current; /* a rank < n_ranks of the job's current generation, the job RUNNING */
+} chk_drain_t;
+/* tide_core_worker_drain(id) returned rc after emitting n_acts actions, for a worker that was `before`:
+ * -ENOENT exactly when it was unknown (and then no action); else it is cordoned, bound to nothing new,
+ * and its job, when it ran a current rank there, is changing generation. The worker is watched until
+ * chk_on_uncordon. */
+void chk_on_drain(dst_t *d, const char *id, int rc, const chk_drain_t *before, size_t n_acts);
+/* A client uncordoned the worker (the core accepted it). */
+void chk_on_uncordon(dst_t *d, const char *id);
+/* Hang detection: the shell is about to hand the core rank progress p of (job, gen, rank) from w: the
+ * checker notes when the rank's step last moved as the core can see it (its own bookkeeping). */
+void chk_on_progress(dst_t *d, const tide_worker_t *w, const char *job, int32_t gen, int32_t rank,
+                     const tide_trainer_progress_t *p);
 /* The scheduler was rebuilt from the store. */
 void chk_on_restart(dst_t *d);
 /* Work stealing. The core is about to give a thief tasks (a GIVE_TASKS action, after its call). */

@@ -1,9 +1,9 @@
 #!/bin/sh
-# Shows that the work-stealing, elastic-scaling and burst invariants of tide-dst can fail
+# Shows that the work-stealing, elastic-scaling, burst, drain and hang invariants of tide-dst can fail
 # (tests/dst/README.md, "Mutants"): copies the source tree to a scratch directory, breaks the core
-# (scheduler/core/task_pool.c, resize.c, placement.c, job_queue.c, lending.c, job_lifecycle.c) or the
-# worker deque (worker/task_deque.c) in one named way, builds tide-dst there and runs seeds until one
-# fails. The tree itself is never touched.
+# (scheduler/core/task_pool.c, resize.c, placement.c, job_queue.c, lending.c, job_lifecycle.c, drain.c,
+# hang.c) or the worker deque (worker/task_deque.c) in one named way, builds tide-dst there and runs seeds
+# until one fails. The tree itself is never touched.
 #
 #   tests/dst/mutate.sh [-n SEEDS] [-k] [NAME ...]     (no NAME: every mutant; -k: keep the scratch dir)
 #
@@ -24,7 +24,8 @@ shift $((OPTIND - 1))
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 ALL="replay-skip give-early release-keeps release-no-replay lost-keeps-tasks held-count welcome-no-steals
      resize-no-cap resize-no-wait grow-claim-kept resize-phases
-     burst-kept burst-no-stop burst-gen-keeps burst-no-orphans burst-spares"
+     burst-kept burst-no-stop burst-gen-keeps burst-no-orphans burst-spares
+     drain-no-cordon drain-no-move hang-early hang-never"
 # Not in ALL: burst-queue-waits survives 300 seeds (a queued job meets workers lent into its shape in about
 # one seed of 300: lending needs a shape nobody waits for; tests/unit/core/test_core_burst.c catches it).
 NAMES=${*:-$ALL}
@@ -49,6 +50,7 @@ core, deque = "scheduler/core/task_pool.c", "worker/task_deque.c"
 life = "scheduler/core/job_lifecycle.c"
 resize, placement, queue = "scheduler/core/resize.c", "scheduler/core/placement.c", "scheduler/core/job_queue.c"
 lending = "scheduler/core/lending.c"
+drain, hang = "scheduler/core/drain.c", "scheduler/core/hang.c"
 M = {
   # The core ignores a repeated steal id instead of answering it again: a thief whose GiveTasks was
   # lost with its stream waits for good (invariant 4).
@@ -148,6 +150,23 @@ M = {
    (lending,
     "            if (job->lent_workers > 0)\n                reclaim(core, job, \"a queued job waits for capacity\");",
     "            if (0) /* MUTANT */\n                reclaim(core, job, \"a queued job waits for capacity\");")],
+  # A drain does not cordon the worker (drain: the worker is cordoned).
+  "drain-no-cordon": (drain,
+    "int rc = tide_core_worker_cordon(core, id, true, &w, err);",
+    "int rc = tide_core_worker_cordon(core, id, false, &w, err); /* MUTANT */"),
+  # A drain of a settled running job's worker begins no resize: the job stays on it (drain: the job
+  # moves off the worker).
+  "drain-no-move": (drain,
+    "        tide__resize_begin(core, job, job->n_ranks, TIDE_RESIZE_DRAIN, detail);",
+    "        (void)detail; /* MUTANT: no resize */"),
+  # A rank is declared hung after half the limit (hang: a rank that kept stepping is never declared hung).
+  "hang-early": (hang,
+    "        if (idle > lim && idle > worst) {",
+    "        if (idle > lim / 2 && idle > worst) { /* MUTANT */"),
+  # No rank is ever declared hung (hang: a rank that made no progress past the limit is declared hung).
+  "hang-never": (hang,
+    "    if (hung < 0) {\n        job->hang_check_at",
+    "    if (hung < 0 || worst >= 0) { /* MUTANT */\n        job->hang_check_at"),
 }
 if name not in M:
     sys.exit("unknown mutant %s (known: %s)" % (name, " ".join(M)))

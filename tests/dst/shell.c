@@ -337,9 +337,11 @@ static void on_message(dst_t *d, net_stream_t *s, const net_msg_t *m)
         if (w->conn != conn)
             break; /* an older stream of a re-registered worker no longer speaks for it */
         CALL(d, tide_core_worker_heartbeat(core, w, NULL));
-        for (size_t i = 0; i < m->n_prog; i++)
+        for (size_t i = 0; i < m->n_prog; i++) {
+            chk_on_progress(d, w, m->prog[i].job, m->prog[i].gen, m->prog[i].rank, &m->prog[i].p);
             CALL(d, tide_core_rank_progress(core, w, m->prog[i].job, m->prog[i].gen, m->prog[i].rank,
                                             &m->prog[i].p));
+        }
         break;
     case NM_RANK_STARTED:
         CALL(d, tide_core_rank_started(core, w, m->job, m->gen, m->rank, m->pid, m->port));
@@ -600,7 +602,42 @@ int shell_cordon(dst_t *d, const char *worker_id, bool cordon)
     if (!sh->up)
         return -ENOTCONN;
     CALL(d, rc = tide_core_worker_cordon(sh->core, worker_id, cordon, &w, &err));
+    if (rc == 0 && !cordon)
+        chk_on_uncordon(d, worker_id);
     reply(sh, OP_CORDON, worker_id, rc);
+    return rc;
+}
+
+int shell_drain(dst_t *d, const char *worker_id, const char *reason)
+{
+    shell_t *sh = d->shell;
+    tide_worker_t *w = NULL, *before_w;
+    tide_error_t err = {{0}};
+    chk_drain_t before = {.exists = false, .gen = -1, .rank = -1};
+    size_t n_acts;
+    int32_t rb, ub;
+    int rc;
+
+    if (!sh->up)
+        return -ENOTCONN;
+    if ((before_w = tide_core_worker_find(sh->core, worker_id))) {
+        before.exists = true;
+        if (before_w->job) {
+            const tide_job_t *job = before_w->job;
+            snprintf(before.job, sizeof(before.job), "%s", job->id);
+            before.gen = before_w->generation;
+            before.rank = before_w->rank;
+            before.current = job->state == TIDE_JOB_RUNNING && before_w->generation == job->generation &&
+                             before_w->rank >= 0 && before_w->rank < job->n_ranks;
+        }
+    }
+    rb = sh->core->reserve.gpus;
+    ub = sh->core->n_usable;
+    rc = tide_core_worker_drain(sh->core, worker_id, reason, &w, &err);
+    (void)tide_core_actions(sh->core, &n_acts);
+    chk_on_drain(d, worker_id, rc, &before, n_acts);
+    absorb(d, rb, ub);
+    reply(sh, OP_DRAIN, worker_id, rc);
     return rc;
 }
 

@@ -13,7 +13,7 @@
 #include "store.h"
 #include "world.h"
 
-typedef enum shell_op { OP_SUBMIT, OP_CANCEL, OP_CORDON, OP_CHECKPOINT, OP_SCALE } shell_op_t;
+typedef enum shell_op { OP_SUBMIT, OP_CANCEL, OP_CORDON, OP_CHECKPOINT, OP_SCALE, OP_DRAIN } shell_op_t;
 
 /* One core call's events, for the checks that look at a call as a whole. */
 #define SHELL_EVENTS_MAX 256
@@ -86,6 +86,10 @@ int shell_checkpoint(dst_t *d, const char *id, int64_t deadline_ms);
  * (chk_on_scale: what it returned against the job before it, and that a refusal changed nothing); the
  * reply against the store once it is committed (chk_on_reply). */
 int shell_scale(dst_t *d, const char *id, int32_t workers, bool elastic);
+/* ClusterService.DrainWorker: tide_core_worker_drain(worker_id, reason). The call is checked as a whole
+ * (chk_on_drain: -ENOENT exactly for an unknown worker, and then nothing changes; the worker is cordoned;
+ * its job moves off it) and the worker is watched from then on until a client uncordons it. */
+int shell_drain(dst_t *d, const char *worker_id, const char *reason);
 /* Job-level telemetry from the simulator's side: every running job's MFU. */
 void shell_job_telemetry(dst_t *d);
 /* A job's load phase from the simulator's side (tide_core_job_load_phase), for a job whose trainers

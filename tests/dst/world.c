@@ -220,6 +220,15 @@ static trainer_t *trainer_get(dst_t *d, const char *job, int32_t gen, int32_t wo
     t->save_req = -1;
     t->fail_rank = -1;
     t->fail_after = -1;
+    t->frz_after = t->frz_ms = t->frz_at = -1;
+    if (t->job->sdk && !t->job->tasks && dst_chance(d, d->k.p_freeze)) {
+        /* a freeze: mostly longer than the hang limit (the scheduler must notice), else shorter (it must
+         * not) */
+        int64_t lim = d->shell->cfg.hang_min_ms > 0 ? d->shell->cfg.hang_min_ms : 5000;
+        t->frz_after = dst_range(d, 0, t->job->step_ms * t->job->total_steps);
+        t->frz_ms = dst_chance(d, 0.7) ? dst_range(d, lim + lim / 2, 4 * lim) : dst_range(d, 100, lim / 2);
+        d->stats->freezes++;
+    }
     if (dst_chance(d, t->job->fail_p)) {
         t->fail_rank = (int32_t)dst_below(d, t->world);
         t->fail_after = dst_range(d, 0, t->job->step_ms * t->job->total_steps);
@@ -249,6 +258,21 @@ trainer_t *world_trainer(world_t *w, const char *job, int32_t gen)
     return t;
 }
 
+bool world_frozen(const trainer_t *tr, int64_t t)
+{
+    return tr->frz_at >= 0 && t >= tr->frz_at && t < tr->frz_at + tr->frz_ms;
+}
+
+/* The time the trainer has stepped from t0 to t (t > t0): all of it but its freeze. */
+static int64_t active_ms(const trainer_t *tr, int64_t t)
+{
+    int64_t el = t - tr->t0;
+
+    if (tr->frz_at >= 0 && t > tr->frz_at)
+        el -= (t < tr->frz_at + tr->frz_ms ? t : tr->frz_at + tr->frz_ms) - tr->frz_at;
+    return el;
+}
+
 int64_t world_step(const dst_t *d, const trainer_t *tr)
 {
     int64_t end = d->now, s;
@@ -259,7 +283,7 @@ int64_t world_step(const dst_t *d, const trainer_t *tr)
         return tr->tstep < tr->job->total_steps ? tr->tstep : tr->job->total_steps;
     if (tr->stall >= 0 && tr->stall < end)
         end = tr->stall;
-    s = (tr->resume < 0 ? 0 : tr->resume) + (end > tr->t0 ? (end - tr->t0) / tr->job->step_ms : 0);
+    s = (tr->resume < 0 ? 0 : tr->resume) + (end > tr->t0 ? active_ms(tr, end) / tr->job->step_ms : 0);
     return s < tr->job->total_steps ? s : tr->job->total_steps;
 }
 
@@ -273,6 +297,8 @@ static int64_t step_time(const trainer_t *tr, int64_t s)
     if (tr->t0 < 0 || s < base)
         return tr->t0 < 0 ? INT64_MAX : tr->t0;
     t = tr->t0 + (s - base) * tr->job->step_ms;
+    if (tr->frz_at >= 0 && t > tr->frz_at)
+        t += tr->frz_ms; /* it stood still meanwhile */
     if (tr->stall >= 0 && t > tr->stall)
         return INT64_MAX;
     return t;
@@ -1231,6 +1257,8 @@ static void on_launch(dst_t *d, agent_t *a, net_stream_t *s, const net_msg_t *m)
     }
     if (tr->spawned >= tr->world && tr->live == tr->world && tr->t0 < 0 && tr->stall < 0) {
         tr->t0 = d->now;
+        if (tr->frz_after >= 0)
+            tr->frz_at = tr->t0 + tr->frz_after;
         if (tr->job->tasks) {
             tr->tstep = tr->resume < 0 ? 0 : tr->resume;
             tr->tstep_at = d->now;

@@ -118,6 +118,11 @@ typedef struct trainer {
     int32_t fail_rank;
     int64_t fail_after; /* ms after t0; -1: none */
     int64_t saved[W_MAX_RANKS];
+    /* hang detection (docs/fault-tolerance.md, "Hangs"): the generation freezes (a deadlocked collective:
+     * its processes live, its step stops) frz_after ms after t0 for frz_ms, then goes on; frz_at is
+     * t0 + frz_after once t0 is known (-1: no freeze, or not yet started) */
+    int64_t frz_after, frz_ms, frz_at;
+    bool frz_hung; /* the scheduler declared this generation hung (job.hung) */
     /* task jobs */
     int64_t tstep;    /* the step its ranks work on */
     int64_t tstep_at; /* when it began */
@@ -239,6 +244,8 @@ trainer_t *world_trainer(world_t *w, const char *job, int32_t gen);
 /* Task i of job j's steps, and back (-1: not a task of j). */
 uint64_t world_task_id(const wjob_t *j, int i);
 int world_task_index(const wjob_t *j, uint64_t id);
+/* Whether tr is frozen (its step does not move) at time t. */
+bool world_frozen(const trainer_t *tr, int64_t t);
 /* Whether the scheduler has ended tr's generation (sticky once seen). */
 bool world_gen_over(dst_t *d, trainer_t *tr);
 
