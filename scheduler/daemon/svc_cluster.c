@@ -1,5 +1,5 @@
-/* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker, DrainWorker) and the standard
- * grpc.health.v1.Health service (Check, Watch) that Kubernetes gRPC probes use. */
+/* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker, DrainWorker) and
+ * the standard grpc.health.v1.Health service (Check, Watch) that Kubernetes gRPC probes use. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,11 +147,27 @@ static void cluster_status(tide_rpc_call_t *call, const uint8_t *data, size_t le
     tide_arena_reset(&d->arena);
 }
 
+/* The answer of a worker call: the worker, or the core's error as its status. */
+static void reply_worker(tide_daemon_t *d, tide_rpc_call_t *call, int rc, const tide_worker_t *w,
+                         const tide_error_t *err)
+{
+    Tide__V1__Worker pb;
+
+    if (rc < 0) {
+        tide_daemon_reply_status(d, call, tide_daemon_code(rc), err->text);
+        return;
+    }
+    tide_conv_worker(w, &pb, &d->arena);
+    tide_daemon_reply(d, call, &pb.base);
+    tide_arena_reset(&d->arena);
+    tide_daemon_absorb(d);
+}
+
 static void cordon_common(tide_rpc_call_t *call, const uint8_t *data, size_t len, bool cordon)
 {
     tide_daemon_t *d = tide_rpc_call_server_data(call);
     Tide__V1__WorkerRef *req = tide__v1__worker_ref__unpack(NULL, len, data);
-    tide_worker_t *w;
+    tide_worker_t *w = NULL;
     tide_error_t err;
     int rc;
 
@@ -165,15 +181,7 @@ static void cordon_common(tide_rpc_call_t *call, const uint8_t *data, size_t len
     }
     tide_daemon_now(d);
     rc = tide_core_worker_cordon(d->core, req->id, cordon, &w, &err);
-    if (rc < 0) {
-        tide_daemon_reply_status(d, call, tide_daemon_code(rc), err.text);
-    } else {
-        Tide__V1__Worker pb;
-        tide_conv_worker(w, &pb, &d->arena);
-        tide_daemon_reply(d, call, &pb.base);
-        tide_arena_reset(&d->arena);
-        tide_daemon_absorb(d);
-    }
+    reply_worker(d, call, rc, w, &err);
 done:
     tide__v1__worker_ref__free_unpacked(req, NULL);
 }
@@ -182,7 +190,7 @@ static void drain(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
     tide_daemon_t *d = tide_rpc_call_server_data(call);
     Tide__V1__DrainWorkerRequest *req = tide__v1__drain_worker_request__unpack(NULL, len, data);
-    tide_worker_t *w;
+    tide_worker_t *w = NULL;
     tide_error_t err;
     int rc;
 
@@ -200,15 +208,7 @@ static void drain(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     }
     tide_daemon_now(d);
     rc = tide_core_worker_drain(d->core, req->id, req->reason, &w, &err);
-    if (rc < 0) {
-        tide_daemon_reply_status(d, call, tide_daemon_code(rc), err.text);
-    } else {
-        Tide__V1__Worker pb;
-        tide_conv_worker(w, &pb, &d->arena);
-        tide_daemon_reply(d, call, &pb.base);
-        tide_arena_reset(&d->arena);
-        tide_daemon_absorb(d);
-    }
+    reply_worker(d, call, rc, w, &err);
 done:
     tide__v1__drain_worker_request__free_unpacked(req, NULL);
 }
