@@ -3,7 +3,7 @@
 3 real tide workers on loopback. Each round:
   silent    SIGSTOP of a worker process (its heartbeats stop; nothing closes): time to worker.suspect and worker.dead
   killed    SIGKILL of a worker process (its stream closes): time to worker.suspect and worker.dead
-  recovery  SIGKILL of the worker of rank 1 of a 2-rank tide-mlp job on MPI (--lost-restarts 1): time to
+  recovery  SIGKILL of the worker of rank 1 of a 2-rank tide-mlp job on MPI (--max-restarts 1000): time to
             worker.dead, to job.requeued and to every rank of the new generation running (job.running)
 Times are from the signal to the event's own timestamp (the scheduler's wall clock, same host).
     bench/detect.py BUILD_DIR [ROUNDS]"""
@@ -42,7 +42,7 @@ def main():
     mlp = os.path.join(tidetest.BIN, "tide-mlp")
     rows = []
     with tidetest.Cluster("detect") as c:
-        c.start_scheduler("--lost-restarts", "1000")
+        c.start_scheduler("--max-restarts", "1000")
         gpu = 0
         for _ in range(3):
             c.start_worker("node1", gpu)

@@ -31,7 +31,12 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->failure_rate = 3.0 / (1000.0 * 730.0); /* the article: 3 a month per 1,000 GPUs */
     cfg->replacement_lead_h = 4.0;
     cfg->reserve_quantile = 0.99;
-    cfg->lost_restarts = 0;
+    cfg->max_restarts = 3;
+    cfg->restart_backoff_ms = 1000;
+    cfg->restart_backoff_max_ms = 300000;
+    cfg->restart_window_ms = 600000;
+    cfg->quarantine_failures = 3;
+    cfg->quarantine_window_ms = 3600000;
     cfg->stealing = true;
     cfg->max_task_pools = 8;
     cfg->max_pool_tasks = 1u << 20;
@@ -52,7 +57,6 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->burst_resize_cost_ms = 30000;
     cfg->hang_min_ms = 30000;
     cfg->hang_factor = 10;
-    cfg->hang_restarts = 3;
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)

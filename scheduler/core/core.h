@@ -96,7 +96,45 @@ typedef struct tide_job_spec {
     int32_t burst_percent;     /* 0: off; 1..100: lend up to ceil(n * this / 100) workers in high phases */
     char **burst_argv;         /* what lent workers run; n_burst_argv 0: the job's argv */
     size_t n_burst_argv;
+    /* Restarts after failures (docs/fault-tolerance.md, "Restarts"). Zero values: the defaults. */
+    int32_t restart_policy;     /* tide_restart_policy_t; 0: TIDE_RESTART_ON_LOSS */
+    int32_t max_restarts;       /* restarts in a row before the job fails; 0: cfg.max_restarts */
+    int64_t restart_backoff_ms; /* the second restart in a row waits this long, doubling; 0: the default */
 } tide_job_spec_t;
+
+/* Which failures of a running job restart it at a new generation (values match tide.v1.RestartPolicy). */
+typedef enum tide_restart_policy {
+    TIDE_RESTART_DEFAULT = 0,    /* ON_LOSS */
+    TIDE_RESTART_NEVER = 1,      /* any failure fails the job */
+    TIDE_RESTART_ON_LOSS = 2,    /* a rank lost with its worker, or hung; a rank's failing exit fails it */
+    TIDE_RESTART_ON_FAILURE = 3, /* also a rank's failing exit */
+} tide_restart_policy_t;
+
+/* What ended a generation with a failure (restart.c). */
+typedef enum tide_failure_kind {
+    TIDE_FAILURE_LOST = 0, /* a rank's worker died or forgot it (or a rank exited because a peer's did) */
+    TIDE_FAILURE_HUNG = 1, /* a rank stopped making progress while alive */
+    TIDE_FAILURE_EXIT = 2, /* a rank exited non-zero or by a signal on its own */
+} tide_failure_kind_t;
+
+/* One generation of a job for its history (tidectl job; mirrors tide.v1.Generation). */
+typedef struct tide_generation_rec {
+    int32_t number;
+    int32_t workers;
+    const char *cause;     /* static: "submitted", "worker_lost", "hang", "rank_failed", ... */
+    char *detail;          /* owned; "" when nothing more to say */
+    int64_t start_ms;      /* wall: placed */
+    int64_t running_ms;    /* wall: every rank confirmed running; 0: not (yet) */
+    int64_t end_ms;        /* wall: 0 while current */
+    char *end;             /* owned; NULL while current */
+    int64_t resumed_step;  /* -1: from the beginning */
+    int64_t failure_ms;    /* wall: the failure before it was detected; 0: not a recovery */
+    int64_t steps_lost;    /* a recovery: steps after the resumed checkpoint the failed generation made; -1 unknown */
+    double seconds_lost;   /* those steps x the median step time */
+} tide_generation_rec_t;
+
+#define TIDE_HISTORY_MAX 32 /* generations a job keeps in its history */
+#define TIDE_QUARANTINE_MAX 16
 
 /* Work stealing (docs/work-stealing.md). Values match tide.v1.TaskKind. */
 typedef enum tide_task_kind {
@@ -120,8 +158,9 @@ typedef enum tide_resize_reason {
     TIDE_RESIZE_BURST = 5,     /* phase-aware burst of a job without detached tasks: grown for a phase */
     TIDE_RESIZE_BURST_END = 6, /* ... and back to its size after the phase */
     TIDE_RESIZE_DRAIN = 7,     /* one of its workers was drained: a new generation without it */
+    TIDE_RESIZE_PREDICTED = 8, /* one of its GPUs is predicted to fail: moved off it before it does */
 } tide_resize_reason_t;
-#define TIDE_RESIZE_REASONS 8
+#define TIDE_RESIZE_REASONS 9
 
 typedef enum tide_resize_state {
     TIDE_RESIZE_NONE = 0,
@@ -329,7 +368,6 @@ struct tide_job {
     int32_t queue_pos;       /* cached by tide_core_job_queue_position */
     int32_t new_arch_ranks;  /* ranks of this generation on new-arch workers */
     double burst_share;      /* its part of core->burst_gpus while RUNNING */
-    int32_t lost_requeues;   /* generations queued again after a lost rank */
     bool recovering;         /* queued again after a lost rank: may take the reserve's hot spares */
     struct tide_stop_rec *restore_stopping; /* from its record, bound at restore_done */
     int32_t n_restore_stopping;
@@ -358,6 +396,18 @@ struct tide_job {
     tide_list_t lend_node;         /* core->lending while n_lent > 0 */
     int64_t hang_check_at;         /* hang.c: mono, next look for ranks that stopped making progress; 0: none */
     int32_t hangs;                 /* generations stopped because a rank hung, over its life */
+    /* Restarts and history (restart.c, history.c). */
+    int32_t restarts;              /* generations started again after a failure, over its life */
+    int32_t restarts_in_row;       /* ... since a generation last ran restart_window_ms */
+    int64_t restart_at;            /* mono: PENDING in its backoff, outside every queue until then; 0: none */
+    int64_t restart_at_ms;         /* wall: the same moment, for readers */
+    tide_generation_rec_t *history; /* n_history entries, oldest first, at most TIDE_HISTORY_MAX */
+    int32_t n_history;
+    const char *next_cause;        /* why the next generation starts (static); NULL: decided at its start */
+    char *next_detail;
+    int64_t next_failure_ms;       /* wall: the failure that ended the previous generation; 0: none */
+    int64_t next_steps_lost;
+    double next_seconds_lost;
     tide_list_t all_node;    /* core->jobs_by_seq */
     tide_heap_node_t timer;
     UT_hash_handle hh;
@@ -378,6 +428,7 @@ struct tide_worker {
     char *version;
     tide_worker_state_t state;
     bool cordoned;
+    char *cordon_reason; /* why, NULL when not cordoned or no reason was given */
     bool connected;
     tide_job_t *job; /* the job whose rank runs (or is stopping) here; NULL when none */
     int32_t rank;
@@ -397,6 +448,8 @@ struct tide_worker {
     struct tide_domain *dom; /* its node's domain in its shape (placement index) */
     bool new_arch;           /* labelled new-arch */
     bool low;                /* counted in core->low_busy (runs a LOW rank) */
+    int64_t fail_mono[TIDE_QUARANTINE_MAX]; /* restart.c: when ranks here failed (lost, hung), a ring */
+    int32_t n_fail;          /* entries of fail_mono written (the ring holds the newest quarantine_failures) */
     tide_list_t live_node; /* core->alive or core->suspect, ordered by last_seen_mono */
     tide_list_t free_node; /* dom->free while schedulable */
     UT_hash_handle hh;
@@ -437,10 +490,17 @@ typedef struct tide_core_config {
     double replacement_lead_h;     /* 4 h: how long a failed GPU stays out */
     double reserve_quantile;       /* 0.99 */
 
-    /* Failures. */
-    int32_t lost_restarts;         /* 0: a started job whose rank is lost fails; N: it is queued again
-                                      (front of its class) up to N times and resumes from its newest
-                                      checkpoint */
+    /* Restarts and quarantine (docs/fault-tolerance.md, "Restarts"). A running job's failure (a rank
+     * lost with its worker, a hung rank, with restart policy ON_FAILURE a rank's failing exit) queues it
+     * again at the front of its class, spares allowed, resuming from its newest checkpoint. */
+    int32_t max_restarts;          /* 3: restarts in a row (a job's own max_restarts overrides), then it fails */
+    int64_t restart_backoff_ms;    /* 1000: the first restart in a row is at once, the second waits this
+                                      long, each further one twice the one before */
+    int64_t restart_backoff_max_ms; /* 300000: the most a restart waits */
+    int64_t restart_window_ms;     /* 600000: a generation that ran this long starts the count again */
+    int32_t quarantine_failures;   /* 3 (at most TIDE_QUARANTINE_MAX): a worker where ranks failed (lost,
+                                      hung) this often within the window is cordoned; 0: never */
+    int64_t quarantine_window_ms;  /* 3600000 */
 
     /* Work stealing and stragglers (docs/work-stealing.md). */
     bool stealing;                 /* true; false: every steal request is answered with no tasks */
@@ -474,7 +534,6 @@ typedef struct tide_core_config {
      * allowed), resuming from the newest checkpoint. */
     int64_t hang_min_ms;           /* 30000; 0: no hang detection */
     double hang_factor;            /* 10 */
-    int32_t hang_restarts;         /* 3: a job that hangs more often than this fails */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */
@@ -619,6 +678,9 @@ typedef struct tide_job_record {
     const int32_t *stopping_generations;
     const int32_t *stopping_ranks;
     int32_t n_stopping;
+    int32_t restarts, restarts_in_row;
+    const tide_generation_rec_t *generations; /* n_generations, oldest first; strings borrowed */
+    int32_t n_generations;
 } tide_job_record_t;
 
 /* Restores a job after a restart (before workers register). A RUNNING job waits up to the reconnect
@@ -627,8 +689,8 @@ typedef struct tide_job_record {
 int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_error_t *err);
 /* Restores the job-number counter (the next job gets at least next_seq). */
 void tide_core_restore_meta(tide_core_t *core, uint64_t next_seq);
-/* Restores a worker's cordon flag. */
-void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned);
+/* Restores a worker's cordon flag and its reason (NULL or "": none). */
+void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned, const char *reason);
 /* Ends the restore: pending jobs are queued in submission order and placement starts. */
 void tide_core_restore_done(tide_core_t *core);
 uint64_t tide_core_next_seq(const tide_core_t *core);
@@ -735,7 +797,10 @@ void tide_core_liveness_grace(tide_core_t *core, int64_t ms);
  * worker. */
 int tide_core_worker_drain(tide_core_t *core, const char *id, const char *reason, tide_worker_t **out,
                            tide_error_t *err);
-/* Cordons (true) or uncordons a worker: -ENOENT for an unknown id. */
+/* Failures of ranks on w (lost, hung) within the quarantine window (docs/fault-tolerance.md). */
+int32_t tide_core_worker_failures(const tide_core_t *core, const tide_worker_t *w);
+/* Cordons (true) or uncordons a worker (which clears its reason and its failure count): -ENOENT for an
+ * unknown id. */
 int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide_worker_t **out,
                             tide_error_t *err);
 tide_worker_t *tide_core_worker_find(const tide_core_t *core, const char *id);

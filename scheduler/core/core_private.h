@@ -315,6 +315,39 @@ void tide__node_free_all(tide_core_t *core);
 void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Cordons w with a reason (NULL: none) — operator, drain, quarantine, predicted failure — or, with
+ * reason unchanged, only records the reason; persists and re-evaluates placement. No event. */
+void tide__worker_cordon(tide_core_t *core, tide_worker_t *w, const char *reason);
+/* drain.c: moves the job whose rank runs on the (cordoned) worker w to a new generation without it, for
+ * reason TIDE_RESIZE_DRAIN or TIDE_RESIZE_PREDICTED (checkpoint first when it reports through the SDK);
+ * why is for the events. */
+void tide__worker_move_off(tide_core_t *core, tide_worker_t *w, tide_resize_reason_t reason, const char *why);
+
+/* restart.c (docs/fault-tolerance.md, "Restarts") */
+/* A failure ended the running generation of job: rank (on w, NULL if unknown) was lost with its worker,
+ * hung, or exited failing on its own (why says so). Within the job's restart policy it is queued again
+ * at the front of its class (after its backoff: PENDING outside the queues until restart_at), else it
+ * fails. Lost and hung ranks count toward w's quarantine. */
+void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind_t kind, int32_t rank,
+                           tide_worker_t *w, const char *why);
+/* The job's restart_at passed: it joins the front of its queue. */
+void tide__restart_due(tide_core_t *core, tide_job_t *job);
+const char *tide_restart_policy_name(int32_t policy);
+
+/* history.c: the job's generation history */
+/* The open generation ends (end: why, in words); unless a failure was noted, the next one starts for
+ * cause (a static name). */
+void tide__history_end(tide_core_t *core, tide_job_t *job, const char *cause, const char *end);
+/* A failure ends the current generation: the next one is its recovery; notes the work lost. */
+void tide__history_failure(tide_core_t *core, tide_job_t *job, const char *cause, const char *why);
+/* A generation was placed (job->generation, n_ranks set) / every rank of it runs (job.recovered). */
+void tide__history_begin(tide_core_t *core, tide_job_t *job);
+void tide__history_running(tide_core_t *core, tide_job_t *job);
+void tide__history_free(tide_job_t *job);
+/* Replaces the history with copies of recs (a restored record); causes are mapped to the static names. */
+void tide__history_restore(tide_job_t *job, const tide_generation_rec_t *recs, int32_t n);
+const char *tide__history_cause(const char *name);
+
 /* task_pool.c */
 /* Drops the job's task pools (its generation or the job ended) and its straggler timer. No action. */
 void tide__tasks_free(tide_job_t *job);

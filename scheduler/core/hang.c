@@ -1,13 +1,14 @@
 /* Hang detection by progress (docs/fault-tolerance.md, "Hangs"): a rank whose trainer reports steps
  * through the SDK and whose step has not moved for max(hang_factor x the job's median step time,
  * hang_min_ms) while its process runs is hung — a collective waiting forever on a frozen peer, a
- * deadlock — and its generation is stopped and queued again (front of its class, hot spares allowed),
- * resuming from the newest checkpoint. Invariants: a rank is judged only after its first step report
+ * deadlock — and its generation ends as a failure: restarted within the job's restart policy (restart.c),
+ * resuming from the newest checkpoint, or failed. Invariants: a rank is judged only after its first step report
  * (advanced_mono > 0) and only while RUNNING; a check is O(ranks log ranks) on the job's timer, never
- * per heartbeat; a job is stopped for hanging at most hang_restarts times, then fails. */
+ * per heartbeat. */
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core_private.h"
 
@@ -72,23 +73,10 @@ void tide__hang_check(tide_core_t *core, tide_job_t *job)
                 job->id, job->generation, hung, job->ranks[hung].worker_id, (double)worst / 1e3,
                 job->ranks[hung].progress.step, (double)lim / 1e3, core->cfg.hang_factor,
                 (double)core->cfg.hang_min_ms / 1e3);
-    if (job->hangs > core->cfg.hang_restarts) {
-        job->failed_rank = hung;
-        job->exit_code = -1;
-        tide__job_set_message(core, job, "rank %d hung (no progress for %.1f s); hung %d times, more than %d",
-                              hung, (double)worst / 1e3, job->hangs, core->cfg.hang_restarts);
-        tide__job_finish(core, job, TIDE_JOB_FAILED);
-        return;
+    {
+        char why[160];
+        snprintf(why, sizeof(why), "rank %d on %s hung (no progress for %.1f s)", hung, job->ranks[hung].worker_id,
+                 (double)worst / 1e3);
+        tide__restart_failure(core, job, TIDE_FAILURE_HUNG, hung, job->ranks[hung].worker, why);
     }
-    job->recovering = true; /* a failure: the hot spares are for this */
-    if (job->last_ckpt.step >= 0)
-        tide__job_requeue(core, job, "job.requeued",
-                          "rank %d hung (no progress for %.1f s); queued again (hang %d of %d allowed), resumes "
-                          "from checkpoint step %" PRId64,
-                          hung, (double)worst / 1e3, job->hangs, core->cfg.hang_restarts, job->last_ckpt.step);
-    else
-        tide__job_requeue(core, job, "job.requeued",
-                          "rank %d hung (no progress for %.1f s); queued again (hang %d of %d allowed), no "
-                          "checkpoint: restarts from the beginning",
-                          hung, (double)worst / 1e3, job->hangs, core->cfg.hang_restarts);
 }

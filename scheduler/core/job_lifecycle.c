@@ -102,6 +102,7 @@ void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_sta
                               job->n_ranks);
         tide__event(core, "job.running", job, NULL, "job %s: all %d rank(s) of generation %d started",
                     job->id, job->n_ranks, job->generation);
+        tide__history_running(core, job);
         tide__resize_started(core, job); /* a resize is done; a job short of its goal may grow later */
         tide__burst_started(core, job);
         tide__job_rearm(core, job);
@@ -159,6 +160,7 @@ void tide__job_free(tide_job_t *job)
     free(job->preempted_by);
     tide__resize_free(job);
     tide__burst_free(job);
+    tide__history_free(job);
     if (tide_list_linked(&job->lend_node))
         tide_list_remove(&job->lend_node);
     free(job);
@@ -227,8 +229,11 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->burst_check_at;
         if (job->hang_check_at && job->hang_check_at < at)
             at = job->hang_check_at;
-    } else if (job->state == TIDE_JOB_PENDING && job->reconcile_deadline) {
-        at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
+    } else if (job->state == TIDE_JOB_PENDING) {
+        if (job->reconcile_deadline)
+            at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
+        if (job->restart_at && job->restart_at < at)
+            at = job->restart_at; /* its restart backoff ends */
     } else if (is_final(job->state) && job->prune_at) {
         at = job->prune_at;
     }
@@ -318,6 +323,8 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
     tide__ckpt_request_end(core, job, "the job ended");
     tide__resize_abort(core, job, "the job ended");
     tide__tasks_free(job);
+    tide__history_end(core, job, NULL, job->message ? job->message : tide_job_state_name(st));
+    job->restart_at = job->restart_at_ms = 0;
     tide__job_set_state(core, job, st);
     job->end_ms = core->now_wall;
     job->time_limit_at = job->launch_deadline = job->reconcile_deadline = 0;
@@ -339,6 +346,11 @@ static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
     for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++)
         job->ranks[r].worker = NULL; /* bound workers are released by their exits */
     job->rollbacks++;
+    {
+        char *end = tide_xasprintf("rolled back: %s", why);
+        tide__history_end(core, job, "rolled_back", end);
+        free(end);
+    }
     if (job->rollbacks > core->cfg.max_rollbacks) {
         tide__job_set_message(core, job, "generation %d failed to start %d times; last: %s",
                               job->generation, job->rollbacks, why);
@@ -357,7 +369,8 @@ static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
     tide__job_rearm(core, job);
 }
 
-static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why, bool started);
+static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w, const char *why,
+                            bool started);
 
 void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
 {
@@ -370,34 +383,33 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
     if (w && w->job == job && w->rank == rank)
         tide__worker_release(core, w);
     tide__tasks_rank_gone(core, job, rank, true); /* orphans until the generation ends */
-    generation_lost(core, job, rank, why, started);
+    generation_lost(core, job, rank, w, why, started);
 }
 
-/* The generation failed with rank (lost, or collateral of a lost peer): rolled back when it had not
- * started, else queued again within lost_restarts, else the job fails. */
-static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why, bool started)
+/* The generation failed with rank (lost, or collateral of a lost peer; w its worker or NULL): rolled back
+ * when it had not started, else restarted within the job's policy, else the job fails. */
+static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w, const char *why,
+                            bool started)
 {
+    char *text;
+
     if (!started) {
         rollback(core, job, why);
         return;
     }
-    if (job->lost_requeues < core->cfg.lost_restarts) {
-        job->lost_requeues++;
-        job->recovering = true;
-        if (job->last_ckpt.step >= 0)
-            tide__job_requeue(core, job, "job.requeued",
-                              "rank %d lost (%s); queued again (%d of %d), resumes from checkpoint step %lld", rank,
-                              why, job->lost_requeues, core->cfg.lost_restarts, (long long)job->last_ckpt.step);
-        else
-            tide__job_requeue(core, job, "job.requeued",
-                              "rank %d lost (%s); queued again (%d of %d), no checkpoint: restarts from the beginning",
-                              rank, why, job->lost_requeues, core->cfg.lost_restarts);
-        return;
-    }
-    job->failed_rank = rank;
-    job->exit_code = -1;
-    tide__job_set_message(core, job, "rank %d lost: %s", rank, why);
-    tide__job_finish(core, job, TIDE_JOB_FAILED);
+    text = tide_xasprintf("rank %d lost (%s)", rank, why);
+    tide__restart_failure(core, job, TIDE_FAILURE_LOST, rank, w, text);
+    free(text);
+}
+
+/* The cause of the generation a requeue ends, for the history: what its caller said, or its event. */
+static const char *requeue_cause(const tide_job_t *job, const char *event)
+{
+    if (strcmp(event, "job.preempted") == 0)
+        return "preempted";
+    if (strcmp(event, "job.resize_stopping") == 0 && job->resize.state != TIDE_RESIZE_NONE)
+        return tide__history_cause(tide_resize_reason_name(job->resize.reason));
+    return "requeued";
 }
 
 void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, const char *fmt, ...)
@@ -408,6 +420,7 @@ void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, co
     va_start(ap, fmt);
     text = tide_xvasprintf(fmt, ap);
     va_end(ap);
+    tide__history_end(core, job, requeue_cause(job, event), text);
     account_generation(core, job);
     tide__resize_stopping(core, job); /* a resize waiting for its checkpoint goes ahead with this stop */
     tide__ckpt_request_end(core, job, "the job was queued again");
@@ -478,6 +491,7 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
     job->burst_share = tide__job_burst_share(core, job);
     core->burst_gpus += job->burst_share;
     tide__reserve_update(core);
+    tide__history_begin(core, job);
     tide__job_set_message(core, job, "starting generation %d on %d worker(s)", job->generation, n);
     tide__event(core, "job.started", job, NULL, "job %s generation %d placed on %d worker(s), rank 0 on %s",
                 job->id, job->generation, n, ws[0]->id);
@@ -692,7 +706,7 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
             tide__event(core, "rank.exited", job, w, "job %s rank %d on %s exited with code %d (its peer rank %d's "
                         "worker is lost)", job->id, rank, w->id, exit_code, peer);
             tide__tasks_rank_gone(core, job, rank, true);
-            generation_lost(core, job, peer, why, started);
+            generation_lost(core, job, peer, job->ranks[peer].worker, why, started);
             /* Only now: its exit must not complete the generation's start first (KB12). A generation queued
              * again or rolled back has no ranks any more; an ended job's record keeps the exit. */
             if (is_final(job->state))
@@ -708,14 +722,11 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
                 rank, w->id, exit_code, error && error[0] ? ": " : "", error ? error : "");
     tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
     if (exit_code != 0) {
-        job->failed_rank = rank;
+        char *why = error && error[0] ? tide_xasprintf("rank %d on %s failed: %s", rank, w->id, error)
+                                      : tide_xasprintf("rank %d on %s exited with code %d", rank, w->id, exit_code);
         job->exit_code = exit_code;
-        if (error && error[0])
-            tide__job_set_message(core, job, "rank %d on %s failed: %s", rank, w->id, error);
-        else
-            tide__job_set_message(core, job, "rank %d on %s exited with code %d", rank, w->id,
-                                  exit_code);
-        tide__job_finish(core, job, TIDE_JOB_FAILED);
+        tide__restart_failure(core, job, TIDE_FAILURE_EXIT, rank, w, why);
+        free(why);
         return;
     }
     if (rank == 0 && job->high_load)
@@ -776,6 +787,8 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             return;
         }
     } else if (job->state == TIDE_JOB_PENDING) {
+        if (job->restart_at && now >= job->restart_at)
+            tide__restart_due(core, job);
         if (job->reconcile_deadline && now >= job->reconcile_deadline) {
             /* Workers of an earlier generation that did not re-register after the restart are dead:
              * the ranks they ran are gone with them, and the job may start again. */
@@ -943,6 +956,9 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     job->flushes = rec->flushes;
     job->preemptions = rec->preemptions;
     job->resizes = rec->resizes;
+    job->restarts = rec->restarts > 0 ? rec->restarts : 0;
+    job->restarts_in_row = rec->restarts_in_row > 0 ? rec->restarts_in_row : 0;
+    tide__history_restore(job, rec->generations, rec->n_generations);
     if (rec->target_workers >= rec->spec->min_workers && rec->target_workers <= rec->spec->max_workers)
         job->target_workers = rec->target_workers;
     if (rec->n_stopping > 0 && rec->stopping_workers && rec->stopping_generations && rec->stopping_ranks &&

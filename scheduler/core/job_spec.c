@@ -86,6 +86,21 @@ int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err)
         tide_errprintf(err, "burst_command needs burst_percent > 0");
         return -EINVAL;
     }
+    if (spec->restart_policy < TIDE_RESTART_DEFAULT || spec->restart_policy > TIDE_RESTART_ON_FAILURE) {
+        tide_errprintf(err, "restart_policy %d is not a RestartPolicy (0 unspecified, 1 never, 2 on loss, 3 on failure)",
+                       (int)spec->restart_policy);
+        return -EINVAL;
+    }
+    if (spec->max_restarts < 0 || spec->max_restarts > 1000) {
+        tide_errprintf(err, "max_restarts must be between 0 (the scheduler's default) and 1000 (got %d)",
+                       (int)spec->max_restarts);
+        return -EINVAL;
+    }
+    if (spec->restart_backoff_ms < 0 || spec->restart_backoff_ms > 3600000) {
+        tide_errprintf(err, "restart_backoff_ms must be between 0 (the scheduler's default) and 3600000 (got %lld)",
+                       (long long)spec->restart_backoff_ms);
+        return -EINVAL;
+    }
     for (size_t i = 0; i < spec->n_env; i++) {
         const char *k = spec->env[i].key;
         if (!k || !k[0] || strchr(k, '=')) {

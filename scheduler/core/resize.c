@@ -37,6 +37,8 @@ const char *tide_resize_reason_name(tide_resize_reason_t r)
         return "burst_end";
     case TIDE_RESIZE_DRAIN:
         return "drain";
+    case TIDE_RESIZE_PREDICTED:
+        return "predicted_failure";
     }
     return "unknown";
 }

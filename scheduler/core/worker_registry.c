@@ -120,6 +120,7 @@ void tide__worker_free(tide_worker_t *w)
         free(w->stale[i].job_id);
     free(w->stale);
     free(w->id);
+    free(w->cordon_reason);
     free(w->node_name);
     free(w->device);
     kv_free(w->labels, w->n_labels);
@@ -545,6 +546,20 @@ void tide_core_worker_failed(tide_core_t *core, tide_worker_t *w, const char *wh
     tide__schedule(core);
 }
 
+void tide__worker_cordon(tide_core_t *core, tide_worker_t *w, const char *reason)
+{
+    bool was = w->cordoned;
+
+    free(w->cordon_reason);
+    w->cordon_reason = reason && reason[0] ? tide_xstrdup(reason) : NULL;
+    if (!was) {
+        w->cordoned = true;
+        core->worker_counts[0]++;
+        tide__worker_update_free(core, w);
+    }
+    tide__persist_worker(core, w);
+}
+
 int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide_worker_t **out,
                             tide_error_t *err)
 {
@@ -554,20 +569,25 @@ int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide
         tide_errprintf(err, "worker %s not found", id);
         return -ENOENT;
     }
-    if (w->cordoned != cordon) {
-        w->cordoned = cordon;
-        core->worker_counts[0] += cordon ? 1 : -1;
+    if (cordon && !w->cordoned) {
+        tide__worker_cordon(core, w, NULL);
+        tide__event(core, "worker.cordoned", NULL, w, "worker %s cordoned: no new ranks", w->id);
+    } else if (!cordon && w->cordoned) {
+        w->cordoned = false;
+        free(w->cordon_reason);
+        w->cordon_reason = NULL;
+        w->n_fail = 0; /* an operator put it back: its quarantine count starts afresh */
+        core->worker_counts[0]--;
         tide__worker_update_free(core, w);
         tide__persist_worker(core, w);
-        tide__event(core, cordon ? "worker.cordoned" : "worker.uncordoned", NULL, w,
-                    "worker %s %s", w->id, cordon ? "cordoned: no new ranks" : "uncordoned");
+        tide__event(core, "worker.uncordoned", NULL, w, "worker %s uncordoned", w->id);
     }
     *out = w;
     tide__schedule(core);
     return 0;
 }
 
-void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned)
+void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned, const char *reason)
 {
     tide_worker_t *w = tide__worker_get_or_add(core, id);
 
@@ -575,6 +595,8 @@ void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned)
         w->cordoned = cordoned;
         core->worker_counts[0] += cordoned ? 1 : -1;
     }
+    free(w->cordon_reason);
+    w->cordon_reason = cordoned && reason && reason[0] ? tide_xstrdup(reason) : NULL;
 }
 
 static int cmp_worker_id(const void *a, const void *b)

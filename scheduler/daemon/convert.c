@@ -57,6 +57,9 @@ static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_
     out->burst_percent = spec->burst_percent;
     out->n_burst_command = spec->n_burst_argv;
     out->burst_command = spec->burst_argv;
+    out->restart_policy = (Tide__V1__RestartPolicy)spec->restart_policy;
+    out->max_restarts = spec->max_restarts;
+    out->restart_backoff_ms = spec->restart_backoff_ms;
 }
 
 static Tide__V1__Checkpoint *conv_ckpt(const tide_checkpoint_t *c, tide_arena_t *a)
@@ -317,6 +320,30 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
             out->stopping_ranks[out->n_stopping_ranks++] = sr;
         }
     }
+    /* Fault tolerance (docs/fault-tolerance.md): the counters and the history survive a restart. */
+    out->restarts = job->restarts;
+    out->restarts_in_row = job->restarts_in_row;
+    out->restart_at_ms = job->restart_at_ms;
+    out->n_generations = (size_t)job->n_history;
+    out->generations = tide_arena_calloc(a, (size_t)job->n_history + 1, sizeof(*out->generations));
+    for (int32_t i = 0; i < job->n_history; i++) {
+        const tide_generation_rec_t *g = &job->history[i];
+        Tide__V1__Generation *pg = tide_arena_alloc(a, sizeof(*pg));
+        tide__v1__generation__init(pg);
+        pg->number = g->number;
+        pg->workers = g->workers;
+        pg->cause = s(g->cause);
+        pg->detail = s(g->detail);
+        pg->start_time_ms = g->start_ms;
+        pg->running_time_ms = g->running_ms;
+        pg->end_time_ms = g->end_ms;
+        pg->end = s(g->end);
+        pg->resumed_step = g->resumed_step;
+        pg->failure_time_ms = g->failure_ms;
+        pg->steps_lost = g->steps_lost;
+        pg->seconds_lost = g->seconds_lost;
+        out->generations[i] = pg;
+    }
     if (core) { /* live figures: never in a record */
         double achieved, peak;
         tide_core_job_flops(job, &achieved, &peak);
@@ -352,7 +379,7 @@ Tide__V1__Utilization *tide_conv_utilization(const tide_job_t *job, tide_arena_t
     return tide_conv_utilization_of(&u, a);
 }
 
-void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a)
+void tide_conv_worker(const tide_core_t *core, const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a)
 {
     Tide__V1__Telemetry *t = tide_arena_alloc(a, sizeof(*t));
 
@@ -367,6 +394,9 @@ void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_
     out->job_id = w->job ? w->job->id : "";
     out->rank = w->job ? w->rank : -1;
     out->cordoned = w->cordoned;
+    out->cordon_reason = s(w->cordon_reason);
+    out->failure_risk = tide_core_worker_risk(w);
+    out->failures = tide_core_worker_failures(core, w);
     out->n_labels = w->n_labels;
     out->labels = tide_arena_calloc(a, w->n_labels + 1, sizeof(*out->labels));
     for (size_t i = 0; i < w->n_labels; i++) {
@@ -438,6 +468,9 @@ int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, t
     spec->burst_percent = pb->burst_percent;
     spec->burst_argv = pb->burst_command;
     spec->n_burst_argv = pb->n_burst_command;
+    spec->restart_policy = (int32_t)pb->restart_policy;
+    spec->max_restarts = pb->max_restarts;
+    spec->restart_backoff_ms = pb->restart_backoff_ms;
     return 0;
 }
 
@@ -515,6 +548,29 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->target_workers = pb->target_workers;
     rec->resizes = pb->resizes;
     rec->run_class = (int32_t)pb->effective_priority; /* the class it runs with or is queued in */
+    rec->restarts = pb->restarts;
+    rec->restarts_in_row = pb->restarts_in_row;
+    if (pb->n_generations > 0) {
+        size_t k = pb->n_generations;
+        tide_generation_rec_t *gs = tide_arena_calloc(a, k + 1, sizeof(*gs));
+        for (size_t i = 0; i < k; i++) {
+            const Tide__V1__Generation *pg = pb->generations[i];
+            gs[i].number = pg->number;
+            gs[i].workers = pg->workers;
+            gs[i].cause = pg->cause;
+            gs[i].detail = pg->detail;
+            gs[i].start_ms = pg->start_time_ms;
+            gs[i].running_ms = pg->running_time_ms;
+            gs[i].end_ms = pg->end_time_ms;
+            gs[i].end = pg->end;
+            gs[i].resumed_step = pg->resumed_step;
+            gs[i].failure_ms = pg->failure_time_ms;
+            gs[i].steps_lost = pg->steps_lost;
+            gs[i].seconds_lost = pg->seconds_lost;
+        }
+        rec->generations = gs;
+        rec->n_generations = (int32_t)k;
+    }
     if (pb->n_stopping_ranks > 0) {
         size_t k = pb->n_stopping_ranks;
         const char **sw = tide_arena_calloc(a, k + 1, sizeof(*sw));

@@ -16,7 +16,7 @@
  * message, no live figures. */
 void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job *out, tide_arena_t *a);
 /* Worker -> tide.v1.Worker. */
-void tide_conv_worker(const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a);
+void tide_conv_worker(const tide_core_t *core, const tide_worker_t *w, Tide__V1__Worker *out, tide_arena_t *a);
 /* tide.v1.JobSpec -> core spec (borrowing the message's strings; arrays from the arena). -EINVAL with
  * err naming the field for a bad enum value. */
 int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, tide_arena_t *a,

@@ -226,6 +226,7 @@ static void persist_worker(tide_daemon_t *d, const tide_worker_t *w)
 
     rec.id = w->id;
     rec.cordoned = w->cordoned;
+    rec.cordon_reason = w->cordon_reason ? w->cordon_reason : "";
     bytes = pack(&rec.base, &len);
     tide_store_batch_put(d->batch, key, bytes, len);
     free(bytes);

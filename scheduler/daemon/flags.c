@@ -35,9 +35,12 @@ enum {
     OPT_RESERVE,
     OPT_FAILURE_RATE,
     OPT_LEAD_TIME,
-    OPT_LOST_RESTARTS,
+    OPT_MAX_RESTARTS,
+    OPT_RESTART_BACKOFF,
+    OPT_RESTART_WINDOW,
+    OPT_QUARANTINE_AFTER,
+    OPT_QUARANTINE_WINDOW,
     OPT_HANG_TIMEOUT,
-    OPT_HANG_RESTARTS,
     OPT_NO_STEALING,
     OPT_STRAGGLER_RATIO,
     OPT_STRAGGLER_WINDOW,
@@ -70,9 +73,12 @@ static const struct option opts[] = {
     {"reserve", required_argument, NULL, OPT_RESERVE},
     {"failure-rate", required_argument, NULL, OPT_FAILURE_RATE},
     {"replacement-lead-time", required_argument, NULL, OPT_LEAD_TIME},
-    {"lost-restarts", required_argument, NULL, OPT_LOST_RESTARTS},
+    {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+    {"restart-backoff", required_argument, NULL, OPT_RESTART_BACKOFF},
+    {"restart-window", required_argument, NULL, OPT_RESTART_WINDOW},
+    {"quarantine-after", required_argument, NULL, OPT_QUARANTINE_AFTER},
+    {"quarantine-window", required_argument, NULL, OPT_QUARANTINE_WINDOW},
     {"hang-timeout", required_argument, NULL, OPT_HANG_TIMEOUT},
-    {"hang-restarts", required_argument, NULL, OPT_HANG_RESTARTS},
     {"no-stealing", no_argument, NULL, OPT_NO_STEALING},
     {"straggler-ratio", required_argument, NULL, OPT_STRAGGLER_RATIO},
     {"straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW},
@@ -130,12 +136,20 @@ void tide_sched_usage(FILE *f)
             "                         time plus burst room, 0 below 16 GPUs)\n"
             "  --failure-rate R       GPU failures per 1,000 GPUs per month for the reserve (default 3)\n"
             "  --replacement-lead-time DURATION  how long a failed GPU stays out (default 4h)\n"
-            "  --lost-restarts N      queue a job whose rank was lost with its worker again, up to N times,\n"
-            "                         resuming from its newest checkpoint (default 0: it fails)\n"
+            "  --max-restarts N       a job whose rank is lost with its worker or hangs (or, with its\n"
+            "                         restart policy on-failure, fails) starts again on other workers,\n"
+            "                         resuming from its newest checkpoint, up to N times in a row; a job\n"
+            "                         may set its own (default 3; 0: such a job fails)\n"
+            "  --restart-backoff DURATION  the second restart in a row waits this long, each further one\n"
+            "                         twice as long, at most 5m (default 1s; the first is at once)\n"
+            "  --restart-window DURATION  a generation that ran this long starts the count again\n"
+            "                         (default 10m)\n"
+            "  --quarantine-after N   cordon a worker where ranks were lost or hung N times within the\n"
+            "                         window (default 3, at most 16; 0: never)\n"
+            "  --quarantine-window DURATION  (default 1h)\n"
             "  --hang-timeout DURATION  a rank reporting steps through the SDK whose step has not moved\n"
             "                         for max(10 x its job's median step time, this) is hung: its\n"
-            "                         generation is queued again (default 30s; 0: no hang detection)\n"
-            "  --hang-restarts N      a job hung more often than this fails (default 3)\n"
+            "                         generation is restarted (default 30s; 0: no hang detection)\n"
             "  --no-stealing          ranks never steal each other's tasks (docs/work-stealing.md)\n"
             "  --straggler-ratio F    a rank this much slower per task than its job's median is slow\n"
             "                         (default 1.25)\n"
@@ -413,18 +427,24 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
             return -EINVAL;
         core->replacement_lead_h = (double)v / 3600000.0;
         return 0;
-    case OPT_LOST_RESTARTS:
-        if (parse_num("--lost-restarts", arg, 0, 1000, &v, err) < 0)
+    case OPT_MAX_RESTARTS:
+        if (parse_num("--max-restarts", arg, 0, 1000, &v, err) < 0)
             return -EINVAL;
-        core->lost_restarts = (int32_t)v;
+        core->max_restarts = (int32_t)v;
         return 0;
+    case OPT_RESTART_BACKOFF:
+        return duration_flag("--restart-backoff", arg, 0, 3600000, &core->restart_backoff_ms, err);
+    case OPT_RESTART_WINDOW:
+        return duration_flag("--restart-window", arg, 1000, MAX_DURATION_MS, &core->restart_window_ms, err);
+    case OPT_QUARANTINE_AFTER:
+        if (parse_num("--quarantine-after", arg, 0, TIDE_QUARANTINE_MAX, &v, err) < 0)
+            return -EINVAL;
+        core->quarantine_failures = (int32_t)v;
+        return 0;
+    case OPT_QUARANTINE_WINDOW:
+        return duration_flag("--quarantine-window", arg, 1000, MAX_DURATION_MS, &core->quarantine_window_ms, err);
     case OPT_HANG_TIMEOUT:
         return duration_flag("--hang-timeout", arg, 0, MAX_DURATION_MS, &core->hang_min_ms, err);
-    case OPT_HANG_RESTARTS:
-        if (parse_num("--hang-restarts", arg, 0, 1000, &v, err) < 0)
-            return -EINVAL;
-        core->hang_restarts = (int32_t)v;
-        return 0;
     case OPT_NO_STEALING:
         core->stealing = false;
         return 0;

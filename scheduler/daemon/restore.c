@@ -78,7 +78,7 @@ static void range_cb(int status, const tide_store_kv_t *kvs, size_t n, int64_t r
                 tide_errprintf(c->err, "store record %s is not a tide.v1.WorkerRecord", kv->key);
                 c->rc = -EINVAL;
             } else {
-                tide_core_worker_restore(d->core, w->id, w->cordoned);
+                tide_core_worker_restore(d->core, w->id, w->cordoned, w->cordon_reason);
                 c->workers++;
             }
             tide__v1__worker_record__free_unpacked(w, NULL);

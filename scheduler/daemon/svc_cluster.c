@@ -49,7 +49,7 @@ static void list_workers(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         if (states && !(states & (1u << ws[i]->state)))
             continue;
         pb = tide_arena_alloc(&d->arena, sizeof(*pb));
-        tide_conv_worker(ws[i], pb, &d->arena);
+        tide_conv_worker(d->core, ws[i], pb, &d->arena);
         resp.workers[resp.n_workers++] = pb;
     }
     free(ws);
@@ -157,7 +157,7 @@ static void reply_worker(tide_daemon_t *d, tide_rpc_call_t *call, int rc, const 
         tide_daemon_reply_status(d, call, tide_daemon_code(rc), err->text);
         return;
     }
-    tide_conv_worker(w, &pb, &d->arena);
+    tide_conv_worker(d->core, w, &pb, &d->arena);
     tide_daemon_reply(d, call, &pb.base);
     tide_arena_reset(&d->arena);
     tide_daemon_absorb(d);

@@ -237,8 +237,9 @@ tide_sim_t *tide_sim_new(const tide_scenario_t *sc, const tide_sim_options_t *op
     cfg.reserve_quantile = sc->reserve_quantile;
     cfg.failure_rate = sc->fail_rate;
     cfg.replacement_lead_h = sc->lead_h;
-    cfg.lost_restarts =
-        INT32_MAX / 2; /* jobs requeue after failures and resume from a checkpoint */
+    cfg.max_restarts = INT32_MAX / 2; /* jobs requeue after failures and resume from a checkpoint */
+    cfg.restart_backoff_ms = 0;       /* its failures are independent draws: no backoff, no quarantine */
+    cfg.quarantine_failures = 0;
     s->core = tide_core_new(&cfg);
     for (size_t i = 0; i < sc->n_pools; i++) {
         tide_error_t err;

@@ -211,7 +211,14 @@ static void draw_config(dst_t *d, tide_core_config_t *cfg)
     default: /* the defaults: 0 below 16 GPUs */
         break;
     }
-    cfg->lost_restarts = dst_chance(d, 0.5) ? (int32_t)dst_range(d, 1, 3) : 0;
+    /* restarts (docs/fault-tolerance.md, "Restarts"): often none, short backoffs and windows so that
+     * backoffs, window resets and quarantines happen within a seed's minute */
+    cfg->max_restarts = dst_chance(d, 0.5) ? (int32_t)dst_range(d, 1, 3) : 0;
+    cfg->restart_backoff_ms = dst_chance(d, 0.3) ? 0 : dst_range(d, 100, 2000);
+    cfg->restart_backoff_max_ms = dst_range(d, 1000, 8000);
+    cfg->restart_window_ms = dst_range(d, 2000, 30000);
+    cfg->quarantine_failures = (int32_t)dst_range(d, 0, 3);
+    cfg->quarantine_window_ms = dst_range(d, 2000, 60000);
     /* work stealing: few pools (older complete ones are dropped), fast straggler checks */
     cfg->stealing = d->k.stealing;
     if (dst_chance(d, 0.3))
@@ -241,7 +248,6 @@ static void draw_config(dst_t *d, tide_core_config_t *cfg)
     /* hang detection (docs/fault-tolerance.md, "Hangs"): a short minimum, so that frozen trainers are
      * noticed within a seed; a few restarts, so that some jobs fail for hanging */
     cfg->hang_min_ms = dst_range(d, 2000, 5000);
-    cfg->hang_restarts = (int32_t)dst_range(d, 0, 3);
     /* pools: a critical pool (dedicated or not), a shared one, one for LOW work */
     n_pools = 0;
     if (dst_chance(d, 0.6))
@@ -669,9 +675,10 @@ static void run_seed(uint64_t seed)
     draw_cluster(d);
     shell_new(d, &cfg, pool_names, pool_dedicated, n_pools);
     dst_trace(d, "dst: seed %" PRIu64 ": %d workers, preemption %d, flush %d, reserve %d, aging %lld ms, "
-                 "lost_restarts %d, %d pool(s)",
+                 "max_restarts %d (backoff %lld ms, window %lld ms), quarantine %d, %d pool(s)",
               seed, d->world->n, cfg.preemption, cfg.ckpt_flush, cfg.reserve_gpus, (long long)cfg.aging_ms,
-              cfg.lost_restarts, n_pools);
+              cfg.max_restarts, (long long)cfg.restart_backoff_ms, (long long)cfg.restart_window_ms,
+              cfg.quarantine_failures, n_pools);
     dst_trace(d, "dst: auto_grow %d, dwell %lld ms, resize grace %u ms, grow_min_gain %.3f, replace_stragglers %d "
                  "(window %lld ms)",
               cfg.auto_grow, (long long)cfg.resize_dwell_ms, cfg.resize_grace_ms, cfg.grow_min_gain,

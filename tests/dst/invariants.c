@@ -694,8 +694,8 @@ static int64_t hang_limit(dst_t *d, const tide_job_t *job)
 }
 
 /* job.hung: the rank it names had made no progress the core could see for longer than the limit, its
- * generation ends in the same call (queued again, or the job fails once it hung more than hang_restarts
- * times), and a job that hung that often fails. */
+ * generation ends in the same call (restarted within max_restarts in a row, or the job fails), and a job
+ * fails at a hang only when its restarts in a row reached max_restarts. */
 static void check_hung(dst_t *d, const shell_event_t *ev)
 {
     const tide_core_config_t *cfg = &d->shell->cfg;
@@ -721,13 +721,17 @@ static void check_hung(dst_t *d, const shell_event_t *ev)
     if (job && job->state == TIDE_JOB_RUNNING && job->generation == gen)
         dst_fail(d, "job %s generation %d declared hung but still runs that generation", ev->job, gen);
     cj->hangs++;
-    if (cj->hangs > cfg->hang_restarts && job && job->state != TIDE_JOB_FAILED)
-        dst_fail(d, "job %s hung %d times (hang_restarts %d) but is %s, not failed", ev->job, cj->hangs,
-                 cfg->hang_restarts, tide_job_state_name(job->state));
-    if (job && job->state == TIDE_JOB_FAILED) {
-        d->stats->hung_failed++;
-        if (cj->hangs <= cfg->hang_restarts)
-            dst_fail(d, "job %s failed at its hang %d (hang_restarts %d)", ev->job, cj->hangs, cfg->hang_restarts);
+    if (job) {
+        int32_t max = job->spec.max_restarts > 0 ? job->spec.max_restarts : cfg->max_restarts;
+        if (job->state == TIDE_JOB_FAILED) {
+            d->stats->hung_failed++;
+            if (job->restarts_in_row < max)
+                dst_fail(d, "job %s failed at a hang after %d restart(s) in a row (max_restarts %d)", ev->job,
+                         job->restarts_in_row, max);
+        } else if (job->restarts_in_row < 1 || job->restarts_in_row > max) {
+            dst_fail(d, "job %s restarted after a hang with %d restart(s) in a row (max_restarts %d)", ev->job,
+                     job->restarts_in_row, max);
+        }
     }
     if ((tr = world_trainer(d->world, ev->job, gen)) && tr->frz_at >= 0 && d->now >= tr->frz_at) {
         d->stats->hung_frozen++;

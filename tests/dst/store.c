@@ -295,7 +295,7 @@ int store_restore(store_t *s, tide_core_t *core, tide_error_t *err)
     if (rc < 0)
         return rc;
     tide_core_restore_meta(core, s->next_seq);
-    HASH_ITER(hh, s->workers, w, wt) tide_core_worker_restore(core, w->id, w->cordoned);
+    HASH_ITER(hh, s->workers, w, wt) tide_core_worker_restore(core, w->id, w->cordoned, w->cordoned ? "restored" : NULL);
     tide_core_restore_done(core);
     return 0;
 }

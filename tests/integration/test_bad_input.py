@@ -47,7 +47,7 @@ def bad_flags():
         (["--reserve", "lots"], "--reserve: \"lots\" is not auto or a number of GPUs"),
         (["--failure-rate", "nan"], "--failure-rate: \"nan\" is not a number of failures"),
         (["--replacement-lead-time", "forever"], "--replacement-lead-time: \"forever\" is not a duration"),
-        (["--lost-restarts", "-2"], "--lost-restarts: \"-2\" is not a number from 0 to 1000"),
+        (["--max-restarts", "-2"], "--max-restarts: \"-2\" is not a number from 0 to 1000"),
     ]
     for args, needle in cases:
         data = os.path.join(tmp, "data")

@@ -779,7 +779,7 @@ static void test_generation_end_stops_them(void **state)
         tide_error_t e;
         tide_job_spec_t spec = h_spec(c == 3 ? 2 : 4, 4, TIDE_PRIO_NORMAL);
         int32_t gen;
-        cfg.lost_restarts = 1;
+        cfg.max_restarts = 1;
         h_init(&h, &cfg);
         h_node(&h, "n1", 6, NULL, 0, NULL);
         spec.burst_percent = 50;

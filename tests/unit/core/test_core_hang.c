@@ -1,7 +1,7 @@
 /* Hang detection in the scheduler core (docs/fault-tolerance.md, "Hangs"): nothing before a rank's first
  * step report; a rank whose step stops moving for max(10 x the median step time, the minimum) is hung —
  * not a moment before — and its generation is queued again (event job.hung, resumes from the newest
- * checkpoint); a rank that says it is checkpointing is not judged; more hangs than hang_restarts fail
+ * checkpoint); a rank that says it is checkpointing is not judged; more hangs in a row than max_restarts fail
  * the job; hang_min_ms 0 turns it off. Invariants are checked after each step. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ static tide_core_config_t config(int64_t min_ms, int32_t restarts)
     tide_core_config_t cfg;
     tide_core_config_default(&cfg);
     cfg.hang_min_ms = min_ms;
-    cfg.hang_restarts = restarts;
+    cfg.max_restarts = restarts;
     return cfg;
 }
 
@@ -166,7 +166,8 @@ static void test_too_many_hangs_fail_the_job(void **state)
         }
     }
     assert_int_equal(job->state, TIDE_JOB_FAILED);
-    assert_contains(job->message, "hung 2 times, more than 1");
+    assert_contains(job->message, "hung (no progress for");
+    assert_contains(job->message, "restarted 1 time(s) in a row, the most allowed (max_restarts 1)");
     h_fini(&h);
 }
 

@@ -1397,7 +1397,7 @@ static void test_lost_rank_requeues_and_resumes(void **state)
     tide_worker_t *dead;
     int32_t gen;
     (void)state;
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 4, NULL, 0, NULL);
     job = run(&h, 2, TIDE_PRIO_NORMAL);
@@ -1429,7 +1429,7 @@ static void test_lost_rank_requeues_and_resumes(void **state)
     h_check_invariants(&h);
     h_fini(&h);
 
-    /* Without lost_restarts, a loss fails the job at once. */
+    /* Without max_restarts, a loss fails the job at once. */
     h_init(&h, NULL);
     h_node(&h, "n1", 4, NULL, 0, NULL);
     job = run(&h, 2, TIDE_PRIO_NORMAL);
@@ -1449,7 +1449,7 @@ static void test_collateral_exit_after_a_lost_peer(void **state)
     tide_worker_t *gone, *w0;
     char id[16];
     (void)state;
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 4, NULL, 0, NULL);
     job = run(&h, 2, TIDE_PRIO_NORMAL);
@@ -1493,7 +1493,7 @@ static void test_recovering_job_takes_the_spares(void **state)
     tide_job_t *job, *fresh;
     (void)state;
     cfg.reserve_gpus = 4;
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 8, NULL, 0, NULL);
     h_node(&h, "n2", 8, NULL, 0, NULL);
@@ -1626,7 +1626,7 @@ static void test_stopping_job_holds_its_capacity(void **state)
     tide_core_config_t cfg = config();
     tide_job_t *hi, *nn;
     (void)state;
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     cfg.preemption = false;
     cfg.reserve_gpus = 0; /* no burst share: this is about the stopping ranks */
     h_init(&h, &cfg);
@@ -1683,7 +1683,7 @@ static void test_no_second_generation_while_a_suspect_rank_runs(void **state)
     tide_worker_t *a, *b;
     int32_t g;
     (void)state;
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 3, NULL, 0, NULL);
     h_node(&h, "n2", 3, NULL, 0, NULL);
@@ -1738,7 +1738,7 @@ static void test_aging_looks_past_a_requeued_head(void **state)
     tide_job_t *a, *b;
     (void)state;
     cfg.aging_ms = 60000;
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 8, NULL, 0, NULL);
     b = run(&h, 8, TIDE_PRIO_LOW);

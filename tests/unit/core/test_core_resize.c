@@ -539,7 +539,7 @@ static void test_scale_pending_job(void **state)
     tide_job_t *job;
     (void)state;
 
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 4, NULL, 0, NULL);
     job = run(&h, 1, 4, TIDE_PRIO_NORMAL, 4);

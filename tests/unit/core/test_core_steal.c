@@ -1291,7 +1291,7 @@ static void test_exited_rank_keeps_its_tasks(void **state)
     /* The same shape, but rank 0 is lost with its worker: its tasks are orphans, and its waiting
      * thief gets them at once (the generation ends just after). */
     cfg = config();
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 4, NULL, 0, NULL);
     job = run(&h, 4);
@@ -1703,7 +1703,7 @@ static void test_generation_change_frees_pools(void **state)
     tide_worker_t *w0;
     (void)state;
 
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     h_init(&h, &cfg);
     h_node(&h, "n1", 3, NULL, 0, NULL);
     job = run(&h, 2);

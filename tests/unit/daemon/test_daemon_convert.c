@@ -347,7 +347,7 @@ static void test_record_keeps_stopping_ranks(void **state)
     (void)state;
 
     tide_core_config_default(&cfg);
-    cfg.lost_restarts = 1;
+    cfg.max_restarts = 1;
     core = tide_core_new(&cfg);
     again = tide_core_new(&cfg);
     tide_core_set_time(core, 1000, 1714564800000LL);

@@ -158,8 +158,9 @@ static void test_policy_flags(void **state)
     assert_int_equal(parse(&cfg, &err, "--pool", "prod=critical", "--pool", "shared", "--pool", "prod=high",
                            "--aging", "0", "--no-preemption", "--preempt-grace", "45s", "--ckpt-durable", "/dur",
                            "--ckpt-mfu-threshold", "25%", "--ckpt-deadline", "10m", "--reserve", "4",
-                           "--failure-rate", "14.4", "--replacement-lead-time", "2h", "--lost-restarts", "3",
-                           "--listen", "127.0.0.1:0", NULL),
+                           "--failure-rate", "14.4", "--replacement-lead-time", "2h", "--max-restarts", "5",
+                           "--restart-backoff", "2s", "--restart-window", "30m", "--quarantine-after", "4",
+                           "--quarantine-window", "2h", "--listen", "127.0.0.1:0", NULL),
                      0);
     /* A pool named twice keeps its place and takes the last class. */
     assert_int_equal(cfg.core.n_pools, 2);
@@ -177,7 +178,11 @@ static void test_policy_flags(void **state)
     assert_int_equal(cfg.core.reserve_gpus, 4);
     assert_float_equal(cfg.core.failure_rate, 14.4 / (1000.0 * 730.0), 1e-15);
     assert_float_equal(cfg.core.replacement_lead_h, 2.0, 1e-12);
-    assert_int_equal(cfg.core.lost_restarts, 3);
+    assert_int_equal(cfg.core.max_restarts, 5);
+    assert_int_equal(cfg.core.restart_backoff_ms, 2000);
+    assert_int_equal(cfg.core.restart_window_ms, 1800000);
+    assert_int_equal(cfg.core.quarantine_failures, 4);
+    assert_int_equal(cfg.core.quarantine_window_ms, 7200000);
     assert_string_equal(cfg.listen, "127.0.0.1:0");
 
     assert_int_equal(parse(&cfg, &err, "--reserve", "4", "--reserve", "auto", "--ckpt-mfu-threshold", "0.4", NULL), 0);
@@ -235,7 +240,9 @@ static void test_bad_flags(void **state)
     expect_bad("--resize-grace", "-1s", "--resize-grace: \"-1s\" is not a duration (e.g. 90s, 15m, 1h30m, 2d)");
     expect_bad("--no-auto-grow=yes", NULL, "--no-auto-grow takes no value");
     expect_bad("--replace-stragglers=1", NULL, "--replace-stragglers takes no value");
-    expect_bad("--lost-restarts", "1001", "--lost-restarts: \"1001\" is not a number from 0 to 1000");
+    expect_bad("--max-restarts", "1001", "--max-restarts: \"1001\" is not a number from 0 to 1000");
+    expect_bad("--quarantine-after", "17", "--quarantine-after: \"17\" is not a number from 0 to 16");
+    expect_bad("--restart-backoff", "2h", "--restart-backoff: \"2h\" is too long (at most 3600 s)");
     expect_bad("--pool", "a b", "--pool: pool name \"a b\": only letters, digits, '-', '_' and '.'");
     expect_bad("--pool", "gpu=urgent", "--pool: pool gpu: \"urgent\" is not a class (low, normal, high or critical)");
     expect_bad("--heartbeat-ms", "5", "--heartbeat-ms: \"5\" is not a number from 10 to 60000");
