@@ -53,6 +53,13 @@ static const tide_cli_opt_t submit_opts[] = {
      "its ranks never steal each other's tasks (docs/work-stealing.md)"},
     {"burst", 0, true, TIDE_CLI_OPT_BURST, "[=PCT]",
      "phase-aware burst: lend it up to PCT% (default 20) more workers in its high-load phases"},
+    {"restart", 0, true, TIDE_CLI_OPT_RESTART, "POLICY",
+     "which failures restart it on other workers: on-loss (default: a lost worker, a hang), on-failure "
+     "(also a rank's failing exit) or never"},
+    {"max-restarts", 0, true, TIDE_CLI_OPT_MAX_RESTARTS, "N",
+     "restarts in a row before it fails (default: the scheduler's, 3)"},
+    {"restart-backoff", 0, true, TIDE_CLI_OPT_RESTART_BACKOFF, "DURATION",
+     "wait before the second restart in a row, doubling after (default: the scheduler's, 1s)"},
     TIDE_CLI_OPT_END,
 };
 

@@ -660,6 +660,7 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     render_checkpoint(j, now_ms, out);
     render_durable(j, now_ms, utc, out);
     render_preemptions(j, out);
+    tide_cli_render_recovery(j, now_ms, utc, out);
     if (s) {
         char *cmd = tide_cli_shell_join(s->command, s->n_command);
         kv(out, "Command:", cmd);
@@ -737,16 +738,16 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
 
 void tide_cli_render_workers(Tide__V1__Worker *const *ws, size_t n, int64_t now_ms, tide_buf_t *out)
 {
-    static const char *const headers[] = {"ID",   "NODE",     "GPU",  "DEVICE", "STATE",    "JOB",
-                                          "RANK", "CORDONED", "UTIL", "TEMP",   "HEARTBEAT"};
-    tide_cli_table_t *t = tide_cli_table_new(11, headers);
+    static const char *const headers[] = {"ID",   "NODE",     "GPU",  "DEVICE", "STATE", "JOB",
+                                          "RANK", "CORDONED", "UTIL", "TEMP",   "RISK",  "HEARTBEAT"};
+    tide_cli_table_t *t = tide_cli_table_new(12, headers);
 
     for (size_t i = 0; i < n; i++) {
         const Tide__V1__Worker *w = ws[i];
         const Tide__V1__Telemetry *tm = w->telemetry;
         bool has_job = w->job_id && *w->job_id;
-        char gpu[16], state[32], rank[16], util[16], temp[16], hb[16];
-        const char *cells[11];
+        char gpu[16], state[32], rank[16], util[16], temp[16], hb[16], risk[16], cordon[40];
+        const char *cells[12];
 
         snprintf(gpu, sizeof(gpu), "%d", w->gpu_index);
         tide_cli_enum_name(&tide__v1__worker_state__descriptor, w->state, "WORKER_STATE_", state, sizeof(state));
@@ -773,10 +774,20 @@ void tide_cli_render_workers(Tide__V1__Worker *const *ws, size_t n, int64_t now_
         cells[4] = state;
         cells[5] = has_job ? w->job_id : "-";
         cells[6] = rank;
-        cells[7] = w->cordoned ? "yes" : "no";
+        /* Why it is cordoned, in a word: "drained", "quarantined", "predicted failure" (the reason's head). */
+        if (w->cordoned && w->cordon_reason && *w->cordon_reason) {
+            size_t head = strcspn(w->cordon_reason, ":");
+            snprintf(cordon, sizeof(cordon), "%.*s", (int)(head < sizeof(cordon) - 1 ? head : sizeof(cordon) - 1),
+                     w->cordon_reason);
+        } else {
+            snprintf(cordon, sizeof(cordon), "%s", w->cordoned ? "yes" : "no");
+        }
+        snprintf(risk, sizeof(risk), "%.2f", w->failure_risk);
+        cells[7] = cordon;
         cells[8] = util;
         cells[9] = temp;
-        cells[10] = hb;
+        cells[10] = risk;
+        cells[11] = hb;
         tide_cli_table_add_row(t, cells);
     }
     tide_cli_table_render(t, out);

@@ -73,6 +73,11 @@ void tide_cli_render_tasks(const Tide__V1__Job *j, tide_buf_t *out);
  * busy share) and one per slow or straggling rank with its evidence. Nothing when no job uses tasks. */
 void tide_cli_render_top_tasks(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);
 
+/* Fault tolerance (render_recovery.c, docs/fault-tolerance.md). For `tidectl job`: the "Restarts:" line
+ * (count, in a row, policy, a backoff in progress) when there is anything to say, the "Generations:" table
+ * GEN WORKERS STARTED CAUSE RECOVERY LOST RESUMED ENDED, and the newest failure in words. */
+void tide_cli_render_recovery(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_buf_t *out);
+
 /* Elastic scaling (render_resize.c, docs/elastic.md). For `tidectl job`: the "Size:" line (the
  * current generation's workers, the bounds, the requested size or "elastic"). */
 void tide_cli_render_size(const Tide__V1__Job *j, tide_buf_t *out);

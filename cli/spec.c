@@ -185,6 +185,39 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
         s->burst_percent = (int32_t)v;
         return 0;
     }
+    case TIDE_CLI_OPT_RESTART:
+        if (strcasecmp(arg, "never") == 0)
+            s->restart_policy = TIDE__V1__RESTART_POLICY__RESTART_POLICY_NEVER;
+        else if (strcasecmp(arg, "on-loss") == 0)
+            s->restart_policy = TIDE__V1__RESTART_POLICY__RESTART_POLICY_ON_LOSS;
+        else if (strcasecmp(arg, "on-failure") == 0)
+            s->restart_policy = TIDE__V1__RESTART_POLICY__RESTART_POLICY_ON_FAILURE;
+        else {
+            tide_errprintf(err, "bad --restart '%.40s' (one of on-loss, on-failure, never)", arg);
+            return -EINVAL;
+        }
+        return 0;
+    case TIDE_CLI_OPT_MAX_RESTARTS: {
+        int64_t v;
+        if (tide_cli_parse_int(arg, 1, 1000, &v) < 0) {
+            tide_errprintf(err, "bad --max-restarts '%.40s': expected a number from 1 to 1000 (--restart never "
+                                "for none)",
+                           arg);
+            return -EINVAL;
+        }
+        s->max_restarts = (int32_t)v;
+        return 0;
+    }
+    case TIDE_CLI_OPT_RESTART_BACKOFF: {
+        int64_t sec = 0;
+        rc = tide_cli_duration_parse(arg, &sec);
+        if (rc < 0 || sec <= 0 || sec > 3600) {
+            tide_errprintf(err, "bad --restart-backoff '%.40s': expected a duration from 1s to 1h, such as 5s", arg);
+            return -EINVAL;
+        }
+        s->restart_backoff_ms = sec * 1000;
+        return 0;
+    }
     }
     tide_errprintf(err, "internal: unknown submit option %d", id);
     return -EINVAL;
@@ -356,6 +389,12 @@ int tide_cli_submit_build(const tide_cli_submit_t *o, const Tide__V1__JobSpec *b
         s->no_stealing = true;
     if (o->burst_percent > 0)
         s->burst_percent = o->burst_percent;
+    if (o->restart_policy)
+        s->restart_policy = (Tide__V1__RestartPolicy)o->restart_policy;
+    if (o->max_restarts > 0)
+        s->max_restarts = o->max_restarts;
+    if (o->restart_backoff_ms > 0)
+        s->restart_backoff_ms = o->restart_backoff_ms;
     if (o->name) {
         set_string(&s->name, o->name);
     } else if (!*s->name) {

@@ -35,6 +35,9 @@ typedef struct tide_cli_submit {
     bool adaptive_target;
     bool no_stealing;
     int32_t burst_percent; /* --burst: 1..100; 0: unset */
+    int restart_policy;    /* --restart: Tide__V1__RestartPolicy; 0: unset */
+    int32_t max_restarts;  /* --max-restarts: 1..1000; 0: unset */
+    int64_t restart_backoff_ms; /* --restart-backoff; 0: unset */
     char **command; /* borrowed from argv */
     size_t n_command;
 } tide_cli_submit_t;

@@ -57,6 +57,8 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->burst_resize_cost_ms = 30000;
     cfg->hang_min_ms = 30000;
     cfg->hang_factor = 10;
+    cfg->predict_failures = true;
+    tide_risk_cfg_default(&cfg->risk);
 }
 
 tide_core_t *tide_core_new(const tide_core_config_t *cfg)

@@ -21,6 +21,7 @@
 #include "health.h"
 #include "heap.h"
 #include "list.h"
+#include "risk.h"
 
 typedef enum tide_prio {
     TIDE_PRIO_LOW = 0,
@@ -448,6 +449,9 @@ struct tide_worker {
     struct tide_domain *dom; /* its node's domain in its shape (placement index) */
     bool new_arch;           /* labelled new-arch */
     bool low;                /* counted in core->low_busy (runs a LOW rank) */
+    tide_risk_track_t risk;  /* prediction.c: its telemetry's trends (common/metrics/risk.h) */
+    double risk_score;       /* the newest sample's failure risk, 0..1 */
+    bool risk_acted;         /* predicted to fail and acted on; until an operator uncordons it */
     int64_t fail_mono[TIDE_QUARANTINE_MAX]; /* restart.c: when ranks here failed (lost, hung), a ring */
     int32_t n_fail;          /* entries of fail_mono written (the ring holds the newest quarantine_failures) */
     tide_list_t live_node; /* core->alive or core->suspect, ordered by last_seen_mono */
@@ -534,6 +538,12 @@ typedef struct tide_core_config {
      * allowed), resuming from the newest checkpoint. */
     int64_t hang_min_ms;           /* 30000; 0: no hang detection */
     double hang_factor;            /* 10 */
+
+    /* Failure prediction (docs/fault-tolerance.md, "Prediction"): each heartbeat's telemetry feeds the
+     * GPU's risk tracker; a GPU predicted to fail is cordoned and its job moved off it (checkpoint, then
+     * a new generation without it). */
+    bool predict_failures;         /* true */
+    tide_risk_cfg_t risk;          /* tide_risk_cfg_default: threshold 0.7 for 10 s, or a critical sign */
 } tide_core_config_t;
 
 /* Fills cfg with design.md's defaults. */
@@ -637,8 +647,8 @@ void tide_core_cluster_flops(const tide_core_t *core, double *achieved, double *
  * (O(workers): for status queries). A dimension no worker reports is unknown (its bit clear). */
 void tide_core_job_utilization(const tide_job_t *job, tide_utilization_t *out);
 void tide_core_cluster_utilization(const tide_core_t *core, tide_utilization_t *out);
-/* A GPU's failure risk (0..1) from its last telemetry (common/metrics/risk.h), and the largest over
- * healthy workers (O(workers)). */
+/* A GPU's failure risk (0..1) from its telemetry's trends (prediction.c, common/metrics/risk.h), and
+ * the largest over healthy workers (O(workers)). */
 double tide_core_worker_risk(const tide_worker_t *w);
 void tide_core_cluster_risk(const tide_core_t *core, double *risk);
 

@@ -99,20 +99,7 @@ void tide_core_cluster_utilization(const tide_core_t *core, tide_utilization_t *
 
 double tide_core_worker_risk(const tide_worker_t *w)
 {
-    const tide_telemetry_t *t = &w->telemetry;
-    tide_risk_input_t in = {
-        .has_temperature = (t->known & (1u << 2)) != 0,
-        .temperature_c = t->temperature_c,
-        .has_ecc = (t->known & (1u << 7)) != 0,
-        .ecc_uncorrected = t->ecc_uncorrected,
-        .has_xid = (t->known & (1u << 8)) != 0,
-        .xid_count = t->xid_count,
-        .last_xid = t->last_xid,
-        .has_throttle = (t->known & (1u << 6)) != 0,
-        .throttle_reasons = t->throttle_reasons,
-    };
-
-    return tide_failure_risk(&in);
+    return w->risk_score; /* prediction.c keeps it per heartbeat */
 }
 
 void tide_core_cluster_risk(const tide_core_t *core, double *risk)

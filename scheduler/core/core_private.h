@@ -323,6 +323,11 @@ void tide__worker_cordon(tide_core_t *core, tide_worker_t *w, const char *reason
  * why is for the events. */
 void tide__worker_move_off(tide_core_t *core, tide_worker_t *w, tide_resize_reason_t reason, const char *why);
 
+/* prediction.c: feeds w's newest telemetry to its risk tracker; a GPU predicted to fail is cordoned
+ * and its job moved off it. O(1) but for the move. / Forgets w's trend (an operator uncordoned it). */
+void tide__predict_sample(tide_core_t *core, tide_worker_t *w);
+void tide__predict_reset(tide_worker_t *w);
+
 /* restart.c (docs/fault-tolerance.md, "Restarts") */
 /* A failure ended the running generation of job: rank (on w, NULL if unknown) was lost with its worker,
  * hung, or exited failing on its own (why says so). Within the job's restart policy it is queued again

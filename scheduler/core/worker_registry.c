@@ -494,8 +494,10 @@ void tide_core_worker_heartbeat(tide_core_t *core, tide_worker_t *w, const tide_
 {
     if (!w->connected)
         return;
-    if (t)
+    if (t) {
         w->telemetry = *t;
+        tide__predict_sample(core, w);
+    }
     w->last_seen_mono = core->now_mono;
     w->last_heartbeat_ms = core->now_wall;
     tide_list_move_back(&core->alive, &w->live_node);
@@ -576,7 +578,8 @@ int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide
         w->cordoned = false;
         free(w->cordon_reason);
         w->cordon_reason = NULL;
-        w->n_fail = 0; /* an operator put it back: its quarantine count starts afresh */
+        w->n_fail = 0; /* an operator put it back: its quarantine count and its trend start afresh */
+        tide__predict_reset(w);
         core->worker_counts[0]--;
         tide__worker_update_free(core, w);
         tide__persist_worker(core, w);

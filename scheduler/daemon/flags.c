@@ -41,6 +41,9 @@ enum {
     OPT_QUARANTINE_AFTER,
     OPT_QUARANTINE_WINDOW,
     OPT_HANG_TIMEOUT,
+    OPT_NO_PREDICTION,
+    OPT_RISK_THRESHOLD,
+    OPT_RISK_CONFIRM,
     OPT_NO_STEALING,
     OPT_STRAGGLER_RATIO,
     OPT_STRAGGLER_WINDOW,
@@ -79,6 +82,9 @@ static const struct option opts[] = {
     {"quarantine-after", required_argument, NULL, OPT_QUARANTINE_AFTER},
     {"quarantine-window", required_argument, NULL, OPT_QUARANTINE_WINDOW},
     {"hang-timeout", required_argument, NULL, OPT_HANG_TIMEOUT},
+    {"no-failure-prediction", no_argument, NULL, OPT_NO_PREDICTION},
+    {"risk-threshold", required_argument, NULL, OPT_RISK_THRESHOLD},
+    {"risk-confirm", required_argument, NULL, OPT_RISK_CONFIRM},
     {"no-stealing", no_argument, NULL, OPT_NO_STEALING},
     {"straggler-ratio", required_argument, NULL, OPT_STRAGGLER_RATIO},
     {"straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW},
@@ -150,6 +156,12 @@ void tide_sched_usage(FILE *f)
             "  --hang-timeout DURATION  a rank reporting steps through the SDK whose step has not moved\n"
             "                         for max(10 x its job's median step time, this) is hung: its\n"
             "                         generation is restarted (default 30s; 0: no hang detection)\n"
+            "  --no-failure-prediction  never cordon a GPU for its telemetry's trends\n"
+            "  --risk-threshold F     a GPU whose failure risk (0..1, docs/metrics.md) stays at or above\n"
+            "                         this for --risk-confirm is predicted to fail: cordoned, its job\n"
+            "                         moved off it after a checkpoint (default 0.7)\n"
+            "  --risk-confirm DURATION  (default 10s; a new uncorrected ECC error or critical XID acts\n"
+            "                         at once)\n"
             "  --no-stealing          ranks never steal each other's tasks (docs/work-stealing.md)\n"
             "  --straggler-ratio F    a rank this much slower per task than its job's median is slow\n"
             "                         (default 1.25)\n"
@@ -445,6 +457,23 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         return duration_flag("--quarantine-window", arg, 1000, MAX_DURATION_MS, &core->quarantine_window_ms, err);
     case OPT_HANG_TIMEOUT:
         return duration_flag("--hang-timeout", arg, 0, MAX_DURATION_MS, &core->hang_min_ms, err);
+    case OPT_NO_PREDICTION:
+        core->predict_failures = false;
+        return 0;
+    case OPT_RISK_THRESHOLD: {
+        char *rend = NULL;
+        double th;
+        errno = 0;
+        th = strtod(arg, &rend);
+        if (errno || rend == arg || *rend || !(th > 0.0 && th <= 1.0)) {
+            tide_errprintf(err, "--risk-threshold: \"%.40s\" is not a number above 0 and at most 1", arg);
+            return -EINVAL;
+        }
+        core->risk.threshold = th;
+        return 0;
+    }
+    case OPT_RISK_CONFIRM:
+        return duration_flag("--risk-confirm", arg, 0, 3600000, &core->risk.confirm_ms, err);
     case OPT_NO_STEALING:
         core->stealing = false;
         return 0;

@@ -1628,8 +1628,8 @@ static void test_cluster(void **state)
 
     r = run("workers", "--state", "ready", NULL);
     assert_int_equal(r.rc, 0);
-    expect_str(r.out, "ID        NODE   GPU   DEVICE     STATE   JOB   RANK   CORDONED   UTIL   TEMP   HEARTBEAT\n"
-                      "n1/gpu0   n1     0     sim:h100   READY   -     -      no         -      -      2s\n");
+    expect_str(r.out, "ID        NODE   GPU   DEVICE     STATE   JOB   RANK   CORDONED   UTIL   TEMP   RISK   HEARTBEAT\n"
+                      "n1/gpu0   n1     0     sim:h100   READY   -     -      no         -      -      0.00   2s\n");
     result_free(&r);
 
     r = run("cordon", "n1/gpu0", "n1/gpu1", NULL);

@@ -782,11 +782,19 @@ static void test_render_workers(void **state)
     w1.id = "node1/gpu1", w1.node = "node1", w1.gpu_index = 1, w1.device = "sim:h100";
     w1.state = TIDE__V1__WORKER_STATE__WORKER_STATE_DEAD, w1.rank = -1, w1.cordoned = 1;
     w1.last_heartbeat_ms = NOW_MS - 3 * 3600000LL;
+    w0.failure_risk = 0.456;
     tide_cli_render_workers(ws, 2, NOW_MS, &b);
     expect_str(tide_buf_cstr(&b),
-               "ID           NODE    GPU   DEVICE     STATE   JOB   RANK   CORDONED   UTIL   TEMP   HEARTBEAT\n"
-               "node1/gpu0   node1   0     sim:h100   BUSY    17    1      no         87%    65C    0s\n"
-               "node1/gpu1   node1   1     sim:h100   DEAD    -     -      yes        -      -      3h\n");
+               "ID           NODE    GPU   DEVICE     STATE   JOB   RANK   CORDONED   UTIL   TEMP   RISK   HEARTBEAT\n"
+               "node1/gpu0   node1   0     sim:h100   BUSY    17    1      no         87%    65C    0.46   0s\n"
+               "node1/gpu1   node1   1     sim:h100   DEAD    -     -      yes        -      -      0.00   3h\n");
+    /* A cordon with a reason shows the reason's head. */
+    tide_buf_reset(&b);
+    w1.cordon_reason = "predicted failure: temperature 96.0 C rising 120.0 C/min";
+    tide_cli_render_workers(ws + 1, 1, NOW_MS, &b);
+    expect_str(tide_buf_cstr(&b),
+               "ID           NODE    GPU   DEVICE     STATE   JOB   RANK   CORDONED            UTIL   TEMP   RISK   HEARTBEAT\n"
+               "node1/gpu1   node1   1     sim:h100   DEAD    -     -      predicted failure   -      -      0.00   3h\n");
     tide_buf_free(&b);
 }
 

@@ -377,6 +377,18 @@ static void test_record_keeps_stopping_ranks(void **state)
     restored = tide_core_job_find(again, job->id);
     assert_int_equal(restored->state, TIDE_JOB_PENDING);
     assert_ptr_equal(tide_core_worker_find(again, "n1/gpu0")->job, restored);
+    /* The restart counters and the generation history came through the record. */
+    assert_int_equal(out.restarts, 1);
+    assert_int_equal(restored->restarts, 1);
+    assert_int_equal(restored->restarts_in_row, 1);
+    assert_int_equal(restored->n_history, 1);
+    assert_string_equal(restored->history[0].cause, "submitted");
+    assert_int_equal(restored->history[0].number, 1);
+    assert_int_equal(restored->history[0].workers, 2);
+    assert_int_equal(restored->history[0].start_ms, 1714564800000LL);
+    assert_true(restored->history[0].running_ms > 0);
+    assert_int_equal(restored->history[0].end_ms, job->history[0].end_ms);
+    assert_string_equal(restored->history[0].end, job->history[0].end);
     /* Two fresh workers register: still no second generation while n1/gpu0 may run generation 1. */
     reg(again, "n1/gpu2", 2);
     reg(again, "n1/gpu3", 3);
@@ -389,6 +401,10 @@ static void test_record_keeps_stopping_ranks(void **state)
     assert_null(tide_core_worker_find(again, "n1/gpu0")->job);
     assert_int_equal(restored->state, TIDE_JOB_RUNNING);
     assert_int_equal(restored->generation, 2);
+    /* Its recovery: the failure noted before the restart was lost with the old scheduler's memory, so the
+     * new generation is a plain requeue in its history. */
+    assert_int_equal(restored->n_history, 2);
+    assert_int_equal(restored->history[1].number, 2);
     tide_arena_free(&a);
     tide_core_free(core);
     tide_core_free(again);
