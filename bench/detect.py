@@ -5,6 +5,9 @@
   killed    SIGKILL of a worker process (its stream closes): time to worker.suspect and worker.dead
   recovery  SIGKILL of the worker of rank 1 of a 2-rank tide-mlp job on MPI (--max-restarts 1000): time to
             worker.dead, to job.requeued and to every rank of the new generation running (job.running)
+  crash     SIGKILL of rank 1's process of a 2-rank job (--restart on-failure; the ranks are shells that wait): time
+            to job.requeued (the exit reported), to the new generation's launch (job.started: the old rank 0
+            stopped, the new ranks placed and told to start) and to every new rank running
 Times are from the signal to the event's own timestamp (the scheduler's wall clock, same host).
     bench/detect.py BUILD_DIR [ROUNDS]"""
 
@@ -54,7 +57,7 @@ def main():
             t0 = int(time.time() * 1000)
             p.send_signal(signal.SIGSTOP)
             s, d = after(c, t0, "worker.suspect", wid), after(c, t0, "worker.dead", wid)
-            rows.append(("silent", s, d, None, None))
+            rows.append(("silent", s, d, None, None, None))
             p.send_signal(signal.SIGKILL)
             p.wait()
             c.start_worker("node1", gpu)
@@ -66,7 +69,7 @@ def main():
             p.send_signal(signal.SIGKILL)
             p.wait()
             s, d = after(c, t0, "worker.suspect", wid), after(c, t0, "worker.dead", wid)
-            rows.append(("killed", s, d, None, None))
+            rows.append(("killed", s, d, None, None, None))
             c.start_worker("node1", gpu)
             gpu += 1
             c.wait_workers(3)
@@ -89,16 +92,34 @@ def main():
                 print(c.tidectl("events", "--job", jid).stdout[-3000:], file=sys.stderr)
                 raise
             run = after(c, t0, "job.running", job=jid)
-            rows.append(("recovery", None, d, q, run))
+            started = after(c, t0, "job.started", job=jid)
+            rows.append(("recovery", None, d, q, started, run))
             c.tidectl("cancel", jid)
             c.wait_job(jid, "JOB_STATE_CANCELLED")
             c.start_worker("node1", gpu)
             gpu += 1
             c.wait_workers(3)
-    print(f"{'case':<10} {'suspect s':>10} {'dead s':>8} {'requeued s':>11} {'running s':>10}")
-    for case, s, d, q, run in rows:
+            # crash: one rank's process dies by itself
+            out = os.path.join(c.tmp, f"crash{r}")
+            os.makedirs(out)
+            jid = json.loads(c.tidectl("-o", "json", "submit", "--restart", "on-failure", "--workers", "2", "--",
+                                       "sh", "-c", f"echo $$ > {out}/pid$RANK.$TIDE_GENERATION; exec sleep 1000"
+                                       ).stdout)["id"]
+            pid = wait_for(lambda: (lambda f: int(open(f).read()) if os.path.exists(f) and open(f).read().strip()
+                                    else None)(os.path.join(out, "pid1.1")), 30, "rank 1's pid")
+            wait_for(lambda: c.job(jid).get("ranksRunning") == 2, 30, "2 ranks running")
+            t0 = int(time.time() * 1000)
+            os.kill(pid, signal.SIGKILL)
+            q = after(c, t0, "job.requeued", job=jid)
+            started = after(c, t0, "job.started", job=jid)
+            run = after(c, t0, "job.running", job=jid)
+            rows.append(("crash", None, None, q, started, run))
+            c.tidectl("cancel", jid)
+            c.wait_job(jid, "JOB_STATE_CANCELLED")
+    print(f"{'case':<10} {'suspect s':>10} {'dead s':>8} {'requeued s':>11} {'launched s':>11} {'running s':>10}")
+    for case, s, d, q, st, run in rows:
         f = (lambda v: f"{v:.2f}" if v is not None else "-")
-        print(f"{case:<10} {f(s):>10} {f(d):>8} {f(q):>11} {f(run):>10}")
+        print(f"{case:<10} {f(s):>10} {f(d):>8} {f(q):>11} {f(st):>11} {f(run):>10}")
 
 
 if __name__ == "__main__":

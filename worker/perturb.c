@@ -49,7 +49,7 @@ static const char *check_arg(tide_perturb_action_t a, double v)
     case TIDE_PERTURB_SLOW:
         return v >= 1 && v <= 100 ? NULL : "PERCENT must be between 1 and 100";
     case TIDE_PERTURB_HEAT:
-        return fabs(v) <= 100 ? NULL : "CELSIUS_PER_MINUTE must be between -100 and 100";
+        return fabs(v) <= 3000 ? NULL : "CELSIUS_PER_MINUTE must be between -3000 and 3000";
     case TIDE_PERTURB_ECC:
         return v >= 0 && v <= 1e6 ? NULL : "CORRECTED_PER_MINUTE must be between 0 and 1000000";
     case TIDE_PERTURB_ECC_UNCORRECTED:

@@ -1,7 +1,8 @@
 """Crashes: kill -9 of the scheduler mid-job (the job is still there in the right state, its ranks were
 not restarted, the workers reconnect, and it finishes); kill -9 of a worker (no orphan rank survives it,
-the job fails once the worker is declared dead, the restarted worker registers again); a worker that does
-not come back within the reconnect deadline after a scheduler restart fails its job."""
+the job runs again on spares once the worker is declared dead, with its generation history, and the
+restarted worker registers again); a worker that does not come back within the reconnect deadline after a
+scheduler restart fails its job (--restart never)."""
 
 import os
 import signal
@@ -60,17 +61,31 @@ def worker_kill(c, out):
     c.workers[victim].wait(timeout=10)
     wait_for(lambda: not pid_alive(rank_pid) and not pid_alive(child_pid), 10,
              "the killed worker's rank and its child to die with it")
-    job = c.wait_job(jid, "JOB_STATE_FAILED", 20)
-    assert f"worker {victim}" in job["message"], job
+    # The default restart policy (on-loss): a new generation on the spares, the old rank 0 stopped first.
     wait_for(lambda: not pid_alive(pids[0]), 20, "the other rank to be stopped")
+    job = wait_for(lambda: (lambda j: j if j["generation"] == 2 and j["ranksRunning"] == 2 else None)(c.job(jid)),
+                   20, "generation 2 running")
+    assert victim not in job["workerIds"], job
+    assert job["restarts"] == 1 and job["restartsInRow"] == 1, job
+    gens = job["generations"]
+    assert [g["cause"] for g in gens] == ["submitted", "worker_lost"], gens
+    assert f"worker {victim}" in gens[1]["detail"] and int(gens[1]["failureTimeMs"]) > 0, gens
+    assert int(gens[1]["runningTimeMs"]) >= int(gens[1]["failureTimeMs"]) and int(gens[0]["endTimeMs"]) > 0, gens
+    recovery = (int(gens[1]["runningTimeMs"]) - int(gens[1]["failureTimeMs"])) / 1000
+    shown = c.tidectl("job", jid).stdout
+    assert "Generations:" in shown and "worker_lost" in shown and "Restarts:     1 (1 in a row" in shown, shown
+    assert "job.recovered" in c.tidectl("events", "--job", jid).stdout
+    c.tidectl("cancel", jid)
+    c.wait_job(jid, "JOB_STATE_CANCELLED", 20)
     node, gpu = victim.split("/gpu")
     c.start_worker(node, int(gpu))
     c.wait_workers(4)
-    print("ok   kill -9 of a worker: its rank and the rank's child die, the job fails, the worker comes back")
+    print(f"ok   kill -9 of a worker: its rank and the rank's child die, the job runs again on spares "
+          f"({recovery:.2f}s from the death to every rank running), the worker comes back")
 
 
 def worker_stays_away(c, out):
-    jid = c.tidectl("submit", "--name", "orphaned", "--workers", "2", "--", "sh", "-c",
+    jid = c.tidectl("submit", "--name", "orphaned", "--workers", "2", "--restart", "never", "--", "sh", "-c",
                     f"echo $$ > {out}/pid$RANK; exec sleep 300").stdout.strip()
     pids = pids_in(out, 2)
     job = wait_for(lambda: (lambda j: j if j["ranksRunning"] == 2 else None)(c.job(jid)), 20, "2 ranks")
@@ -82,7 +97,9 @@ def worker_stays_away(c, out):
     job = c.wait_job(jid, "JOB_STATE_FAILED", 20)
     assert "did not re-register within 2s" in job["message"], job
     wait_for(lambda: not any(pid_alive(p) for p in pids), 20, "both ranks to be gone")
-    print("ok   a worker that stays away after a scheduler restart fails its job at the reconnect deadline")
+    assert "restart policy never" in job["message"], job
+    print("ok   a worker that stays away after a scheduler restart fails its job (--restart never) at the reconnect "
+          "deadline")
 
 
 def main():

@@ -67,6 +67,7 @@ static void test_errors_name_the_line(void **state)
     expect_error("1 slow fast\n", "p.txt:1: slow: 'fast' is not a number");
     expect_error("1 slow 0\n", "PERCENT must be between 1 and 100");
     expect_error("1 slow 150\n", "PERCENT must be between 1 and 100");
+    expect_error("1 heat 3001\n", "CELSIUS_PER_MINUTE must be between -3000 and 3000");
     expect_error("\n\n1 xid 7.5\n", "p.txt:3: xid: CODE must be an integer");
     expect_error("1 ecc-uncorrected 0\n", "COUNT must be an integer from 1");
     expect_error("1 ecc -3\n", "CORRECTED_PER_MINUTE");
