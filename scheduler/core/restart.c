@@ -114,7 +114,8 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
         if (kind != TIDE_FAILURE_EXIT)
             job->exit_code = -1;
         if (!restart)
-            tide__job_set_message(core, job, "%s (restart policy %s)", why, tide_restart_policy_name(pol));
+            tide__job_set_message(core, job, "%s; not restarted (restart policy %s)", why,
+                                  tide_restart_policy_name(pol));
         else
             tide__job_set_message(core, job, "%s; restarted %d time(s) in a row, the most allowed (max_restarts %d)",
                                   why, job->restarts_in_row, max);

@@ -211,7 +211,7 @@ static void test_policies(void **state)
     job = run_spec(&h, &spec);
     tide_core_worker_failed(h.core, job->ranks[1].worker, "xid 79");
     assert_int_equal(job->state, TIDE_JOB_FAILED);
-    assert_contains(job->message, "(restart policy never)");
+    assert_contains(job->message, "; not restarted (restart policy never)");
     h_stop_all(&h);
     h_check_invariants(&h);
 
@@ -222,7 +222,7 @@ static void test_policies(void **state)
     assert_int_equal(job->state, TIDE_JOB_FAILED);
     assert_int_equal(job->exit_code, 3);
     assert_int_equal(job->failed_rank, 1);
-    assert_contains(job->message, "exited with code 3 (restart policy on-loss)");
+    assert_contains(job->message, "exited with code 3; not restarted (restart policy on-loss)");
     h_stop_all(&h);
 
     /* on-failure: it restarts, within its own max_restarts. */
