@@ -293,6 +293,10 @@ const char *tide_core_job_reason(const tide_core_t *core, const tide_job_t *job,
         tide_list_for_each(pos, &job->bound) k++;
         n = snprintf(buf, len, "waiting for %d rank%s of generation %d to stop", k, k == 1 ? "" : "s",
                      job->generation);
+    } else if (job->restart_at) {
+        int64_t left = job->restart_at > core->now_mono ? job->restart_at - core->now_mono : 0;
+        n = snprintf(buf, len, "restarting in %.1f s (restart %d in a row; backoff after repeated failures)",
+                     (double)left / 1e3, job->restarts_in_row);
     } else if (!tide__could_fit(c, job)) {
         int32_t reserve = job->eff_priority == TIDE_PRIO_LOW || job->recovering ? 0 : core->reserve.spares;
         int32_t most = 0;

@@ -144,6 +144,11 @@ static void test_backoff_budget_and_window(void **state)
             assert_int_equal(job->state, TIDE_JOB_PENDING);
             assert_int_equal(job->restart_at, h.mono + backoff);
             assert_contains(job->message, "backoff");
+            {
+                char buf[256];
+                assert_contains(tide_core_job_reason(h.core, job, buf, sizeof(buf)), "restarting in ");
+                assert_int_equal(tide_core_job_queue_position(h.core, job), 0);
+            }
             h_check_invariants(&h);
             h_jump(&h, backoff - 1);
             assert_int_equal(job->state, TIDE_JOB_PENDING);
