@@ -373,16 +373,24 @@ static void inject_submit(dst_t *d)
             b.total_steps = dst_range(d, 40, 120); /* long enough for a few load phases */
         b.total_steps = b.total_steps > 120 ? 120 : b.total_steps; /* each step is many events */
     }
+    if (dst_chance(d, 0.5)) {
+        /* restarts (docs/fault-tolerance.md): the job's own policy, count and backoff now and then */
+        spec.restart_policy = (int32_t)dst_range(d, TIDE_RESTART_DEFAULT, TIDE_RESTART_ON_FAILURE);
+        spec.max_restarts = dst_chance(d, 0.4) ? 0 : (int32_t)dst_range(d, 1, 4);
+        spec.restart_backoff_ms = dst_chance(d, 0.4) ? 0 : dst_range(d, 50, 1500);
+    }
     rc = shell_submit(d, &spec, &b, id, sizeof(id));
     if (rc == 0 && b.tasks)
         d->stats->task_jobs++;
     if (rc == 0 && b.burst_percent > 0)
         d->stats->burst_jobs++;
     if (rc == 0)
-        dst_trace(d, "client: submit -> job %s (%s, %d..%d, pool %s, %llu GiB, %s, device %s, burst %d%%%s)", id,
-                  tide_prio_name(spec.priority), spec.min_workers, spec.max_workers, spec.pool ? spec.pool : "-",
+        dst_trace(d, "client: submit -> job %s (%s, %d..%d, pool %s, %llu GiB, %s, device %s, burst %d%%%s, restart "
+                     "%s max %d backoff %lld)",
+                  id, tide_prio_name(spec.priority), spec.min_workers, spec.max_workers, spec.pool ? spec.pool : "-",
                   (unsigned long long)(spec.memory_per_rank >> 30), tide_topology_name(spec.topology),
-                  spec.device ? spec.device : "-", spec.burst_percent, b.tasks ? tide_task_kind_name(b.task_kind) : "");
+                  spec.device ? spec.device : "-", spec.burst_percent, b.tasks ? tide_task_kind_name(b.task_kind) : "",
+                  tide_restart_policy_name(spec.restart_policy), spec.max_restarts, (long long)spec.restart_backoff_ms);
     else if (rc != -EINVAL)
         dst_fail(d, "submit failed with %d", rc);
     else if (!spec.pool)
@@ -904,6 +912,9 @@ int main(int argc, char **argv)
                 "dst: hangs: %" PRIu64 " job.hung (%" PRIu64 " of a frozen generation, %" PRIu64
                 " failed the job); %" PRIu64 " freezes drawn, %" PRIu64 " of them declared hung; %" PRIu64
                 " hang checks\n"
+                "dst: recovery: %" PRIu64 " restarts (%" PRIu64 " after a backoff), %" PRIu64 " quarantines; failed: %"
+                PRIu64 " by policy, %" PRIu64 " at max_restarts; %" PRIu64 " generation starts checked (%" PRIu64
+                " resumed from a checkpoint); %" PRIu64 " history checks, %" PRIu64 " one-job-per-worker checks\n"
                 "dst: open core bugs tolerated: KB8 %" PRIu64 " job(s), KB9 %" PRIu64 " launch(es), KB10 %" PRIu64
                 " job(s), %" PRIu64 " burst slot(s) relaunched on the same worker, KB12 %" PRIu64 " call(s)\n",
                 s->seeds, secs, secs > 0 ? (double)s->seeds / secs : 0, s->steps, (double)s->sim_ms / 60000.0,
@@ -924,7 +935,8 @@ int main(int argc, char **argv)
                 s->burst_tasks_aborted, s->burst_tasks_lost, s->burst_dups_excused, s->burst_checks, s->drains,
                 s->drains_acked, s->drains_enoent, s->drains_moved, s->drains_idle, s->drain_uncordons,
                 s->drain_checks, s->ev_hung, s->hung_frozen, s->hung_failed, s->freezes, s->freezes_hung,
-                s->hang_checks, s->kb8_seen,
+                s->hang_checks, s->ev_restarted, s->restarts_backoff, s->ev_quarantined, s->failed_policy,
+                s->failed_max, s->resume_checks, s->resumed_ckpt, s->history_checks, s->exclusive_checks, s->kb8_seen,
                 s->kb9_seen, s->kb10_seen, s->kb11_seen, s->kb12_seen);
     }
     return rc;

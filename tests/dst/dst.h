@@ -137,6 +137,9 @@ typedef struct dst_stats {
     /* drain and hang detection (issue 8) */
     uint64_t drains, drains_acked, drains_enoent, drains_moved, drains_idle, drain_uncordons, drain_checks;
     uint64_t freezes, freezes_hung, ev_hung, hung_frozen, hung_failed, hang_checks;
+    /* recovery (issue 8 part 7): restarts, backoffs, quarantines, resume points, histories */
+    uint64_t ev_restarted, restarts_backoff, ev_quarantined, failed_policy, failed_max, resume_checks,
+        resumed_ckpt, history_checks, exclusive_checks;
     int64_t sim_ms;
 } dst_stats_t;
 

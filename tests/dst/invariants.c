@@ -18,6 +18,8 @@
 static void check_job_pools(dst_t *d, const char *job_id);
 static void check_steal_liveness(dst_t *d, bool final);
 static void check_burst(dst_t *d);
+static void check_one_job(dst_t *d, const agent_t *a);
+static void check_recovery_event(dst_t *d, const shell_event_t *ev);
 
 /* What the checker knows of one job number. */
 typedef struct cjob {
@@ -44,6 +46,10 @@ typedef struct cjob {
     int64_t kb8_at;           /* decided_mono of a resize seen in the KB8 state; -1: none */
     bool kb10;                /* counted as a KB10 case already */
     int32_t hangs;            /* job.hung seen from the live core (the core's count is not in the store) */
+    /* recovery (live core): the newest checkpoint the core acknowledged (job.checkpoint) and made durable
+     * (job.checkpoint_durable), -1: none seen; a restart backoff: not placed before then (mono), 0: none */
+    int64_t seen_ckpt, seen_durable;
+    int64_t backoff_until;
     UT_hash_handle hh;
 } cjob_t;
 
@@ -169,6 +175,7 @@ static cjob_t *cjob(checker_t *c, const char *id, bool create)
     j->lent_fit_since = -1;
     j->preempting_since = j->copying_since = j->release_due_since = -1;
     j->over_since = j->kb8_at = -1;
+    j->seen_ckpt = j->seen_durable = -1;
     HASH_ADD_STR(c->jobs, id, j);
     return j;
 }
@@ -725,7 +732,7 @@ static void check_hung(dst_t *d, const shell_event_t *ev)
         int32_t max = job->spec.max_restarts > 0 ? job->spec.max_restarts : cfg->max_restarts;
         if (job->state == TIDE_JOB_FAILED) {
             d->stats->hung_failed++;
-            if (job->restarts_in_row < max)
+            if (job->restarts_in_row < max && job->spec.restart_policy != TIDE_RESTART_NEVER)
                 dst_fail(d, "job %s failed at a hang after %d restart(s) in a row (max_restarts %d)", ev->job,
                          job->restarts_in_row, max);
         } else if (job->restarts_in_row < 1 || job->restarts_in_row > max) {
@@ -859,6 +866,262 @@ static void check_drained(dst_t *d)
     }
 }
 
+/* --- recovery (docs/fault-tolerance.md, "Restarts"; issue 8 part 7) --- */
+
+static tide_restart_policy_t policy_of(const tide_job_t *job)
+{
+    return job->spec.restart_policy == TIDE_RESTART_DEFAULT ? TIDE_RESTART_ON_LOSS
+                                                             : (tide_restart_policy_t)job->spec.restart_policy;
+}
+
+static int32_t max_restarts_of(dst_t *d, const tide_job_t *job)
+{
+    return job->spec.max_restarts > 0 ? job->spec.max_restarts : tide_core_config(d->shell->core)->max_restarts;
+}
+
+/* Whether the policy restarts a failure of this cause (history cause names). */
+static bool policy_restarts(const tide_job_t *job, const char *cause)
+{
+    tide_restart_policy_t p = policy_of(job);
+
+    if (p == TIDE_RESTART_NEVER)
+        return false;
+    return strcmp(cause, "rank_failed") != 0 || p == TIDE_RESTART_ON_FAILURE;
+}
+
+static bool failure_cause(const char *cause)
+{
+    return cause && (strcmp(cause, "worker_lost") == 0 || strcmp(cause, "hang") == 0 || strcmp(cause, "rank_failed") == 0);
+}
+
+/* The documented wait before restart k in a row (1-based): none for the first, then the job's (or the
+ * scheduler's) backoff, doubling, at most restart_backoff_max_ms. An independent model of restart.c. */
+static int64_t model_backoff(dst_t *d, const tide_job_t *job, int32_t k)
+{
+    const tide_core_config_t *cfg = tide_core_config(d->shell->core);
+    int64_t base = job->spec.restart_backoff_ms > 0 ? job->spec.restart_backoff_ms : cfg->restart_backoff_ms, b;
+
+    if (k <= 1 || base <= 0)
+        return 0;
+    b = base;
+    for (int32_t i = 2; i < k; i++)
+        b = b > INT64_MAX / 2 ? INT64_MAX : b * 2;
+    return cfg->restart_backoff_max_ms > 0 && b > cfg->restart_backoff_max_ms ? cfg->restart_backoff_max_ms : b;
+}
+
+static const char *last_strstr(const char *hay, const char *needle)
+{
+    const char *p = NULL, *q = hay;
+
+    while ((q = strstr(q, needle))) {
+        p = q;
+        q++;
+    }
+    return p;
+}
+
+/* A generation started: it resumes from (the core's last_ckpt at start_generation, kept as the history
+ * entry's resumed_step) at least the newest checkpoint the core acknowledged as complete, and the newest
+ * durable copy, before that start (live events, or committed records across a restart); and it is not
+ * placed during a restart backoff. */
+static void check_started(dst_t *d, const shell_event_t *ev)
+{
+    const tide_job_t *job = tide_core_job_find(d->shell->core, ev->job);
+    cjob_t *j = cjob(d->chk, ev->job, false);
+    const char *g = strstr(ev->text, " generation ");
+    const tide_generation_rec_t *rec = NULL;
+    int32_t gen;
+    int64_t known, dur;
+
+    if (!job || !j || !g)
+        return;
+    gen = (int32_t)strtol(g + 12, NULL, 10);
+    for (int32_t i = job->n_history - 1; i >= 0 && !rec; i--)
+        if (job->history[i].number == gen)
+            rec = &job->history[i];
+    if (!rec)
+        dst_fail(d, "job %s generation %d started but its history has no entry for it (%d entries, newest %d)",
+                 job->id, gen, job->n_history, job->n_history ? job->history[job->n_history - 1].number : 0);
+    d->stats->resume_checks++;
+    d->stats->resumed_ckpt += rec->resumed_step >= 0;
+    known = j->seen_ckpt > j->committed_last ? j->seen_ckpt : j->committed_last;
+    known = known > j->live_last ? known : j->live_last;
+    dur = j->seen_durable > j->committed_durable ? j->seen_durable : j->committed_durable;
+    if (rec->resumed_step < known)
+        dst_fail(d, "job %s generation %d resumes from step %lld, but the scheduler had acknowledged a complete "
+                    "checkpoint of step %lld before it started: recovery from an older checkpoint",
+                 job->id, gen, (long long)rec->resumed_step, (long long)known);
+    if (rec->resumed_step < dur)
+        dst_fail(d, "job %s generation %d resumes from step %lld, older than its durable copy of step %lld",
+                 job->id, gen, (long long)rec->resumed_step, (long long)dur);
+    if (j->backoff_until && d->now < j->backoff_until)
+        dst_fail(d, "job %s generation %d placed %lld ms before its restart backoff ends", job->id, gen,
+                 (long long)(j->backoff_until - d->now));
+    j->backoff_until = 0;
+}
+
+/* A restart ("...; restart K of M in a row"): within the job's max, and waiting the documented backoff
+ * (PENDING outside every queue until restart_at) when it is not the first in a row. */
+static void check_restart(dst_t *d, const shell_event_t *ev)
+{
+    const tide_core_t *core = d->shell->core;
+    const tide_job_t *job = tide_core_job_find(core, ev->job);
+    cjob_t *j = cjob(d->chk, ev->job, false);
+    const char *p = last_strstr(ev->text, "; restart ");
+    int k = 0, m = 0;
+    int64_t b;
+
+    if (!p || sscanf(p, "; restart %d of %d in a row", &k, &m) != 2)
+        return;
+    if (!job || !j)
+        dst_fail(d, "job %s restarted but is unknown", ev->job);
+    d->stats->ev_restarted++;
+    if (m != max_restarts_of(d, job) || k < 1 || k > m)
+        dst_fail(d, "job %s: restart %d of %d in a row, its max_restarts is %d (spec %d): %s", job->id, k, m,
+                 max_restarts_of(d, job), job->spec.max_restarts, ev->text);
+    if (policy_of(job) == TIDE_RESTART_NEVER)
+        dst_fail(d, "job %s has restart policy never but was restarted: %s", job->id, ev->text);
+    b = model_backoff(d, job, k);
+    if (job->state != TIDE_JOB_PENDING)
+        return; /* placed at once (no backoff), or ended since in the same call */
+    if (b > 0) {
+        d->stats->restarts_backoff++;
+        j->backoff_until = d->now + b;
+        if (job->restart_at != core->now_mono + b || tide_list_linked(&job->queue_node))
+            dst_fail(d, "job %s: restart %d in a row should wait %lld ms outside the queues; restart_at is %lld ms "
+                        "from now, %s",
+                     job->id, k, (long long)b, (long long)(job->restart_at ? job->restart_at - core->now_mono : 0),
+                     tide_list_linked(&job->queue_node) ? "queued" : "not queued");
+    } else if (job->restart_at || !tide_list_linked(&job->queue_node)) {
+        dst_fail(d, "job %s: restart %d in a row has no backoff, but restart_at is %lld and it is %s", job->id, k,
+                 (long long)job->restart_at, tide_list_linked(&job->queue_node) ? "queued" : "not queued");
+    }
+}
+
+/* A job failed at a failure of a running generation: only as its policy and max_restarts say (never at
+ * its first failure when its policy restarts that cause and max_restarts >= 1). */
+static void check_failed(dst_t *d, const shell_event_t *ev)
+{
+    const tide_job_t *job = tide_core_job_find(d->shell->core, ev->job);
+    const char *msg = job && job->message ? job->message : "", *cause = job ? job->next_cause : NULL, *p;
+    int32_t max;
+    int nrow = -1, m = -1;
+
+    if (!job)
+        return;
+    max = max_restarts_of(d, job);
+    if (strstr(msg, "; not restarted (restart policy ")) {
+        d->stats->failed_policy++;
+        if (!failure_cause(cause) || policy_restarts(job, cause))
+            dst_fail(d, "job %s (restart policy %s, cause %s) failed without a restart: %s", job->id,
+                     tide_restart_policy_name(job->spec.restart_policy), cause ? cause : "none", msg);
+    } else if ((p = strstr(msg, "; restarted ")) && strstr(p, ", the most allowed (max_restarts ")) {
+        d->stats->failed_max++;
+        if (sscanf(p, "; restarted %d time(s) in a row", &nrow) != 1 || !(p = strstr(p, "(max_restarts ")) ||
+            sscanf(p, "(max_restarts %d)", &m) != 1)
+            dst_fail(d, "job %s: failure message not understood: %s", job->id, msg);
+        if (!failure_cause(cause) || !policy_restarts(job, cause))
+            dst_fail(d, "job %s (restart policy %s, cause %s) failed at max_restarts although its policy does not "
+                        "restart that: %s",
+                     job->id, tide_restart_policy_name(job->spec.restart_policy), cause ? cause : "none", msg);
+        if (m != max || nrow != job->restarts_in_row || job->restarts_in_row < max)
+            dst_fail(d, "job %s failed after %d restart(s) in a row (core: %d), its max_restarts is %d (message: %d): "
+                        "%s",
+                     job->id, nrow, job->restarts_in_row, max, m, msg);
+    }
+}
+
+/* A worker quarantined: it had quarantine_failures failed ranks within the window, and is cordoned so. */
+static void check_quarantined(dst_t *d, const shell_event_t *ev)
+{
+    const tide_core_t *core = d->shell->core;
+    const tide_worker_t *w = tide_core_worker_find((tide_core_t *)core, ev->worker);
+    int32_t k = tide_core_config(core)->quarantine_failures;
+
+    d->stats->ev_quarantined++;
+    if (k > TIDE_QUARANTINE_MAX)
+        k = TIDE_QUARANTINE_MAX;
+    if (!w || !w->cordoned || !w->cordon_reason || strncmp(w->cordon_reason, "quarantined:", 12) != 0)
+        dst_fail(d, "worker %s quarantined but %s (reason \"%s\")", ev->worker,
+                 !w ? "unknown" : w->cordoned ? "cordoned" : "not cordoned",
+                 w && w->cordon_reason ? w->cordon_reason : "");
+    if (k <= 0 || tide_core_worker_failures(core, w) < k)
+        dst_fail(d, "worker %s quarantined with %d failure(s) in the window; quarantine_failures is %d", w->id,
+                 tide_core_worker_failures(core, w), k);
+}
+
+static void check_recovery_event(dst_t *d, const shell_event_t *ev)
+{
+    cjob_t *j = ev->job[0] ? cjob(d->chk, ev->job, false) : NULL;
+    const char *p;
+
+    if (strcmp(ev->type, "job.checkpoint") == 0 && j && (p = strstr(ev->text, "checkpoint of step "))) {
+        int64_t s = strtoll(p + 19, NULL, 10);
+        if (s > j->seen_ckpt)
+            j->seen_ckpt = s;
+    } else if (strcmp(ev->type, "job.checkpoint_durable") == 0 && j && (p = strstr(ev->text, "checkpoint step "))) {
+        int64_t s = strtoll(p + 16, NULL, 10);
+        if (s > j->seen_durable)
+            j->seen_durable = s;
+    } else if (strcmp(ev->type, "job.started") == 0) {
+        check_started(d, ev);
+    } else if (strcmp(ev->type, "job.requeued") == 0) {
+        check_restart(d, ev);
+    } else if (strcmp(ev->type, "job.failed") == 0) {
+        check_failed(d, ev);
+    } else if (strcmp(ev->type, "worker.quarantined") == 0) {
+        check_quarantined(d, ev);
+    }
+}
+
+/* Per job: restart bookkeeping (restarts_in_row within the max; a job in backoff is PENDING, in no
+ * queue, and queued again once it is over) and the generation history (oldest first, numbers strictly
+ * increasing, at most TIDE_HISTORY_MAX, only the newest open and only while the job runs it, times in
+ * order, failures only for failure causes, failure causes only where the policy restarts them). */
+static void check_job_recovery(dst_t *d, const tide_job_t *job)
+{
+    int32_t max = max_restarts_of(d, job);
+
+    d->stats->history_checks++;
+    if (job->restarts_in_row < 0 || job->restarts_in_row > max || job->restarts_in_row > job->restarts)
+        dst_fail(d, "job %s has %d restart(s) in a row (%d over its life); its max_restarts is %d", job->id,
+                 job->restarts_in_row, job->restarts, max);
+    if (job->restart_at) {
+        if (job->state != TIDE_JOB_PENDING || tide_list_linked(&job->queue_node))
+            dst_fail(d, "job %s is in a restart backoff but %s%s", job->id, tide_job_state_name(job->state),
+                     tide_list_linked(&job->queue_node) ? ", queued" : "");
+        if (d->now - job->restart_at > 1000)
+            dst_fail(d, "job %s: its restart backoff ended %lld ms ago and it is not queued again", job->id,
+                     (long long)(d->now - job->restart_at));
+    }
+    if (job->n_history < 0 || job->n_history > TIDE_HISTORY_MAX)
+        dst_fail(d, "job %s has %d history entries (at most %d)", job->id, job->n_history, TIDE_HISTORY_MAX);
+    for (int32_t i = 0; i < job->n_history; i++) {
+        const tide_generation_rec_t *g = &job->history[i];
+        if (i > 0 && g->number <= job->history[i - 1].number)
+            dst_fail(d, "job %s history: generation %d follows generation %d", job->id, g->number,
+                     job->history[i - 1].number);
+        if (g->number < 1 || g->number > job->generation)
+            dst_fail(d, "job %s history has generation %d; the job is at generation %d", job->id, g->number,
+                     job->generation);
+        if (!g->end_ms && (i != job->n_history - 1 || job->state != TIDE_JOB_RUNNING || g->number != job->generation))
+            dst_fail(d, "job %s history: generation %d (entry %d of %d) is open while the job is %s at generation %d",
+                     job->id, g->number, i + 1, job->n_history, tide_job_state_name(job->state), job->generation);
+        if (g->end_ms && g->end_ms < g->start_ms)
+            dst_fail(d, "job %s history: generation %d ended before it started", job->id, g->number);
+        if (g->running_ms && (g->running_ms < g->start_ms || (g->end_ms && g->running_ms > g->end_ms)))
+            dst_fail(d, "job %s history: generation %d running at %lld, started %lld, ended %lld", job->id, g->number,
+                     (long long)g->running_ms, (long long)g->start_ms, (long long)g->end_ms);
+        if (g->failure_ms && !failure_cause(g->cause))
+            dst_fail(d, "job %s history: generation %d has a failure time but cause %s", job->id, g->number,
+                     g->cause ? g->cause : "(null)");
+        if (failure_cause(g->cause) && !policy_restarts(job, g->cause))
+            dst_fail(d, "job %s history: generation %d restarted after %s, which its restart policy %s does not "
+                        "restart",
+                     job->id, g->number, g->cause, tide_restart_policy_name(job->spec.restart_policy));
+    }
+}
+
 void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve_before,
                     int32_t usable_before)
 {
@@ -895,9 +1158,11 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
             for (int k = 0; k < 4; k++)
                 st->ev_resized[k] += strstr(ev[i].text, reasons[k]) != NULL;
         }
-        /* a lost rank, or a hung one (hang.c: a failure, the hot spares are for it too) */
+        /* a lost rank, or a hung one (hang.c: a failure, the hot spares are for it too), or any failure
+         * restarted within the job's policy (restart.c: also a rank's own exit with on-failure) */
         if (strcmp(t, "job.requeued") == 0 && ev[i].job[0] &&
-            (strstr(ev[i].text, " lost (") || strstr(ev[i].text, " hung (no progress"))) {
+            (strstr(ev[i].text, " lost (") || strstr(ev[i].text, " hung (no progress") ||
+             (strstr(ev[i].text, "; restart ") && strstr(ev[i].text, " in a row")))) {
             cjob_t *j = cjob(c, ev[i].job, false);
             if (j)
                 j->recovering = true;
@@ -938,6 +1203,8 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
     for (size_t i = 0; i < n; i++)
         if (strcmp(ev[i].type, "job.hung") == 0)
             check_hung(d, &ev[i]);
+    for (size_t i = 0; i < n && d->shell->up; i++)
+        check_recovery_event(d, &ev[i]);
     check_reserve(d, ev, n, reserve_before, usable_before);
     check_lending(d, ev, n);
     check_gate(d, ev, n);
@@ -1333,6 +1600,9 @@ void chk_on_restart(dst_t *d)
         j->over_since = -1;
         j->recovering = false;
         j->hangs = 0; /* the core's count starts again too (it is not in the store) */
+        /* what the lost turn acknowledged is forgotten; the store's records are what the core knows */
+        j->seen_ckpt = j->seen_durable = -1;
+        j->backoff_until = 0; /* a backoff is not in the store: the restored job is queued at once */
     }
 }
 
@@ -1709,6 +1979,7 @@ static void check_jobs(dst_t *d)
         j->live_durable = dur;
         j->live_last = last;
         check_timers(d, job, j);
+        check_job_recovery(d, job);
         if (job->state != TIDE_JOB_RUNNING)
             continue;
         /* never two generations in the core either */
@@ -1910,6 +2181,7 @@ void chk_step(dst_t *d)
         const agent_t *a = &d->world->a[i];
         if (world_running(a) > 1)
             dst_fail(d, "%s runs %d ranks at once", a->id, world_running(a));
+        check_one_job(d, a);
     }
     /* When the core emitted nothing, nothing it keeps moved, but its deadlines may have passed. */
     if (!d->shell->up || (!d->changed && d->now - d->checked_at < DST_CHECK_EVERY_MS))
@@ -1927,6 +2199,33 @@ void chk_step(dst_t *d)
     check_placement(d);
     if (!d->sw.no_starvation)
         check_starvation(d);
+}
+
+/* A worker never runs two jobs: from the world's side, the live processes of one worker (its ranks,
+ * lent slots, ranks told to stop that have not exited) are all of one job and one generation, and the
+ * agent's count of them is right. O(entries) per worker, only while it runs something. */
+static void check_one_job(dst_t *d, const agent_t *a)
+{
+    const wentry_t *first = NULL;
+    int n = 0;
+
+    if (!a->n_running)
+        return;
+    d->stats->exclusive_checks++;
+    for (int k = 0; k < W_ENTRIES; k++) {
+        const wentry_t *e = &a->e[k];
+        if (!e->used || !e->running)
+            continue;
+        n++;
+        if (!first)
+            first = e;
+        else if (strcmp(first->job, e->job) != 0 || first->gen != e->gen)
+            dst_fail(d, "worker %s runs job %s generation %d (%s %d) and job %s generation %d (%s %d) at once",
+                     a->id, first->job, first->gen, first->burst ? "lent slot" : "rank", first->rank, e->job, e->gen,
+                     e->burst ? "lent slot" : "rank", e->rank);
+    }
+    if (n != a->n_running)
+        dst_fail(d, "worker %s counts %d running process(es), its table has %d", a->id, a->n_running, n);
 }
 
 /* Phase-aware burst (docs/elastic.md, "Burst"): burst workers always return to the reserve. The core's

@@ -1,9 +1,9 @@
 #!/bin/sh
-# Shows that the work-stealing, elastic-scaling, burst, drain and hang invariants of tide-dst can fail
+# Shows that the work-stealing, elastic-scaling, burst, drain, hang and recovery invariants of tide-dst can fail
 # (tests/dst/README.md, "Mutants"): copies the source tree to a scratch directory, breaks the core
 # (scheduler/core/task_pool.c, resize.c, placement.c, job_queue.c, lending.c, job_lifecycle.c, drain.c,
-# hang.c) or the worker deque (worker/task_deque.c) in one named way, builds tide-dst there and runs seeds
-# until one fails. The tree itself is never touched.
+# hang.c, restart.c, history.c) or the worker deque (worker/task_deque.c) in one named way, builds tide-dst
+# there and runs seeds until one fails. The tree itself is never touched.
 #
 #   tests/dst/mutate.sh [-n SEEDS] [-k] [NAME ...]     (no NAME: every mutant; -k: keep the scratch dir)
 #
@@ -25,7 +25,8 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 ALL="replay-skip give-early release-keeps release-no-replay lost-keeps-tasks held-count welcome-no-steals
      resize-no-cap resize-no-wait grow-claim-kept resize-phases
      burst-kept burst-no-stop burst-gen-keeps burst-no-orphans burst-spares
-     drain-no-cordon drain-no-move hang-early hang-never"
+     drain-no-cordon drain-no-move hang-early hang-never
+     restart-no-backoff restart-max-plus-one restart-exit-on-loss history-not-closed resume-durable"
 # Not in ALL: burst-queue-waits survives 300 seeds (a queued job meets workers lent into its shape in about
 # one seed of 300: lending needs a shape nobody waits for; tests/unit/core/test_core_burst.c catches it).
 NAMES=${*:-$ALL}
@@ -51,6 +52,7 @@ life = "scheduler/core/job_lifecycle.c"
 resize, placement, queue = "scheduler/core/resize.c", "scheduler/core/placement.c", "scheduler/core/job_queue.c"
 lending = "scheduler/core/lending.c"
 drain, hang = "scheduler/core/drain.c", "scheduler/core/hang.c"
+restart, history = "scheduler/core/restart.c", "scheduler/core/history.c"
 M = {
   # The core ignores a repeated steal id instead of answering it again: a thief whose GiveTasks was
   # lost with its stream waits for good (invariant 4).
@@ -167,6 +169,28 @@ M = {
   "hang-never": (hang,
     "    if (hung < 0) {\n        job->hang_check_at",
     "    if (hung < 0 || worst >= 0) { /* MUTANT */\n        job->hang_check_at"),
+  # The restart backoff is ignored: every restart is queued at once (recovery: a restart after the first
+  # in a row waits its backoff outside the queues).
+  "restart-no-backoff": (restart,
+    "    if (backoff > 0 && job->state == TIDE_JOB_PENDING) {",
+    "    if (0 && backoff > 0 && job->state == TIDE_JOB_PENDING) { /* MUTANT */"),
+  # One restart in a row more than max_restarts (recovery: restarts_in_row never exceeds the max).
+  "restart-max-plus-one": (restart,
+    "    if (!restart || job->restarts_in_row >= max) {",
+    "    if (!restart || job->restarts_in_row > max) { /* MUTANT */"),
+  # A rank's own failing exit restarts an on-loss job (recovery: only on-failure jobs restart on an exit).
+  "restart-exit-on-loss": (restart,
+    "(pol == TIDE_RESTART_ON_LOSS && kind != TIDE_FAILURE_EXIT)",
+    "(pol == TIDE_RESTART_ON_LOSS) /* MUTANT */"),
+  # A generation that ends is not closed in the history (history: only the current generation is open).
+  "history-not-closed": (history,
+    "    if (g)\n        close_rec(core, g, end);\n    if (job->next_failure_ms)",
+    "    (void)g; /* MUTANT */\n    if (job->next_failure_ms)"),
+  # A new generation resumes from the durable copy, not the newest checkpoint (recovery: never from one
+  # older than the newest acknowledged).
+  "resume-durable": (history,
+    "    g->resumed_step = job->last_ckpt.step;",
+    "    g->resumed_step = job->durable_ckpt.step; /* MUTANT */"),
 }
 if name not in M:
     sys.exit("unknown mutant %s (known: %s)" % (name, " ".join(M)))

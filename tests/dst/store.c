@@ -83,6 +83,15 @@ store_job_t *store_job_snapshot(const tide_job_t *job)
     j->target_workers = job->target_workers;
     j->resizes = job->resizes;
     j->run_class = (int32_t)(job->state == TIDE_JOB_PENDING ? job->eff_priority : job->run_priority) + 1;
+    j->restarts = job->restarts;
+    j->restarts_in_row = job->restarts_in_row;
+    j->n_gens = job->n_history;
+    j->gens = tide_xcalloc((size_t)job->n_history + 1, sizeof(*j->gens));
+    for (int32_t i = 0; i < job->n_history; i++) {
+        j->gens[i] = job->history[i];
+        j->gens[i].detail = tide_xstrdup(job->history[i].detail ? job->history[i].detail : "");
+        j->gens[i].end = job->history[i].end ? tide_xstrdup(job->history[i].end) : NULL;
+    }
     {
         /* As scheduler/daemon/convert.c writes them: the bound workers of an earlier generation. */
         const tide_list_t *pos;
@@ -117,6 +126,11 @@ void store_job_free(store_job_t *j)
     free(j->stopping_workers);
     free(j->stopping_gens);
     free(j->stopping_ranks);
+    for (int32_t i = 0; i < j->n_gens; i++) {
+        free(j->gens[i].detail);
+        free(j->gens[i].end);
+    }
+    free(j->gens);
     free(j->rank_states);
     free(j->codes);
     free(j->local);
@@ -276,6 +290,10 @@ static int restore_job(tide_core_t *core, const store_job_t *j, tide_error_t *er
         .stopping_generations = j->stopping_gens,
         .stopping_ranks = j->stopping_ranks,
         .n_stopping = j->n_stopping,
+        .restarts = j->restarts,
+        .restarts_in_row = j->restarts_in_row,
+        .generations = j->gens,
+        .n_generations = j->n_gens,
     };
     return tide_core_job_restore(core, &rec, err);
 }

@@ -41,6 +41,9 @@ typedef struct store_job {
     int32_t n_stopping;         /* workers still stopping a rank of an earlier generation */
     char **stopping_workers;
     int32_t *stopping_gens, *stopping_ranks;
+    int32_t restarts, restarts_in_row; /* as the daemon's record (restart.c) */
+    tide_generation_rec_t *gens;       /* the history, n_gens, oldest first; strings owned */
+    int32_t n_gens;
     UT_hash_handle hh;
 } store_job_t;
 
