@@ -399,7 +399,9 @@ struct tide_job {
     int32_t hangs;                 /* generations stopped because a rank hung, over its life */
     /* Restarts and history (restart.c, history.c). */
     int32_t restarts;              /* generations started again after a failure, over its life */
-    int32_t restarts_in_row;       /* ... since a generation last ran restart_window_ms */
+    int32_t restarts_in_row;       /* ... since the job last ran restart_window_ms without a failure */
+    int64_t stable_since;          /* mono: running since (set when a generation first runs after a failure, or
+                                      at a restore; resizes keep it); 0: not running since its last failure */
     int64_t restart_at;            /* mono: PENDING in its backoff, outside every queue until then; 0: none */
     int64_t restart_at_ms;         /* wall: the same moment, for readers */
     tide_generation_rec_t *history; /* n_history entries, oldest first, at most TIDE_HISTORY_MAX */
@@ -452,6 +454,8 @@ struct tide_worker {
     tide_risk_track_t risk;  /* prediction.c: its telemetry's trends (common/metrics/risk.h) */
     double risk_score;       /* the newest sample's failure risk, 0..1 */
     bool risk_acted;         /* predicted to fail and acted on; until an operator uncordons it */
+    bool risk_waiting;       /* its job could not move yet (no room): said once, tried again */
+    int64_t risk_retry_at;   /* mono: the next try to move its job off it */
     int64_t fail_mono[TIDE_QUARANTINE_MAX]; /* restart.c: when ranks here failed (lost, hung), a ring */
     int32_t n_fail;          /* entries of fail_mono written (the ring holds the newest quarantine_failures) */
     tide_list_t live_node; /* core->alive or core->suspect, ordered by last_seen_mono */

@@ -318,6 +318,9 @@ void tide__job_requeue(tide_core_t *core, tide_job_t *job, const char *event, co
 /* Cordons w with a reason (NULL: none) — operator, drain, quarantine, predicted failure — or, with
  * reason unchanged, only records the reason; persists and re-evaluates placement. No event. */
 void tide__worker_cordon(tide_core_t *core, tide_worker_t *w, const char *reason);
+/* resize.c: whether the job, moved off one of its workers (a predicted failure), would find a place: a free
+ * worker of its kind (the hot spares allowed), or one fewer within min_workers. why says why not. */
+bool tide__resize_room_to_move(tide_core_t *core, tide_job_t *job, const char **why);
 /* drain.c: moves the job whose rank runs on the (cordoned) worker w to a new generation without it, for
  * reason TIDE_RESIZE_DRAIN or TIDE_RESIZE_PREDICTED (checkpoint first when it reports through the SDK);
  * why is for the events. */
@@ -335,6 +338,8 @@ void tide__predict_reset(tide_worker_t *w);
  * fails. Lost and hung ranks count toward w's quarantine. */
 void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind_t kind, int32_t rank,
                            tide_worker_t *w, const char *why);
+/* Whether the job's restart policy restarts a failure of that kind. */
+bool tide__restart_covers(const tide_job_t *job, tide_failure_kind_t kind);
 /* The job's restart_at passed: it joins the front of its queue. */
 void tide__restart_due(tide_core_t *core, tide_job_t *job);
 const char *tide_restart_policy_name(int32_t policy);

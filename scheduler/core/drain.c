@@ -37,6 +37,19 @@ void tide__worker_move_off(tide_core_t *core, tide_worker_t *w, tide_resize_reas
         return;
     }
     snprintf(detail, sizeof(detail), "worker %s %s: %s", w->id, verb, why);
+    if (reason == TIDE_RESIZE_PREDICTED && tide__resize_can_begin(job)) {
+        /* Stopping a running job that has nowhere to go would turn a prediction into an outage: it stays, and
+         * moves when room frees (prediction.c tries again). */
+        const char *no = NULL;
+        if (!tide__resize_room_to_move(core, job, &no)) {
+            if (!w->risk_waiting)
+                tide__event(core, ev, job, w, "worker %s %s (%s): job %s stays on it for now (%s); it moves when a "
+                            "worker frees", w->id, verb, why, job->id, no ? no : "no worker to move to");
+            w->risk_waiting = true;
+            return;
+        }
+        w->risk_waiting = false;
+    }
     if (tide__resize_can_begin(job)) {
         tide__event(core, ev, job, w, "worker %s %s (%s): job %s moves to a new generation without it", w->id, verb,
                     why, job->id);

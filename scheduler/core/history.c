@@ -33,8 +33,9 @@ void tide__history_end(tide_core_t *core, tide_job_t *job, const char *cause, co
         close_rec(core, g, end);
     if (job->next_failure_ms)
         return; /* the failure that ends it was noted first (tide__history_failure): it is the cause */
-    if (g && g->failure_ms && !g->running_ms && cause && strcmp(cause, "rolled_back") == 0) {
-        /* A recovery that never ran: the next generation still recovers from the same failure. */
+    if (g && g->failure_ms && !g->running_ms && cause) {
+        /* A recovery that never ran (rolled back, drained or preempted while starting): the next generation
+         * still recovers from the same failure. */
         job->next_cause = g->cause;
         free(job->next_detail);
         job->next_detail = tide_xstrdup(g->detail);
@@ -165,8 +166,7 @@ const char *tide__history_cause(const char *name)
 {
     static const char *const known[] = {"submitted", "worker_lost", "hang",       "rank_failed", "rolled_back",
                                         "preempted", "requeued",    "requested",  "grow",        "shrink",
-                                        "replace",   "burst",       "burst_end",  "drain",       "predicted_failure",
-                                        "restored"};
+                                        "replace",   "burst",       "burst_end",  "drain",       "predicted_failure"};
     for (size_t i = 0; name && i < sizeof(known) / sizeof(known[0]); i++)
         if (strcmp(known[i], name) == 0)
             return known[i];

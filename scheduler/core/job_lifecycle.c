@@ -103,6 +103,8 @@ void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_sta
         tide__event(core, "job.running", job, NULL, "job %s: all %d rank(s) of generation %d started",
                     job->id, job->n_ranks, job->generation);
         tide__history_running(core, job);
+        if (!job->stable_since)
+            job->stable_since = core->now_mono; /* running again after a failure (or for the first time) */
         tide__resize_started(core, job); /* a resize is done; a job short of its goal may grow later */
         tide__burst_started(core, job);
         tide__job_rearm(core, job);
@@ -720,15 +722,28 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
     tide__worker_release(core, w);
     tide__event(core, "rank.exited", job, w, "job %s rank %d on %s exited with code %d%s%s", job->id,
                 rank, w->id, exit_code, error && error[0] ? ": " : "", error ? error : "");
-    tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
     if (exit_code != 0) {
-        char *why = error && error[0] ? tide_xasprintf("rank %d on %s failed: %s", rank, w->id, error)
-                                      : tide_xasprintf("rank %d on %s exited with code %d", rank, w->id, exit_code);
+        /* A rank on a GPU predicted to fail died with its GPU (a CUDA error after an XID): a loss, not the
+         * job's own failure. */
+        tide_failure_kind_t kind = w->risk_acted ? TIDE_FAILURE_LOST : TIDE_FAILURE_EXIT;
+        bool started = fully_started(job);
+        const char *gpu = w->risk_acted ? " (its GPU is predicted to fail)" : "";
+        char *why = error && error[0]
+                        ? tide_xasprintf("rank %d on %s failed: %s%s", rank, w->id, error, gpu)
+                        : tide_xasprintf("rank %d on %s exited with code %d%s", rank, w->id, exit_code, gpu);
         job->exit_code = exit_code;
-        tide__restart_failure(core, job, TIDE_FAILURE_EXIT, rank, w, why);
+        if (!started && tide__restart_covers(job, kind))
+            rollback(core, job, why); /* the generation never ran: a failed start */
+        else
+            tide__restart_failure(core, job, kind, rank, w, why);
+        /* Only now: its exit must not complete the generation's start first (job.running of a generation that
+         * failed); a generation queued again has no ranks any more; an ended job's record keeps the exit. */
+        if (is_final(job->state))
+            tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
         free(why);
         return;
     }
+    tide__slot_set(core, job, rank, TIDE_RANK_EXITED);
     if (rank == 0 && job->high_load)
         tide_core_job_load_phase(core, job, false); /* nobody reports the phase any more */
     if (job->ranks_exited == job->n_ranks) {
@@ -996,6 +1011,7 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
                                   sizeof(*job->ranks));
         job->n_ranks = rec->n_workers;
         job->gen_start_mono = core->now_mono - (ran > 0 ? ran : 0);
+        job->stable_since = job->gen_start_mono ? job->gen_start_mono : 1; /* its generation ran since then */
         if (job->spec.time_limit_s)
             job->time_limit_at = job->gen_start_mono + job->spec.time_limit_s * 1000;
         for (int32_t r = 0; r < rec->n_workers; r++) {

@@ -220,8 +220,8 @@ int32_t tide_core_job_queue_position(const tide_core_t *core, const tide_job_t *
 {
     tide_core_t *c = (tide_core_t *)core; /* a cache only */
 
-    if (job->state != TIDE_JOB_PENDING)
-        return 0;
+    if (job->state != TIDE_JOB_PENDING || !tide_list_linked(&job->queue_node))
+        return 0; /* not queued: running, ended, or in its restart backoff */
     if (c->pos_version != c->queue_version) {
         /* One walk numbers every queued job: a listing of the whole queue is O(queue), not O(queue^2). */
         int32_t n = 0;

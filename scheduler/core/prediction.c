@@ -18,7 +18,7 @@
 void tide__predict_sample(tide_core_t *core, tide_worker_t *w)
 {
     const tide_telemetry_t *t = &w->telemetry;
-    uint32_t known = t->known ? t->known : 0x1f; /* 0: an older worker, the first five are known */
+    uint32_t known = t->known; /* the shell mapped an older worker's 0 already */
     tide_risk_input_t in = {
         .has_temperature = (known & KNOWN_TEMP) != 0,
         .temperature_c = t->temperature_c,
@@ -41,9 +41,21 @@ void tide__predict_sample(tide_core_t *core, tide_worker_t *w)
     if (!core->cfg.predict_failures)
         return;
     v = tide_risk_track_update(&w->risk, &core->cfg.risk, &in, core->now_mono, &w->risk_score, why, sizeof(why));
-    if (v != TIDE_RISK_PREDICTED || w->risk_acted)
+    if (v != TIDE_RISK_PREDICTED)
         return;
+    if (w->risk_acted) {
+        /* Its job is still here (there was no room to move it, or the move was called off): try again, at
+         * most every 5 s. Only while that job runs the generation with a rank here and can change generation. */
+        tide_job_t *job = w->job;
+        if (job && job->state == TIDE_JOB_RUNNING && w->generation == job->generation && w->rank >= 0 &&
+            w->rank < job->n_ranks && core->now_mono >= w->risk_retry_at && tide__resize_can_begin(job)) {
+            w->risk_retry_at = core->now_mono + 5000;
+            tide__worker_move_off(core, w, TIDE_RESIZE_PREDICTED, w->risk.predicted_why);
+        }
+        return;
+    }
     w->risk_acted = true;
+    w->risk_retry_at = core->now_mono + 5000;
     snprintf(reason, sizeof(reason), "predicted failure: %s", why);
     tide__event(core, "worker.failure_predicted", w->job, w, "worker %s is predicted to fail (risk %.2f: %s)%s", w->id,
                 w->risk_score, why, w->job ? "; cordoned, its job moves off it" : "; cordoned");
@@ -56,4 +68,6 @@ void tide__predict_reset(tide_worker_t *w)
     tide_risk_track_reset(&w->risk);
     w->risk_score = 0;
     w->risk_acted = false;
+    w->risk_waiting = false;
+    w->risk_retry_at = 0;
 }

@@ -291,6 +291,21 @@ void tide__resize_old_stopped(tide_core_t *core, tide_job_t *job)
         job->resize.stopped_mono = core->now_mono;
 }
 
+bool tide__resize_room_to_move(tide_core_t *core, tide_job_t *job, const char **why)
+{
+    bool was = job->recovering;
+    int32_t avail;
+
+    job->recovering = true; /* a failure in waiting: the hot spares are for this */
+    avail = grow_avail(core, job, why);
+    job->recovering = was;
+    if (avail >= 1 || job->n_ranks - 1 >= job->spec.min_workers) {
+        *why = NULL;
+        return true;
+    }
+    return false;
+}
+
 void tide__resize_go(tide_core_t *core, tide_job_t *job, const char *how)
 {
     tide_resize_t *r = &job->resize;
@@ -298,7 +313,16 @@ void tide__resize_go(tide_core_t *core, tide_job_t *job, const char *how)
 
     if (r->state != TIDE_RESIZE_CHECKPOINTING || job->state != TIDE_JOB_RUNNING)
         return;
-    if (to > job->n_ranks || r->reason == TIDE_RESIZE_REPLACE) {
+    if (r->reason == TIDE_RESIZE_PREDICTED) {
+        /* Moving off a GPU predicted to fail: only when the job can run elsewhere (a spare, an idle worker, or
+         * one fewer within min_workers); otherwise it stays where it is, checkpointed, until room frees. */
+        const char *why = NULL;
+        if (!tide__resize_room_to_move(core, job, &why)) {
+            tide__resize_abort(core, job, why ? why : "no worker to move to");
+            return;
+        }
+        job->recovering = true; /* its next placement may take the hot spares */
+    } else if (to > job->n_ranks || r->reason == TIDE_RESIZE_REPLACE) {
         /* The free GPUs it counts on may have gone meanwhile (placement does not know claims): a
          * restart that would not get them is not worth it. */
         int32_t need = r->reason == TIDE_RESIZE_REPLACE ? 1 : to - job->n_ranks;

@@ -22,17 +22,26 @@ static int32_t max_of(const tide_core_t *core, const tide_job_t *job)
     return job->spec.max_restarts > 0 ? job->spec.max_restarts : core->cfg.max_restarts;
 }
 
-/* The wait before restart number k in a row (1-based): none for the first, then base, 2 x base, ... */
+/* The wait before restart number k in a row (1-based): none for the first, then base, 2 x base, ... at most
+ * the scheduler's cap (0: none), or the job's own base when that is longer (honoured, never doubled past). */
 static int64_t backoff_of(const tide_core_t *core, const tide_job_t *job, int32_t k)
 {
     int64_t base = job->spec.restart_backoff_ms > 0 ? job->spec.restart_backoff_ms : core->cfg.restart_backoff_ms;
-    int64_t cap = core->cfg.restart_backoff_max_ms, b = base;
+    int64_t cap = core->cfg.restart_backoff_max_ms > 0 ? core->cfg.restart_backoff_max_ms : INT64_MAX / 4, b = base;
 
     if (k <= 1 || base <= 0)
         return 0;
+    if (cap < base)
+        cap = base;
     for (int32_t i = 2; i < k && b < cap; i++)
         b *= 2;
-    return b < cap || cap <= 0 ? b : cap;
+    return b < cap ? b : cap;
+}
+
+bool tide__restart_covers(const tide_job_t *job, tide_failure_kind_t kind)
+{
+    tide_restart_policy_t pol = policy_of(job);
+    return pol == TIDE_RESTART_ON_FAILURE || (pol == TIDE_RESTART_ON_LOSS && kind != TIDE_FAILURE_EXIT);
 }
 
 const char *tide_restart_policy_name(int32_t p)
@@ -100,14 +109,15 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
 {
     tide_restart_policy_t pol = policy_of(job);
     int32_t max = max_of(core, job);
-    bool restart = pol == TIDE_RESTART_ON_FAILURE || (pol == TIDE_RESTART_ON_LOSS && kind != TIDE_FAILURE_EXIT);
+    bool restart = tide__restart_covers(job, kind);
     int64_t backoff;
     char resume[96], wait[64];
 
     if (kind != TIDE_FAILURE_EXIT)
         count_failure(core, w, why);
-    if (job->gen_start_mono && core->now_mono - job->gen_start_mono >= core->cfg.restart_window_ms)
-        job->restarts_in_row = 0; /* it ran well for a while: this is a new run of bad luck */
+    if (job->stable_since && core->now_mono - job->stable_since >= core->cfg.restart_window_ms)
+        job->restarts_in_row = 0; /* it ran well for a while (resizes included): a new run of bad luck */
+    job->stable_since = 0;        /* until a generation runs again */
     tide__history_failure(core, job, kind_cause[kind], why);
     if (!restart || job->restarts_in_row >= max) {
         job->failed_rank = rank;

@@ -895,7 +895,8 @@ static bool failure_cause(const char *cause)
 }
 
 /* The documented wait before restart k in a row (1-based): none for the first, then the job's (or the
- * scheduler's) backoff, doubling, at most restart_backoff_max_ms. An independent model of restart.c. */
+ * scheduler's) backoff, doubling, at most restart_backoff_max_ms (or the job's own backoff when that is
+ * longer). An independent model of restart.c. */
 static int64_t model_backoff(dst_t *d, const tide_job_t *job, int32_t k)
 {
     const tide_core_config_t *cfg = tide_core_config(d->shell->core);
@@ -906,7 +907,11 @@ static int64_t model_backoff(dst_t *d, const tide_job_t *job, int32_t k)
     b = base;
     for (int32_t i = 2; i < k; i++)
         b = b > INT64_MAX / 2 ? INT64_MAX : b * 2;
-    return cfg->restart_backoff_max_ms > 0 && b > cfg->restart_backoff_max_ms ? cfg->restart_backoff_max_ms : b;
+    {
+        /* The cap: the scheduler's, or the job's own backoff when that is longer (honoured, never doubled). */
+        int64_t cap = cfg->restart_backoff_max_ms > base ? cfg->restart_backoff_max_ms : base;
+        return cfg->restart_backoff_max_ms > 0 && b > cap ? cap : b;
+    }
 }
 
 static const char *last_strstr(const char *hay, const char *needle)

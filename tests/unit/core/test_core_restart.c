@@ -416,6 +416,179 @@ static void test_critical_signs_act_at_once_and_prediction_can_be_off(void **sta
     h_fini(&h);
 }
 
+/* Review findings: resizes keep the window; a rank dying with a GPU predicted to fail is a loss; a predicted
+ * move with nowhere to go leaves the job running and tries again; a rank that fails before its generation
+ * started is no recovery; a job in backoff has no queue position. */
+static void test_window_spans_resizes(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    tide_worker_t *w;
+    (void)state;
+
+    cfg.restart_window_ms = 60000;
+    cfg.quarantine_failures = 0;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 8, NULL, 0, NULL);
+    job = run(&h, 2);
+    tide_core_worker_failed(h.core, job->ranks[0].worker, "a");
+    h_stop_all(&h);
+    h_start_all(&h);
+    assert_int_equal(job->restarts_in_row, 1);
+    h_jump(&h, 40000);
+    /* A drain moves it to a new generation (no SDK: at once): the job has run well all along. */
+    assert_int_equal(tide_core_worker_drain(h.core, job->ranks[1].worker->id, "maintenance", &w, NULL), 0);
+    h_stop_all(&h);
+    h_start_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    h_jump(&h, 30000);
+    tide_core_worker_failed(h.core, job->ranks[0].worker, "b");
+    assert_int_equal(job->restarts_in_row, 1); /* 70 s since it ran again: the count started afresh */
+    h_stop_all(&h);
+    h_start_all(&h);
+    /* A failure right after: the generation never ran the window, the count goes on. */
+    tide_core_worker_failed(h.core, job->ranks[0].worker, "c");
+    assert_int_equal(job->restarts_in_row, 2);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+static void test_rank_dying_with_a_predicted_gpu_is_a_loss(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    tide_worker_t *w;
+    tide_telemetry_t t = {.temperature_c = 60, .known = 4u | 256u, .xid_count = 0};
+    (void)state;
+
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    job = run(&h, 2);
+    h_sdk(&h, job, 0.5); /* it checkpoints before a move: the move waits for it */
+    w = job->ranks[1].worker;
+    tide_core_worker_heartbeat(h.core, w, &t);
+    t.xid_count = 1, t.last_xid = 79; /* fallen off the bus */
+    tide_core_worker_heartbeat(h.core, w, &t);
+    assert_true(w->risk_acted);
+    /* Its CUDA process dies before the move: a loss (restarted under on-loss), not the job's own failure. */
+    tide_core_rank_exited(h.core, w, job->id, job->generation, 1, 1, "CUDA error: unspecified launch failure");
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    assert_contains(job->message, "(its GPU is predicted to fail); restart 1 of 3 in a row");
+    h_stop_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_false(on_worker(job, w));
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+static void test_predicted_move_waits_for_room(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    tide_worker_t *w;
+    tide_telemetry_t t = {.temperature_c = 60, .known = 4u | 128u, .ecc_uncorrected = 0};
+    (void)state;
+
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    job = run(&h, 2);
+    w = job->ranks[0].worker;
+    h_clear(&h);
+    tide_core_worker_heartbeat(h.core, w, &t);
+    t.ecc_uncorrected = 1;
+    tide_core_worker_heartbeat(h.core, w, &t);
+    /* Cordoned, but the job has nowhere to go: it keeps running there. */
+    assert_true(w->cordoned);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->resize.state, TIDE_RESIZE_NONE);
+    assert_contains(h_event_text(&h, "worker.migrating", 0), "stays on it for now");
+    h_check_invariants(&h);
+    /* A worker joins; the next try (5 s later) moves the job. */
+    h_register(&h, "n2/gpu0", "n2", 0);
+    h_jump(&h, 1000);
+    tide_core_worker_heartbeat(h.core, w, &t);
+    assert_int_equal(job->resize.state, TIDE_RESIZE_NONE); /* not yet: at most every 5 s */
+    h_jump(&h, 5000);
+    tide_core_worker_heartbeat(h.core, w, &t);
+    assert_int_equal(job->resize.reason, TIDE_RESIZE_PREDICTED);
+    h_stop_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_false(on_worker(job, w));
+    h_start_all(&h);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+static void test_failing_start_is_no_recovery(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_spec_t spec;
+    tide_job_t *job;
+    const tide_action_t *a;
+    (void)state;
+
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 6, NULL, 0, NULL);
+    spec = h_spec(2, 2, TIDE_PRIO_NORMAL);
+    spec.restart_policy = TIDE_RESTART_ON_FAILURE;
+    job = run_spec(&h, &spec);
+    tide_core_worker_failed(h.core, job->ranks[1].worker, "a");
+    h_stop_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    /* Rank 0 of the recovery confirms; rank 1 fails before it ever ran. */
+    a = h_find(&h, TIDE_ACT_LAUNCH, NULL, 0);
+    assert_non_null(a);
+    tide_core_rank_started(h.core, job->ranks[0].worker, job->id, job->generation, 0, 100, 29400);
+    h_clear(&h);
+    tide_core_rank_exited(h.core, job->ranks[1].worker, job->id, job->generation, 1, 1, "exec failed");
+    assert_int_equal(h_count_event(&h, "job.running"), 0);
+    assert_int_equal(h_count_event(&h, "job.recovered"), 0);
+    assert_non_null(h_find_event(&h, "job.rolled_back"));
+    assert_int_equal(job->history[1].running_ms, 0);
+    h_stop_all(&h);
+    /* The next generation still recovers from the loss. */
+    if (job->state != TIDE_JOB_RUNNING)
+        fail_msg("state %d: %s", job->state, job->message);
+    assert_string_equal(job->history[2].cause, "worker_lost");
+    assert_true(job->history[2].failure_ms > 0);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+static void test_backoff_has_no_queue_position(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job, *other;
+    (void)state;
+
+    cfg.quarantine_failures = 0;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    other = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    h_start_all(&h);
+    job = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    assert_int_equal(tide_core_job_queue_position(h.core, job), 1);
+    h_exit_all(&h, other);
+    h_start_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    h_node(&h, "n2", 2, NULL, 0, NULL);
+    for (int i = 0; i < 2; i++) {
+        tide_core_worker_failed(h.core, job->ranks[0].worker, "x");
+        h_stop_all(&h);
+        if (job->state == TIDE_JOB_RUNNING)
+            h_start_all(&h);
+    }
+    assert_true(job->restart_at > 0);
+    assert_int_equal(tide_core_job_queue_position(h.core, job), 0);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +598,11 @@ int main(void)
         cmocka_unit_test(test_quarantine),
         cmocka_unit_test(test_prediction_moves_the_job_before_the_gpu_dies),
         cmocka_unit_test(test_critical_signs_act_at_once_and_prediction_can_be_off),
+        cmocka_unit_test(test_window_spans_resizes),
+        cmocka_unit_test(test_rank_dying_with_a_predicted_gpu_is_a_loss),
+        cmocka_unit_test(test_predicted_move_waits_for_room),
+        cmocka_unit_test(test_failing_start_is_no_recovery),
+        cmocka_unit_test(test_backoff_has_no_queue_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
