@@ -811,6 +811,9 @@ void tide_core_liveness_grace(tide_core_t *core, int64_t ms);
  * worker. */
 int tide_core_worker_drain(tide_core_t *core, const char *id, const char *reason, tide_worker_t **out,
                            tide_error_t *err);
+/* The worker that keeps rank's hot checkpoint mirror (docs/fault-tolerance.md, "Checkpoint tiers"): the
+ * next rank's on another node, else a live worker on another node, else NULL. Core-owned. */
+tide_worker_t *tide_core_mirror_peer(tide_core_t *core, const tide_job_t *job, int32_t rank);
 /* Failures of ranks on w (lost, hung) within the quarantine window (docs/fault-tolerance.md). */
 int32_t tide_core_worker_failures(const tide_core_t *core, const tide_worker_t *w);
 /* Cordons (true) or uncordons a worker (which clears its reason and its failure count): -ENOENT for an

@@ -11,6 +11,31 @@
 #include "core_private.h"
 #include "xmalloc.h"
 
+tide_worker_t *tide_core_mirror_peer(tide_core_t *core, const tide_job_t *job, int32_t rank)
+{
+    const tide_worker_t *own = rank >= 0 && rank < job->n_ranks ? job->ranks[rank].worker : NULL;
+    tide_list_t *pos;
+    int32_t k = 0;
+
+    if (!own)
+        return NULL;
+    /* The next rank (cyclically) on another node: one node's loss never takes a rank's hot copy and its mirror. */
+    for (int32_t i = 1; i < job->n_ranks; i++) {
+        tide_worker_t *w = job->ranks[(rank + i) % job->n_ranks].worker;
+        if (w && w->node != own->node && w->connected)
+            return w;
+    }
+    /* One node: a live worker elsewhere (a spare), the first few of the liveness list (O(1) in practice). */
+    tide_list_for_each(pos, &core->alive) {
+        tide_worker_t *w = tide_list_entry(pos, tide_worker_t, live_node);
+        if (w->node != own->node && w->connected && w->address && w->address[0])
+            return w;
+        if (++k >= 64)
+            break;
+    }
+    return NULL;
+}
+
 #define CKPT_DEADLINE_DEFAULT_MS 60000
 #define CKPT_DEADLINE_MAX_MS     (24LL * 3600 * 1000)
 

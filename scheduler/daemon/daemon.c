@@ -283,7 +283,16 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
     l.env = env;
     l.workdir = job->spec.workdir ? job->spec.workdir : "";
     l.restart_count = job->generation - 1;
-    l.max_restarts = 0;
+    l.max_restarts = job->spec.max_restarts > 0 ? job->spec.max_restarts : tide_core_config(d->core)->max_restarts;
+    l.resume_step = job->last_ckpt.step;
+    if (a->rank < job->n_ranks) {
+        tide_worker_t *peer = tide_core_mirror_peer(d->core, job, a->rank);
+        if (peer) {
+            l.mirror_address = peer->launcher_address && peer->launcher_address[0] ? peer->launcher_address
+                                                                                     : (peer->address ? peer->address : "");
+            l.mirror_worker_id = peer->id;
+        }
+    }
     l.run_id = job->id;
     l.launcher = (Tide__V1__Launcher)job->spec.launcher;
     l.group_world_size = job->n_ranks ? job->ranks[job->n_ranks - 1].group_rank + 1 : 0;
