@@ -27,6 +27,12 @@ What the SDK lines do:
   has none of its own (a job submitted again resumes the old one's dir).
   Outside tide nothing is checked.
 
+Two flags for measurements (bench/recovery_vs_torchrun.py), off by default: --checkpoint-every K also
+saves after every K-th step (through the same path as a requested checkpoint, reported to tide with
+request 0), and --timing-log PATH appends one JSON line per event to PATH: "start" (this process's start,
+the script's first line, torch imported, init_process_group done, the step it resumes at) and "step" (a
+step done), all as wall-clock Unix seconds, with the pid, rank and TIDE_GENERATION / restart count.
+
 Checkpoint dir: --checkpoint-dir, else $TIDE_CHECKPOINT_DIR, else TMPDIR/ddp_train_sdk-RUN_ID
 (TORCHELASTIC_RUN_ID: the job id under tide, so a job's later generations find it). Rank 0 alone reads
 and writes it, so it need not be shared between nodes. The optimizer is plain SGD, which has no state;
@@ -37,11 +43,14 @@ import argparse
 import datetime
 import glob
 import hashlib
+import json
 import os
 import socket
 import sys
 import tempfile
 import time
+
+T_SCRIPT = time.time()  # --timing-log: the interpreter is up and runs this file's first lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # tide: the SDK is one file (trainer/python/tide_trainer.py) to copy next to a script. This example uses
@@ -64,11 +73,17 @@ def parse_args():
     p.add_argument("--step-sleep", type=float, default=0, help="sleep S seconds per step (slow it to watch)")
     p.add_argument("--checkpoint-dir", default=None,  # tide
                    help="rank 0 saves and resumes here (default $TIDE_CHECKPOINT_DIR, else a tmp dir)")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="also save after every K-th step (default 0: only when tide asks or stops the job)")
+    p.add_argument("--timing-log", default=None,
+                   help="append JSON lines with wall-clock times of this process's start and of every step")
     a = p.parse_args()
     if a.steps < 0:
         p.error(f"--steps must be >= 0, not {a.steps}")
     if a.batch < 1 or a.log_every < 1 or a.timeout <= 0 or a.step_sleep < 0:
         p.error("--batch, --log-every and --timeout must be positive, --step-sleep >= 0")
+    if a.checkpoint_every < 0:
+        p.error(f"--checkpoint-every must be >= 0, not {a.checkpoint_every}")
     return a
 
 
@@ -77,6 +92,34 @@ ARGS = parse_args()
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+T_IMPORTED = time.time()
+
+
+def process_start_time():
+    """This process's start (its fork) as Unix seconds, from /proc/self/stat (clock ticks since boot), or
+    None where that is not readable. Resolution one clock tick (10 ms here)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def timing(event, **fields):
+    """--timing-log: appends one JSON line (a single write to an O_APPEND file, so lines of several
+    processes do not mix)."""
+    if not ARGS.timing_log:
+        return
+    rec = {"event": event, "t": time.time(), "pid": os.getpid(), "rank": int(os.environ.get("RANK", 0)),
+           "generation": GENERATION, "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0), **fields}
+    fd = os.open(ARGS.timing_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(rec) + "\n").encode())
+    finally:
+        os.close(fd)
+
 
 IN, HIDDEN, OUT = 32, 64, 8
 
@@ -210,6 +253,7 @@ def main():
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     t0 = time.monotonic()
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.timeout))
+    t_init = time.time()
     rank, world = dist.get_rank(), dist.get_world_size()
     tide = tide_trainer.connect()  # tide: a no-op object outside tide
     ckdir = checkpoint_dir(a)  # tide
@@ -239,6 +283,8 @@ def main():
     if start < 0:  # tide: stale; every rank skips training and exits 1
         status, start = 1, a.steps
     model = DDP(net)  # broadcasts rank 0's (maybe resumed) parameters to every rank
+    timing("start", proc_start=process_start_time(), script=T_SCRIPT, imported=T_IMPORTED, init=t_init,
+           resumed_at=start, world=world)
 
     loss_fn = torch.nn.MSELoss()
     loss = torch.zeros(())
@@ -259,12 +305,14 @@ def main():
 
         # tide: report the step, then agree with the other ranks on a checkpoint request and a stop.
         tide.step(step, phase="forward", flops=flops_per_step, samples=a.batch, tokens=0)
+        timing("step", step=step)
         req = tide.checkpoint_requested()
         agreed = torch.tensor([req if req is not None and req > answered else 0, int(tide.should_stop(step))],
                               dtype=torch.int64)
         dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
         request, stop = (int(v) for v in agreed.tolist())
-        if request or (stop and saved_step != step):
+        every = a.checkpoint_every and (step + 1) % a.checkpoint_every == 0  # the same on every rank
+        if request or every or (stop and saved_step != step):
             # tide: never save over a later generation's lineage; rank 0 checks, every rank stops
             why = stale(ckdir, seen) if rank == 0 else None
             refused = torch.tensor([1 if why else 0], dtype=torch.int64)
