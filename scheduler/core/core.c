@@ -32,6 +32,7 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->replacement_lead_h = 4.0;
     cfg->reserve_quantile = 0.99;
     cfg->max_restarts = 3;
+    cfg->failure_stop_grace_ms = 1000;
     cfg->restart_backoff_ms = 1000;
     cfg->restart_backoff_max_ms = 300000;
     cfg->restart_window_ms = 600000;

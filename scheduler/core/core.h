@@ -397,6 +397,7 @@ struct tide_job {
     tide_list_t lend_node;         /* core->lending while n_lent > 0 */
     int64_t hang_check_at;         /* hang.c: mono, next look for ranks that stopped making progress; 0: none */
     int32_t hangs;                 /* generations stopped because a rank hung, over its life */
+    bool failing;                  /* restart.c: its generation is being stopped for a failure (short grace) */
     /* Restarts and history (restart.c, history.c). */
     int32_t restarts;              /* generations started again after a failure, over its life */
     int32_t restarts_in_row;       /* ... since the job last ran restart_window_ms without a failure */
@@ -502,6 +503,8 @@ typedef struct tide_core_config {
      * lost with its worker, a hung rank, with restart policy ON_FAILURE a rank's failing exit) queues it
      * again at the front of its class, spares allowed, resuming from its newest checkpoint. */
     int32_t max_restarts;          /* 3: restarts in a row (a job's own max_restarts overrides), then it fails */
+    uint32_t failure_stop_grace_ms; /* 1000: the surviving ranks of a failed generation get this long after
+                                       SIGTERM (they are stuck in a collective or frozen: nothing to save) */
     int64_t restart_backoff_ms;    /* 1000: the first restart in a row is at once, the second waits this
                                       long, each further one twice the one before */
     int64_t restart_backoff_max_ms; /* 300000: the most a restart waits */

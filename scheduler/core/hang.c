@@ -43,12 +43,15 @@ static int64_t limit_ms(tide_core_t *core, const tide_job_t *job)
 void tide__hang_check(tide_core_t *core, tide_job_t *job)
 {
     int64_t lim, idle, worst = 0;
-    int32_t hung = -1;
+    int32_t hung = -1, same = 0;
+    char others[96] = "";
 
     job->hang_check_at = 0;
     if (core->cfg.hang_min_ms <= 0 || job->state != TIDE_JOB_RUNNING)
         return;
     lim = limit_ms(core, job);
+    /* Ranks in lockstep stop together when one hangs: the one behind (the lowest step) is the likely
+     * culprit, the others wait for it in a collective; at the same step, the one quiet the longest. */
     for (int32_t r = 0; r < job->n_ranks; r++) {
         const tide_job_rank_t *slot = &job->ranks[r];
         /* A rank still starting, exited or lost, or that never reported a step is not judged; nor
@@ -57,7 +60,10 @@ void tide__hang_check(tide_core_t *core, tide_job_t *job)
             slot->progress.phase == 5 /* TRAINER_PHASE_CHECKPOINT */)
             continue;
         idle = core->now_mono - slot->advanced_mono;
-        if (idle > lim && idle > worst) {
+        if (idle <= lim)
+            continue;
+        if (hung < 0 || slot->progress.step < job->ranks[hung].progress.step ||
+            (slot->progress.step == job->ranks[hung].progress.step && idle > worst)) {
             worst = idle;
             hung = r;
         }
@@ -66,17 +72,27 @@ void tide__hang_check(tide_core_t *core, tide_job_t *job)
         job->hang_check_at = core->now_mono + period(core);
         return;
     }
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        const tide_job_rank_t *slot = &job->ranks[r];
+        if (r != hung && slot->advanced_mono && slot->state == TIDE_RANK_RUNNING && slot->worker &&
+            slot->progress.step == job->ranks[hung].progress.step && core->now_mono - slot->advanced_mono > lim)
+            same++;
+    }
+    if (same > 0)
+        snprintf(others, sizeof(others), "; %d other rank(s) stopped at the same step: which one hangs is not known",
+                 same);
     job->hangs++;
     tide__event(core, "job.hung", job, job->ranks[hung].worker,
                 "job %s generation %d: rank %d on %s made no progress for %.1f s (step %" PRId64
-                "; limit %.1f s: %g x the median step time, at least %.0f s)",
+                "; limit %.1f s: %g x the median step time, at least %.0f s)%s",
                 job->id, job->generation, hung, job->ranks[hung].worker_id, (double)worst / 1e3,
                 job->ranks[hung].progress.step, (double)lim / 1e3, core->cfg.hang_factor,
-                (double)core->cfg.hang_min_ms / 1e3);
+                (double)core->cfg.hang_min_ms / 1e3, others);
     {
-        char why[160];
-        snprintf(why, sizeof(why), "rank %d on %s hung (no progress for %.1f s)", hung, job->ranks[hung].worker_id,
-                 (double)worst / 1e3);
-        tide__restart_failure(core, job, TIDE_FAILURE_HUNG, hung, job->ranks[hung].worker, why);
+        char why[200];
+        snprintf(why, sizeof(why), "rank %d on %s hung (no progress for %.1f s%s)", hung, job->ranks[hung].worker_id,
+                 (double)worst / 1e3, same > 0 ? ", or a peer at the same step" : "");
+        /* Only a culprit that is known counts toward its worker's quarantine. */
+        tide__restart_failure(core, job, TIDE_FAILURE_HUNG, hung, same > 0 ? NULL : job->ranks[hung].worker, why);
     }
 }

@@ -264,6 +264,8 @@ static void emit_stop(tide_core_t *core, tide_job_t *job, int32_t rank, const ch
     a->generation = job->generation;
     a->rank = rank;
     a->grace_ms = core->cfg.stop_grace_ms;
+    if (job->failing && core->cfg.failure_stop_grace_ms < a->grace_ms)
+        a->grace_ms = core->cfg.failure_stop_grace_ms; /* a failed generation: nothing to save, waiting costs */
     a->text = tide__keep(core, why);
 }
 

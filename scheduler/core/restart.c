@@ -119,6 +119,7 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
         job->restarts_in_row = 0; /* it ran well for a while (resizes included): a new run of bad luck */
     job->stable_since = 0;        /* until a generation runs again */
     tide__history_failure(core, job, kind_cause[kind], why);
+    job->failing = true; /* the generation's other ranks stop with the short grace */
     if (!restart || job->restarts_in_row >= max) {
         job->failed_rank = rank;
         if (kind != TIDE_FAILURE_EXIT)
@@ -130,6 +131,7 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
             tide__job_set_message(core, job, "%s; restarted %d time(s) in a row, the most allowed (max_restarts %d)",
                                   why, job->restarts_in_row, max);
         tide__job_finish(core, job, TIDE_JOB_FAILED);
+        job->failing = false;
         return;
     }
     job->restarts_in_row++;
@@ -145,6 +147,7 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
     job->recovering = true; /* a failure: the hot spares are for this */
     tide__job_requeue(core, job, "job.requeued", "%s; restart %d of %d in a row%s, %s", why, job->restarts_in_row, max,
                       wait, resume);
+    job->failing = false;
     if (backoff > 0 && job->state == TIDE_JOB_PENDING) {
         tide__queue_remove(core, job);
         job->restart_at = core->now_mono + backoff;

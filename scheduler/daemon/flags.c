@@ -38,6 +38,7 @@ enum {
     OPT_MAX_RESTARTS,
     OPT_RESTART_BACKOFF,
     OPT_RESTART_WINDOW,
+    OPT_FAILURE_STOP_GRACE,
     OPT_QUARANTINE_AFTER,
     OPT_QUARANTINE_WINDOW,
     OPT_HANG_TIMEOUT,
@@ -79,6 +80,7 @@ static const struct option opts[] = {
     {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
     {"restart-backoff", required_argument, NULL, OPT_RESTART_BACKOFF},
     {"restart-window", required_argument, NULL, OPT_RESTART_WINDOW},
+    {"failure-stop-grace", required_argument, NULL, OPT_FAILURE_STOP_GRACE},
     {"quarantine-after", required_argument, NULL, OPT_QUARANTINE_AFTER},
     {"quarantine-window", required_argument, NULL, OPT_QUARANTINE_WINDOW},
     {"hang-timeout", required_argument, NULL, OPT_HANG_TIMEOUT},
@@ -148,8 +150,10 @@ void tide_sched_usage(FILE *f)
             "                         may set its own (default 3; 0: such a job fails)\n"
             "  --restart-backoff DURATION  the second restart in a row waits this long, each further one\n"
             "                         twice as long, at most 5m (default 1s; the first is at once)\n"
-            "  --restart-window DURATION  a generation that ran this long starts the count again\n"
-            "                         (default 10m)\n"
+            "  --restart-window DURATION  a job that ran this long since its last failure starts the\n"
+            "                         count again (default 10m)\n"
+            "  --failure-stop-grace DURATION  a failed generation's other ranks get this long after SIGTERM\n"
+            "                         before SIGKILL (default 1s; at most --stop-grace-s)\n"
             "  --quarantine-after N   cordon a worker where ranks were lost or hung N times within the\n"
             "                         window (default 3, at most 16; 0: never)\n"
             "  --quarantine-window DURATION  (default 1h)\n"
@@ -448,6 +452,11 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         return duration_flag("--restart-backoff", arg, 0, 3600000, &core->restart_backoff_ms, err);
     case OPT_RESTART_WINDOW:
         return duration_flag("--restart-window", arg, 1000, MAX_DURATION_MS, &core->restart_window_ms, err);
+    case OPT_FAILURE_STOP_GRACE:
+        if (duration_flag("--failure-stop-grace", arg, 0, 3600000, &v, err) < 0)
+            return -EINVAL;
+        core->failure_stop_grace_ms = (uint32_t)v;
+        return 0;
     case OPT_QUARANTINE_AFTER:
         if (parse_num("--quarantine-after", arg, 0, TIDE_QUARANTINE_MAX, &v, err) < 0)
             return -EINVAL;

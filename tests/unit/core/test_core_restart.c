@@ -589,6 +589,57 @@ static void test_backoff_has_no_queue_position(void **state)
     h_fini(&h);
 }
 
+/* A hang in lockstep: the rank behind is blamed; at the same step nobody's worker is (the culprit is not
+ * known). A failed generation's other ranks get the short stop grace. */
+static void test_hang_blame_and_fast_stop(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    const tide_action_t *stop;
+    (void)state;
+
+    cfg.hang_min_ms = 2000;
+    cfg.quarantine_failures = 1; /* any counted failure quarantines: shows whom it blames */
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 6, NULL, 0, NULL);
+    job = run(&h, 2);
+    /* Rank 1 is behind (it never finished step 5): it is the one. */
+    {
+        tide_trainer_progress_t p0 = {.sdk = true, .step = 5, .step_seconds = 0.1};
+        tide_trainer_progress_t p1 = {.sdk = true, .step = 4, .step_seconds = 0.1};
+        tide_core_rank_progress(h.core, job->ranks[0].worker, job->id, job->generation, 0, &p0);
+        tide_core_rank_progress(h.core, job->ranks[1].worker, job->id, job->generation, 1, &p1);
+    }
+    {
+        tide_worker_t *behind = job->ranks[1].worker, *ahead = job->ranks[0].worker;
+        h_clear(&h);
+        h_jump(&h, 3000);
+        assert_contains(h_event_text(&h, "job.hung", 0), ": rank 1 on ");
+        assert_true(behind->cordoned);
+        assert_false(ahead->cordoned);
+        stop = h_find(&h, TIDE_ACT_STOP, ahead->id, 0);
+        assert_non_null(stop);
+        assert_int_equal(stop->grace_ms, 1000); /* not the 10 s stop grace */
+    }
+    h_stop_all(&h);
+    h_start_all(&h);
+    /* Both at the same step: which one hangs is not known; no worker is blamed. */
+    steps(&h, job, 7, 0.1);
+    {
+        tide_worker_t *w0 = job->ranks[0].worker, *w1 = job->ranks[1].worker;
+        h_clear(&h);
+        h_jump(&h, 3000);
+        assert_contains(h_event_text(&h, "job.hung", 0), "which one hangs is not known");
+        assert_int_equal(job->state, TIDE_JOB_PENDING);
+        assert_false(w0->cordoned);
+        assert_false(w1->cordoned);
+    }
+    h_stop_all(&h);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_predicted_move_waits_for_room),
         cmocka_unit_test(test_failing_start_is_no_recovery),
         cmocka_unit_test(test_backoff_has_no_queue_position),
+        cmocka_unit_test(test_hang_blame_and_fast_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
