@@ -49,9 +49,7 @@ void tide_cli_render_recovery(const Tide__V1__Job *j, int64_t now_ms, bool utc, 
     static const char *const headers[] = {"GEN", "WORKERS", "STARTED", "CAUSE", "RECOVERY", "LOST", "RESUMED", "ENDED"};
     const Tide__V1__JobSpec *s = j->spec;
     tide_cli_table_t *t;
-    tide_buf_t tb = TIDE_BUF_INIT;
     const Tide__V1__Generation *last_fail = NULL;
-    const char *p;
 
     if (j->restarts > 0 || j->restart_at_ms > 0 || (s && (s->restart_policy || s->max_restarts))) {
         tide_buf_printf(out, "%-14s%d", "Restarts:", j->restarts);
@@ -109,19 +107,11 @@ void tide_cli_render_recovery(const Tide__V1__Job *j, int64_t now_ms, bool utc, 
         tide_cli_table_add_row(t, cells);
     }
     tide_buf_append_str(out, "Generations:\n");
-    tide_cli_table_render(t, &tb);
-    for (p = tide_buf_cstr(&tb); *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
-        tide_buf_append_str(out, "  ");
-        tide_buf_append(out, p, len);
-        p += len;
-    }
+    tide_cli_table_render_indented(t, "  ", out);
     if (last_fail && last_fail->detail && *last_fail->detail) {
         char *d = tide_cli_sanitize(last_fail->detail);
         tide_buf_printf(out, "%-14s%s (generation %d started for it)\n", "Last failure:", d, last_fail->number);
         free(d);
     }
-    tide_buf_free(&tb);
     tide_cli_table_free(t);
 }

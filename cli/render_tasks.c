@@ -50,8 +50,6 @@ void tide_cli_render_tasks(const Tide__V1__Job *j, tide_buf_t *out)
     static const char *const headers[] = {"RANK",  "WORKER", "STEP-TIME", "TASK-TIME", "TASKS",
                                           "STOLEN", "GIVEN", "BUSY",      "SLOWNESS",  "STATE"};
     tide_cli_table_t *t;
-    tide_buf_t tb = TIDE_BUF_INIT;
-    const char *p;
 
     if (!tide_cli_job_uses_tasks(j))
         return;
@@ -89,15 +87,7 @@ void tide_cli_render_tasks(const Tide__V1__Job *j, tide_buf_t *out)
         free(worker);
     }
     tide_buf_append_str(out, "Tasks:\n");
-    tide_cli_table_render(t, &tb);
-    for (p = tide_buf_cstr(&tb); *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
-        tide_buf_append_str(out, "  ");
-        tide_buf_append(out, p, len);
-        p += len;
-    }
-    tide_buf_free(&tb);
+    tide_cli_table_render_indented(t, "  ", out);
     tide_cli_table_free(t);
 }
 

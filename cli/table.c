@@ -109,3 +109,18 @@ void tide_cli_table_render(const tide_cli_table_t *t, tide_buf_t *out)
     }
     free(width);
 }
+
+void tide_cli_table_render_indented(const tide_cli_table_t *t, const char *indent, tide_buf_t *out)
+{
+    tide_buf_t tb = TIDE_BUF_INIT;
+
+    tide_cli_table_render(t, &tb);
+    for (const char *p = tide_buf_cstr(&tb); *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+        tide_buf_append_str(out, indent);
+        tide_buf_append(out, p, len);
+        p += len;
+    }
+    tide_buf_free(&tb);
+}

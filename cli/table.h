@@ -25,6 +25,8 @@ void tide_cli_table_add_row(tide_cli_table_t *t, const char *const *cells);
 
 /* Writes the table into out. */
 void tide_cli_table_render(const tide_cli_table_t *t, tide_buf_t *out);
+/* The same with indent before every line (a table under a "Key:" line of a describe view). */
+void tide_cli_table_render_indented(const tide_cli_table_t *t, const char *indent, tide_buf_t *out);
 
 /* Copy of s with control characters (C0, DEL, C1 in UTF-8) replaced by ' ' and trailing blanks
  * trimmed. Caller frees. */

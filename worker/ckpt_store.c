@@ -4,6 +4,7 @@
  * and matched in size and SHA-256, and a manifest only appears through one rename of a complete,
  * fsynced file. */
 #include "ckpt_store.h"
+#include "fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,11 +34,6 @@
 #define STEP_PREFIX      "step-"
 #define DELETE_MARK      ".del-"
 
-static long thread_id(void)
-{
-    return syscall(SYS_gettid);
-}
-
 void tide_ckpt_meta_clear(tide_ckpt_meta_t *meta)
 {
     if (!meta)
@@ -65,17 +61,6 @@ char *tide_ckpt_rank_dir(const char *tierdir, const char *job, int64_t step, int
 }
 
 /* --- checks and hashing --- */
-
-static void to_hex(const uint8_t *d, char *hex)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[64] = '\0';
-}
 
 /* s is 64 hex digits; copies it lowercased into hex when hex is not NULL. */
 static bool sha_ok(const char *s, char *hex)
@@ -144,7 +129,7 @@ static int dir_rule(const tide_ckpt_file_t *files, size_t n, char *hex)
         rc = -EIO;
         goto done;
     }
-    to_hex(digest, hex);
+    tide_fs_hex32(digest, hex);
 done:
     EVP_MD_CTX_free(ctx);
     return rc;
@@ -208,7 +193,7 @@ static int hash_file(int dirfd, const char *name, const char *shown, uint8_t *bu
         tide_errprintf(err, "%s: SHA-256 failed", shown);
         goto done;
     }
-    to_hex(digest, hex);
+    tide_fs_hex32(digest, hex);
     *bytes = total;
 done:
     if (fd >= 0)
@@ -318,7 +303,7 @@ int tide_ckpt_manifest_write(const char *dir, const tide_ckpt_meta_t *meta, tide
     len = strlen(text);
 
     final = tide_xasprintf("%s/%s", dir, TIDE_CKPT_MANIFEST);
-    tmp = tide_xasprintf("%s/%s%ld-%ld", dir, MANIFEST_TMP, (long)getpid(), thread_id());
+    tmp = tide_xasprintf("%s/%s%ld-%ld", dir, MANIFEST_TMP, (long)getpid(), tide_fs_thread_id());
     (void)unlink(tmp); /* left by a crash of an earlier worker that had this pid and thread id */
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -784,19 +769,6 @@ static int list_steps(const char *jobdir, int64_t **steps, size_t *n, tide_error
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)type;
-    (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-static void rm_tree(const char *path)
-{
-    (void)nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* --- find --- */
 
 typedef struct cand {
@@ -991,8 +963,8 @@ int tide_ckpt_prune(const char *tierdir, const char *job, int keep, tide_error_t
     for (size_t i = (size_t)keep; i < n; i++) {
         char *from = tide_xasprintf("%s/" STEP_PREFIX "%lld", jobdir, (long long)steps[i]);
         char *to = tide_xasprintf("%s/." STEP_PREFIX "%lld" DELETE_MARK "%ld-%ld", jobdir,
-                                  (long long)steps[i], (long)getpid(), thread_id());
-        rm_tree(to); /* left by a crash of an earlier worker that had this pid and thread id */
+                                  (long long)steps[i], (long)getpid(), tide_fs_thread_id());
+        tide_fs_remove_tree(to); /* left by a crash of an earlier worker that had this pid and thread id */
         if (rename(from, to) != 0) {
             rc = -errno;
             if (rc == -ENOENT) {
@@ -1001,7 +973,7 @@ int tide_ckpt_prune(const char *tierdir, const char *job, int keep, tide_error_t
                 tide_errprintf(err, "prune %s: %s", from, strerror(-rc));
             }
         } else {
-            rm_tree(to);
+            tide_fs_remove_tree(to);
         }
         free(from);
         free(to);
@@ -1015,7 +987,7 @@ int tide_ckpt_prune(const char *tierdir, const char *job, int keep, tide_error_t
             if (strncmp(de->d_name, "." STEP_PREFIX, strlen("." STEP_PREFIX)) == 0 &&
                 strstr(de->d_name, DELETE_MARK)) {
                 char *p = tide_xasprintf("%s/%s", jobdir, de->d_name);
-                rm_tree(p);
+                tide_fs_remove_tree(p);
                 free(p);
             }
         }

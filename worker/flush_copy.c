@@ -4,6 +4,7 @@
  * directory it made, so a reader of the durable directory sees the old copy or the new one, never a
  * part. */
 #include "flush.h"
+#include "fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,14 +34,9 @@ typedef struct copier {
     uint64_t written; /* over the whole copy: fail_after counts these */
 } copier_t;
 
-static long thread_id(void)
-{
-    return syscall(SYS_gettid);
-}
-
 void tide_flush_priority_lower(tide_flush_priority_t *saved)
 {
-    long tid = thread_id();
+    long tid = tide_fs_thread_id();
     long io = syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
 
     saved->ioprio = io < 0 ? -1 : (int)io;
@@ -55,7 +51,7 @@ void tide_flush_priority_lower(tide_flush_priority_t *saved)
 
 void tide_flush_priority_restore(const tide_flush_priority_t *saved)
 {
-    long tid = thread_id();
+    long tid = tide_fs_thread_id();
 
     if (saved->ioprio >= 0)
         (void)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, saved->ioprio);
@@ -72,55 +68,9 @@ void tide_flush_result_clear(tide_flush_result_t *res)
     memset(res, 0, sizeof(*res));
 }
 
-static void to_hex(const uint8_t *d, char *hex)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[64] = '\0';
-}
-
 static bool cancelled(const copier_t *cp)
 {
     return cp->req->cancel && atomic_load(cp->req->cancel);
-}
-
-static int fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = 0;
-
-    if (fd < 0)
-        return -errno;
-    if (fsync(fd) != 0)
-        rc = -errno;
-    close(fd);
-    return rc;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)type;
-    (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* Removes path, a file or a directory tree (not following links). */
-static void remove_tree(const char *path)
-{
-    struct stat st;
-
-    if (lstat(path, &st) != 0)
-        return;
-    if (!S_ISDIR(st.st_mode)) {
-        unlink(path);
-        return;
-    }
-    (void)nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* mkdir -p. Each directory whose parent got a new entry is appended to *sync (to fsync once the
@@ -261,7 +211,7 @@ static int copy_data(copier_t *cp, const char *src, const char *dst, char *hex, 
         tide_errprintf(err, "%s: SHA-256 failed", src);
         goto done;
     }
-    to_hex(digest, hex);
+    tide_fs_hex32(digest, hex);
     *bytes = total;
 done:
     if (out >= 0 && close(out) != 0 && rc == 0) {
@@ -284,7 +234,7 @@ static int replace(const char *tmp, const char *final)
         return -errno;
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) != 0)
         return -errno;
-    remove_tree(tmp); /* the previous copy, now under the temporary name */
+    tide_fs_remove_tree(tmp); /* the previous copy, now under the temporary name */
     return 0;
 }
 
@@ -373,7 +323,7 @@ static int copy_dir(copier_t *cp, const char *src, const char *tmp, const char *
         if (rc < 0)
             goto done;
     }
-    rc = fsync_dir(tmp);
+    rc = tide_fs_sync_dir(tmp);
     if (rc < 0) {
         tide_errprintf(err, "copy to %s: fsync: %s", final, strerror(-rc));
         goto done;
@@ -383,7 +333,7 @@ static int copy_dir(copier_t *cp, const char *src, const char *tmp, const char *
         tide_errprintf(err, "%s: SHA-256 failed", src);
         goto done;
     }
-    to_hex(digest, res->sha256);
+    tide_fs_hex32(digest, res->sha256);
 done:
     for (size_t i = 0; i < n; i++)
         free(names[i]);
@@ -443,8 +393,8 @@ int tide_flush_copy(const tide_flush_copy_t *req, tide_flush_result_t *res, tide
         goto done;
     }
     final = tide_xasprintf("%s/%s", req->dest_dir, base);
-    tmp = tide_xasprintf("%s/.%s.tmp-%ld-%ld", req->dest_dir, base, (long)getpid(), thread_id());
-    remove_tree(tmp); /* left by a crash of an earlier worker that had this pid and thread id */
+    tmp = tide_xasprintf("%s/.%s.tmp-%ld-%ld", req->dest_dir, base, (long)getpid(), tide_fs_thread_id());
+    tide_fs_remove_tree(tmp); /* left by a crash of an earlier worker that had this pid and thread id */
     cp.buf = tide_xmalloc(COPY_BUF);
     if (S_ISREG(st.st_mode)) {
         rc = copy_data(&cp, req->src, tmp, res->sha256, &res->bytes, final, err);
@@ -466,9 +416,9 @@ int tide_flush_copy(const tide_flush_copy_t *req, tide_flush_result_t *res, tide
         tide_errprintf(err, "rename to %s: %s", final, strerror(-rc));
         goto done;
     }
-    rc = fsync_dir(req->dest_dir);
+    rc = tide_fs_sync_dir(req->dest_dir);
     for (size_t i = 0; rc == 0 && i < n_sync; i++)
-        rc = fsync_dir(sync[i]);
+        rc = tide_fs_sync_dir(sync[i]);
     if (rc < 0) {
         /* Renamed but perhaps not durable: report it, leave the copy (a retry replaces it). */
         tide_errprintf(err, "durable directory %s: fsync: %s", req->dest_dir, strerror(-rc));
@@ -478,7 +428,7 @@ int tide_flush_copy(const tide_flush_copy_t *req, tide_flush_result_t *res, tide
     final = NULL;
 done:
     if (rc < 0 && tmp)
-        remove_tree(tmp);
+        tide_fs_remove_tree(tmp);
     if (rc < 0)
         tide_flush_result_clear(res);
     for (size_t i = 0; i < n_sync; i++)

@@ -767,6 +767,48 @@ static void test_render_resize(void **state)
     tide_buf_free(&b);
 }
 
+static void test_render_recovery(void **state)
+{
+    Tide__V1__Job j = TIDE__V1__JOB__INIT;
+    Tide__V1__JobSpec s = TIDE__V1__JOB_SPEC__INIT;
+    Tide__V1__Generation g1 = TIDE__V1__GENERATION__INIT, g2 = TIDE__V1__GENERATION__INIT;
+    Tide__V1__Generation *gs[] = {&g1, &g2};
+    tide_buf_t b = TIDE_BUF_INIT;
+    (void)state;
+
+    /* Nothing to say: no lines. */
+    j.spec = &s;
+    tide_cli_render_recovery(&j, NOW_MS, true, &b);
+    expect_str(tide_buf_cstr(&b), "");
+    g1.number = 1, g1.workers = 2, g1.cause = "submitted", g1.detail = "";
+    g1.start_time_ms = 1714564800000LL, g1.running_time_ms = 1714564801000LL, g1.end_time_ms = 1714565100000LL;
+    g1.end = "rank 1 lost", g1.resumed_step = -1, g1.steps_lost = -1;
+    g2.number = 2, g2.workers = 2, g2.cause = "worker_lost";
+    g2.detail = "rank 1 lost (worker n1/gpu1 died (no heartbeat for 1.5 s))\x1b[31m";
+    g2.start_time_ms = 1714565100000LL, g2.failure_time_ms = 1714565099900LL, g2.running_time_ms = 1714565101420LL;
+    g2.resumed_step = 100, g2.steps_lost = 25, g2.seconds_lost = 5.0;
+    j.n_generations = 2, j.generations = gs;
+    j.restarts = 1, j.restarts_in_row = 1;
+    tide_cli_render_recovery(&j, NOW_MS, true, &b);
+    expect_str(tide_buf_cstr(&b),
+               "Restarts:     1 (1 in a row; policy on-loss)\n"
+               "Generations:\n"
+               "  GEN   WORKERS   STARTED     CAUSE         RECOVERY   LOST               RESUMED    ENDED\n"
+               "  1     2         12:00:00Z   submitted     -          -                  -          12:05:00Z\n"
+               "  2     2         12:05:00Z   worker_lost   1.52s      25 steps (5.00s)   step 100   -\n"
+               "Last failure: rank 1 lost (worker n1/gpu1 died (no heartbeat for 1.5 s)) [31m (generation 2 "
+               "started for it)\n");
+    /* A backoff in progress, the job's own policy. */
+    tide_buf_reset(&b);
+    j.n_generations = 0;
+    j.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j.restarts_in_row = 2, j.restart_at_ms = NOW_MS + 800;
+    s.restart_policy = TIDE__V1__RESTART_POLICY__RESTART_POLICY_ON_FAILURE, s.max_restarts = 5;
+    tide_cli_render_recovery(&j, NOW_MS, true, &b);
+    expect_str(tide_buf_cstr(&b),
+               "Restarts:     1 (2 in a row; policy on-failure, at most 5 in a row); next in 0.80s (backoff)\n");
+    tide_buf_free(&b);
+}
+
 static void test_render_workers(void **state)
 {
     Tide__V1__Worker w0 = TIDE__V1__WORKER__INIT, w1 = TIDE__V1__WORKER__INIT;
@@ -1403,6 +1445,7 @@ int main(void)
         cmocka_unit_test(test_render_job_progress),
         cmocka_unit_test(test_render_job_tasks),
         cmocka_unit_test(test_render_resize),
+        cmocka_unit_test(test_render_recovery),
         cmocka_unit_test(test_render_workers),
         cmocka_unit_test(test_render_event_status_change),
         cmocka_unit_test(test_small_formats),
