@@ -429,7 +429,6 @@ tide_risk_verdict_t tide_risk_track_update(tide_risk_track_t *t, const tide_risk
     double s;
     bool critical;
     tide_risk_verdict_t v;
-    char why[sizeof(t->predicted_why)];
 
     memset(&r, 0, sizeof(r));
     temperature(t, cfg, in, now_ms, &r);
@@ -467,17 +466,21 @@ tide_risk_verdict_t tide_risk_track_update(tide_risk_track_t *t, const tide_risk
     else
         v = TIDE_RISK_OK;
 
-    describe(&r, why, sizeof(why));
+    /* The text only when someone reads it: formatting it costs more than the rules (a heartbeat's budget). */
     if (v == TIDE_RISK_PREDICTED && !t->predicted) {
         t->predicted = true;
         t->predicted_ms = now_ms;
-        snprintf(t->predicted_why, sizeof(t->predicted_why), "%s", why);
+        describe(&r, t->predicted_why, sizeof(t->predicted_why));
     }
     if (t->predicted)
         v = TIDE_RISK_PREDICTED;
     if (score)
         *score = s;
-    if (reason && len > 0)
-        snprintf(reason, len, "%s", t->predicted ? t->predicted_why : why);
+    if (reason && len > 0) {
+        if (t->predicted)
+            snprintf(reason, len, "%s", t->predicted_why);
+        else
+            describe(&r, reason, len);
+    }
     return v;
 }

@@ -35,12 +35,14 @@ void tide__predict_sample(tide_core_t *core, tide_worker_t *w)
         .has_util = (known & KNOWN_UTIL) != 0,
         .util = t->gpu_util,
     };
-    char why[160], reason[192];
+    char reason[192];
+    const char *why;
     tide_risk_verdict_t v;
 
     if (!core->cfg.predict_failures)
         return;
-    v = tide_risk_track_update(&w->risk, &core->cfg.risk, &in, core->now_mono, &w->risk_score, why, sizeof(why));
+    /* No reason text per heartbeat (it costs more than the rules): the tracker keeps the prediction's. */
+    v = tide_risk_track_update(&w->risk, &core->cfg.risk, &in, core->now_mono, &w->risk_score, NULL, 0);
     if (v != TIDE_RISK_PREDICTED)
         return;
     if (w->risk_acted) {
@@ -54,6 +56,7 @@ void tide__predict_sample(tide_core_t *core, tide_worker_t *w)
         }
         return;
     }
+    why = w->risk.predicted_why;
     w->risk_acted = true;
     w->risk_retry_at = core->now_mono + 5000;
     snprintf(reason, sizeof(reason), "predicted failure: %s", why);
