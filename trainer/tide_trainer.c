@@ -17,18 +17,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #define HELLO_TIMEOUT_MS 5000
 #define MUST_SEND_TIMEOUT_MS 5000
-#define RBUF_SIZE 2048 /* worker messages are short; a longer line is skipped */
+#define RBUF_SIZE 16384 /* worker messages are short (a restore answer the longest); a longer line is skipped */
 #define MAX_ERRORS_SHOWN 5
 #define SDK_NAME "c/1"
 #define MAX_EXACT ((INT64_C(1) << 53) - 1) /* integers on the wire are exact */
 #define LINE_MAX_BYTES        65536 /* the protocol's longest line, newline included */
 #define TASKS_SEND_TIMEOUT_MS 5000  /* a `tasks` line waits this long to go out whole */
+#define RESTORE_TIMEOUT_MS    600000 /* a restore search verifies whole checkpoints */
 
 /* What a waiting next_task got (tw_result), besides 1 (a task), 0 (no_task) and -EPROTO. */
 enum { TW_NONE = 2, TW_UNSUPPORTED = 3 };
@@ -65,6 +67,15 @@ struct tide_trainer {
     int tw_kind;
     int tw_result; /* TW_NONE until the reply: 1 task tw_id, 0 no_task, -EPROTO, TW_UNSUPPORTED */
     uint64_t tw_id;
+    /* restore (docs/trainer-api.md, "Checkpoint tiers") */
+    bool rs_waiting;
+    int rs_result; /* 1 while waiting; 0 found, -ENOENT none, -ENOTSUP refused */
+    int64_t rs_step;
+    char rs_path[4096];
+    char rs_tier[16];
+    char rs_reason[256];
+    tide_trainer_skip_t rs_skips[TIDE_TRAINER_MAX_SKIPS];
+    size_t rs_n_skips;
 };
 
 static const char *const phase_names[] = {"forward", "backward", "update",
@@ -334,11 +345,167 @@ static bool apply_task_error(tide_trainer_t *t, const wmsg_t *m)
     return true;
 }
 
+/* Undoes the JSON escapes scan_string kept (\uXXXX below 0x100 becomes that byte, others '?'). */
+static void unescape(char *s)
+{
+    char *w = s;
+
+    for (const char *r = s; *r; r++) {
+        if (*r != '\\' || !r[1]) {
+            *w++ = *r;
+            continue;
+        }
+        r++;
+        switch (*r) {
+        case 'n': *w++ = '\n'; break;
+        case 't': *w++ = '\t'; break;
+        case 'r': *w++ = '\r'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'u': {
+            unsigned v = 0;
+            int k;
+            for (k = 1; k <= 4 && r[k]; k++) {
+                char c = r[k];
+                v = v * 16 + (unsigned)(c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0');
+            }
+            *w++ = v < 0x100 ? (char)v : '?';
+            r += k - 1;
+            break;
+        }
+        default: *w++ = *r; break;
+        }
+    }
+    *w = '\0';
+}
+
+/* One key/value of a restore answer (or of one of its skipped[] objects when skip is not NULL).
+ * Returns the position after the value, or NULL. */
+static const char *restore_field(tide_trainer_t *t, tide_trainer_skip_t *skip, const char *key,
+                                 const char *p, const char *end);
+
+/* An object at p ('{'), each field through restore_field. */
+static const char *restore_object(tide_trainer_t *t, tide_trainer_skip_t *skip, const char *p,
+                                  const char *end)
+{
+    p = skip_ws(p, end);
+    if (p >= end || *p != '{')
+        return NULL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}')
+        return p + 1;
+    for (;;) {
+        char key[24];
+        p = scan_string(p, end, key, sizeof(key));
+        if (!p)
+            return NULL;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':')
+            return NULL;
+        p = restore_field(t, skip, key, skip_ws(p + 1, end), end);
+        if (!p)
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == '}')
+            return p + 1;
+        if (p >= end || *p != ',')
+            return NULL;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+static const char *restore_field(tide_trainer_t *t, tide_trainer_skip_t *skip, const char *key,
+                                 const char *p, const char *end)
+{
+    bool is_int;
+    int64_t v = 0;
+
+    if (p >= end)
+        return NULL;
+    if (!skip && !strcmp(key, "skipped") && *p == '[') {
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == ']')
+            return p + 1;
+        for (;;) {
+            tide_trainer_skip_t dummy, *k = &dummy;
+            if (t->rs_n_skips < TIDE_TRAINER_MAX_SKIPS)
+                k = &t->rs_skips[t->rs_n_skips];
+            memset(k, 0, sizeof(*k));
+            k->step = -1;
+            p = restore_object(t, k, p, end);
+            if (!p)
+                return NULL;
+            if (k != &dummy)
+                t->rs_n_skips++;
+            p = skip_ws(p, end);
+            if (p < end && *p == ']')
+                return p + 1;
+            if (p >= end || *p != ',')
+                return NULL;
+            p = skip_ws(p + 1, end);
+        }
+    }
+    if (*p == '"') {
+        char *dst = NULL;
+        size_t size = 0;
+        if (skip && !strcmp(key, "tier")) {
+            dst = skip->tier;
+            size = sizeof(skip->tier);
+        } else if (skip && !strcmp(key, "reason")) {
+            dst = skip->reason;
+            size = sizeof(skip->reason);
+        } else if (!skip && !strcmp(key, "path")) {
+            dst = t->rs_path;
+            size = sizeof(t->rs_path);
+        } else if (!skip && !strcmp(key, "tier")) {
+            dst = t->rs_tier;
+            size = sizeof(t->rs_tier);
+        } else if (!skip && !strcmp(key, "reason")) {
+            dst = t->rs_reason;
+            size = sizeof(t->rs_reason);
+        }
+        p = scan_string(p, end, dst, size);
+        if (p && dst)
+            unescape(dst);
+        return p;
+    }
+    p = scan_scalar(p, end, &is_int, &v);
+    if (p && is_int && !strcmp(key, "step")) {
+        if (skip)
+            skip->step = v;
+        else
+            t->rs_step = v;
+    }
+    return p;
+}
+
+/* The answer to a waiting restore. */
+static void apply_restore(tide_trainer_t *t, const char *line, size_t len)
+{
+    if (!t->rs_waiting || t->rs_result != 1)
+        return;
+    t->rs_step = -1;
+    t->rs_path[0] = t->rs_tier[0] = t->rs_reason[0] = '\0';
+    t->rs_n_skips = 0;
+    if (!restore_object(t, NULL, line, line + len)) {
+        say("tide_trainer: the tide worker sent a restore answer this SDK cannot read");
+        t->rs_result = -EPROTO;
+        return;
+    }
+    t->rs_result = t->rs_step >= 0 && t->rs_path[0] ? 0 : -ENOENT;
+}
+
 /* Applies one line from the worker; returns 1 when it was a command, else 0. */
 static int apply_line(tide_trainer_t *t, const char *line, size_t len)
 {
+    static const char restore_op[] = "{\"op\":\"restore\"";
     wmsg_t m;
 
+    /* The one worker message with nested values: its op comes first (docs/trainer-api.md). */
+    if (len >= sizeof(restore_op) - 1 && !memcmp(line, restore_op, sizeof(restore_op) - 1)) {
+        apply_restore(t, line, len);
+        return 0;
+    }
     if (!parse_wmsg(line, len, &m))
         return 0;
     if (!strcmp(m.op, "checkpoint_now") && m.has_id) {
@@ -365,6 +532,9 @@ static int apply_line(tide_trainer_t *t, const char *line, size_t len)
         if (!t->welcomed && (!strcmp(m.ref, "hello") || !m.ref[0])) {
             t->refused = true;
             snprintf(t->refusal, sizeof(t->refusal), "%s: %s", m.code, m.message);
+        } else if (!strcmp(m.ref, "restore") && t->rs_waiting && t->rs_result == 1) {
+            snprintf(t->rs_reason, sizeof(t->rs_reason), "%.31s: %.200s", m.code, m.message);
+            t->rs_result = !strcmp(m.code, "unknown_op") ? -ENOTSUP : -EPROTO;
         } else if (apply_task_error(t, &m)) {
             /* handled */
         } else if (t->errors_seen++ < MAX_ERRORS_SHOWN)
@@ -1141,4 +1311,119 @@ failed:
             it->step);
     it->error = rc;
     return rc;
+}
+
+/* --- checkpoint tiers (docs/trainer-api.md, "Checkpoint tiers") ------------------------------- */
+
+/* mkdir -p; returns 0 or -errno. */
+static int make_dirs(char *path)
+{
+    for (char *q = path + 1;; q++) {
+        char c = *q;
+        if (c != '/' && c != '\0')
+            continue;
+        *q = '\0';
+        if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+            int e = errno;
+            *q = c;
+            return -e;
+        }
+        *q = c;
+        if (!c)
+            return 0;
+    }
+}
+
+int tide_trainer_ckpt_path(tide_trainer_t *t, int64_t step, char *buf, size_t len)
+{
+    const char *dir = getenv("TIDE_CKPT_DIR");
+    const char *rank_var = getenv("TIDE_RANK") && *getenv("TIDE_RANK") ? "TIDE_RANK" : "RANK";
+    int64_t rank;
+    int n;
+
+    (void)t; /* the layout needs only the environment */
+    if (!buf || step < 0)
+        return -EINVAL;
+    if (!dir || dir[0] != '/')
+        return -ENOENT;
+    if (!env_int(rank_var, &rank))
+        return -EINVAL;
+    n = snprintf(buf, len, "%s/step-%" PRId64 "/rank-%" PRId64, dir, step, rank);
+    if (n < 0 || (size_t)n >= len)
+        return -ERANGE;
+    return make_dirs(buf);
+}
+
+int tide_trainer_restore(tide_trainer_t *t, int64_t *step, char *path, size_t len)
+{
+    static const char line[] = "{\"op\":\"restore\"}\n";
+    int64_t deadline = now_ms() + RESTORE_TIMEOUT_MS;
+
+    if (!t || t->fd < 0)
+        return -ENOTCONN;
+    t->rs_waiting = true;
+    t->rs_result = 1;
+    t->rs_n_skips = 0;
+    t->rs_tier[0] = t->rs_reason[0] = '\0';
+    if (queue_line(t, line, sizeof(line) - 1) < 0) {
+        t->rs_waiting = false;
+        return -EPIPE;
+    }
+    for (;;) {
+        struct pollfd pfd;
+        int64_t left = deadline - now_ms();
+        int rc = 0;
+
+        if (t->fd >= 0 && t->pending_len)
+            rc = flush_pending(t, 0);
+        if (rc >= 0)
+            rc = read_commands(t);
+        if (t->rs_result != 1)
+            break;
+        if (rc < 0 || t->fd < 0) {
+            t->rs_result = -EPIPE;
+            break;
+        }
+        if (left <= 0) {
+            t->rs_result = -ETIMEDOUT;
+            break;
+        }
+        pfd.fd = t->fd;
+        pfd.events = (short)(POLLIN | (t->pending_len ? POLLOUT : 0));
+        pfd.revents = 0;
+        if (poll(&pfd, 1, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR) {
+            lose(t, strerror(errno));
+            t->rs_result = -EPIPE;
+            break;
+        }
+    }
+    t->rs_waiting = false;
+    if (t->rs_result == 0) {
+        if (strlen(t->rs_path) >= len) {
+            t->rs_result = -ERANGE;
+        } else {
+            if (step)
+                *step = t->rs_step;
+            if (path)
+                snprintf(path, len, "%s", t->rs_path);
+        }
+    }
+    return t->rs_result;
+}
+
+const char *tide_trainer_restore_tier(const tide_trainer_t *t)
+{
+    return t && t->rs_result == 0 ? t->rs_tier : "";
+}
+
+const char *tide_trainer_restore_reason(const tide_trainer_t *t)
+{
+    return t ? t->rs_reason : "";
+}
+
+size_t tide_trainer_restore_skipped(const tide_trainer_t *t, const tide_trainer_skip_t **skips)
+{
+    if (skips)
+        *skips = t ? t->rs_skips : NULL;
+    return t ? t->rs_n_skips : 0;
 }

@@ -141,6 +141,42 @@ bool tide_trainer_is_burst(void);
  * nothing. Returns as tide_trainer_tasks_begin. */
 int tide_trainer_tasks_join(tide_trainer_t *t, tide_task_iter_t *it, int64_t step, uint64_t total);
 
+/* --- checkpoint tiers (docs/trainer-api.md, "Checkpoint tiers") ---
+ * Under a tide worker TIDE_CKPT_DIR names the job's directory in the worker's hot tier (memory).
+ * A rank writes its checkpoint of step S into tide_trainer_ckpt_path(S) and reports it with
+ * tide_trainer_checkpoint (path: that directory or a file in it); the worker then writes a
+ * manifest, copies it to the warm tier and prunes old steps. After a restart tide_trainer_restore
+ * says where the newest usable copy is (hot, warm or cold), every file checked. */
+
+#define TIDE_TRAINER_MAX_SKIPS 8
+
+/* A copy the worker's search passed over. */
+typedef struct tide_trainer_skip {
+    char tier[16];    /* "hot", "warm", "cold" */
+    int64_t step;     /* -1: the whole tier could not be read */
+    char reason[256]; /* e.g. "mlp-000000000300.ckpt: sha256 X, manifest says Y" */
+} tide_trainer_skip_t;
+
+/* Fills buf (len bytes) with $TIDE_CKPT_DIR/step-STEP/rank-RANK (RANK: TIDE_RANK, else RANK) and
+ * creates it. t may be NULL (only the environment counts). Returns 0, -ENOENT when TIDE_CKPT_DIR is
+ * unset or not absolute (not under tide), -EINVAL (step < 0, no rank), -ERANGE (buf too small), or
+ * -errno from mkdir. Prints nothing. */
+int tide_trainer_ckpt_path(tide_trainer_t *t, int64_t step, char *buf, size_t len);
+/* Asks the worker for the newest usable checkpoint of this rank (at most the job's resume step,
+ * of this job's lineage, every file verified against its manifest); blocks for the answer (at
+ * most 10 minutes), applying commands that arrive meanwhile. Returns 0 with *step and path (a
+ * directory to read; len bytes) filled, -ENOENT when there is none, -ENOTCONN (t NULL or the
+ * connection lost before), -ENOTSUP (an older worker), -EPIPE, -ETIMEDOUT, -ERANGE (path too
+ * small). Prints nothing: tide_trainer_restore_skipped / _reason / _tier tell the rest. */
+int tide_trainer_restore(tide_trainer_t *t, int64_t *step, char *path, size_t len);
+/* The tier of the copy the last restore returned ("hot", "warm", "cold"); "" otherwise. */
+const char *tide_trainer_restore_tier(const tide_trainer_t *t);
+/* Why the last restore found nothing (the worker's words); "" otherwise. */
+const char *tide_trainer_restore_reason(const tide_trainer_t *t);
+/* The copies the last restore's search passed over (at most TIDE_TRAINER_MAX_SKIPS, in search
+ * order): *skips points into t (valid until the next restore). Returns how many. */
+size_t tide_trainer_restore_skipped(const tide_trainer_t *t, const tide_trainer_skip_t **skips);
+
 /* Reads and applies the commands that arrived, without blocking. Returns the number applied, or
  * -1 when the connection was lost (the handle is a no-op from then on). The calls above do this
  * themselves; a trainer that blocks for long periods may call it in between. */

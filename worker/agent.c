@@ -11,6 +11,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "ckpt_tiers.h"
 #include "clock.h"
 #include "datadir.h"
 #include "flush.h"
@@ -60,6 +61,7 @@ struct tide_worker_agent {
     tide_worker_logs_t *logs;
     tide_trainer_server_t *trainer;
     tide_flusher_t *flusher; /* durable checkpoint copies */
+    tide_ckpt_tiers_t *tiers; /* hot/warm manifests, copies, restores */
     tide_worker_mpi_t *mpi;
     tide_rpc_server_t *launcher_server; /* WorkerLauncher (MPI daemons) */
     char *launcher_address;
@@ -111,9 +113,11 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
                  ? (a->mpi ? tide_worker_mpi_spawn(a->mpi, id, launch, out, err) : -ESHUTDOWN)
                  : tide_launcher_spawn(a->launcher, id, launch, out, err);
 
-    if (rc == 0 && a->trainer)
+    if (rc == 0 && a->trainer) {
         tide_trainer_server_rank_add(a->trainer, id, launch->job_id, launch->generation,
                                      launch->rank);
+        tide_trainer_server_rank_resume(a->trainer, id, launch->resume_step);
+    }
     if (rc == 0 && a->flusher)
         tide_flusher_rank_started(a->flusher, launch->job_id, launch->generation, launch->rank,
                                   launch->workdir);
@@ -202,8 +206,9 @@ static int flusher_send(void *ud, const Tide__V1__WorkerMessage *msg)
     return tide_worker_core_send(a->core, msg);
 }
 
-/* A trainer reported a checkpoint: remember it for a durable copy, and tell the scheduler (only
- * worth it on a live stream). */
+/* A trainer reported a checkpoint: remember it for a durable copy, tier it when it lies in the hot
+ * layout (manifest, warm copy, pruning: off the loop, docs/worker.md "Checkpoint tiers"), and tell
+ * the scheduler (only worth it on a live stream) without waiting for any of that. */
 static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generation, int32_t rank,
                                   const tide_trainer_msg_t *m)
 {
@@ -219,9 +224,17 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
     cs.bytes = m->bytes;
     cs.sha256 = (char *)m->sha256;
     cs.request_id = (uint64_t)m->request;
-    if (a->flusher)
+    if (a->flusher) {
+        /* A rank directory in hot gets a manifest beside the trainer's files: the durable copy of
+         * the directory cannot match the trainer's sha any more (the manifest checks it). */
+        bool is_dir = false;
+        bool tiered = tide_ckpt_tiers_in_layout(a->cfg->ckpt_hot, job_id, m->step, rank,
+                                                m->path, &is_dir);
         tide_flusher_saved(a->flusher, job_id, generation, rank, m->step, m->path, m->bytes,
-                           m->sha256);
+                           tiered && is_dir ? "" : m->sha256);
+    }
+    if (a->tiers)
+        tide_ckpt_tiers_saved(a->tiers, job_id, generation, rank, m->step, m->path, m->sha256);
     msg.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_CHECKPOINT_SAVED;
     msg.checkpoint_saved = &cs;
     if (tide_worker_core_send(a->core, &msg) < 0)
@@ -432,12 +445,51 @@ static int on_trainer_send(void *ud, const Tide__V1__WorkerMessage *msg)
     return a->core ? tide_worker_core_send(a->core, msg) : -ENOTCONN;
 }
 
+/* A restore search ended: answer the rank (docs/trainer-api.md, "Checkpoint tiers"). */
+static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_found_t *found,
+                             const char *tier, const char *why)
+{
+    tide_worker_agent_t *a = ud;
+    tide_trainer_restore_skip_t skips[TIDE_CKPT_MAX_SKIPS];
+    size_t n = found->n_skipped < TIDE_CKPT_MAX_SKIPS ? found->n_skipped : TIDE_CKPT_MAX_SKIPS;
+    tide_buf_t out = TIDE_BUF_INIT;
+
+    for (size_t i = 0; i < n; i++) {
+        const tide_ckpt_skip_t *k = &found->skipped[i];
+        skips[i] = (tide_trainer_restore_skip_t){k->tier, k->step, k->reason};
+        tide_warn("restore: skipped step %lld in %s: %s", (long long)k->step, k->tier, k->reason);
+    }
+    if (rc == 0) {
+        tide_info("job %s rank %d restores step %lld from %s (%s)", found->meta.job,
+                  found->meta.rank, (long long)found->meta.step, tier, found->path);
+        tide_trainer_encode_restore(&out, found->meta.step, found->path, tier, NULL, skips, n);
+    } else {
+        tide_info("restore: no checkpoint: %s", why);
+        tide_trainer_encode_restore(&out, -1, NULL, NULL, why, skips, n);
+    }
+    if (a->trainer)
+        tide_trainer_server_restore_reply(a->trainer, token, out.data, out.len);
+    tide_buf_free(&out);
+}
+
+static void on_trainer_restore(void *ud, uint64_t token, const char *job_id, int32_t generation,
+                               int32_t rank, int64_t resume_step)
+{
+    tide_worker_agent_t *a = ud;
+
+    tide_info("job %s rank %d asks where to restore from (resume step %lld)", job_id, rank,
+              (long long)resume_step);
+    tide_ckpt_tiers_restore(a->tiers, job_id, generation, rank, resume_step, token,
+                            on_restore_found, a);
+}
+
 static const tide_trainer_server_ops_t trainer_ops = {
     .checkpoint = on_trainer_checkpoint,
     .send = on_trainer_send,
     .attach = on_attach,
     .attach_exited = on_attach_exited,
     .attach_closed = on_attach_closed,
+    .restore = on_trainer_restore,
 };
 
 /* --- logs --- */
@@ -725,6 +777,8 @@ static void stop_io(tide_worker_agent_t *a)
     a->trainer = NULL;
     tide_flusher_free(a->flusher); /* a copy under way stops; the loop runs until it did */
     a->flusher = NULL;
+    tide_ckpt_tiers_free(a->tiers); /* no callback any more; freed once its jobs ended */
+    a->tiers = NULL;
     uv_close((uv_handle_t *)&a->slow, on_handle_closed);
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
     uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
@@ -844,6 +898,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     lc.advertise = wc->advertise;
     lc.gpu_index = wc->gpu_index;
     lc.agent_sock = tide_trainer_server_path(trainer);
+    lc.ckpt_hot = wc->ckpt_hot;
     lc.on_exit = on_rank_exit;
     lc.ud = a;
     tide_launcher_new(loop, &lc, &a->launcher);
@@ -897,6 +952,11 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         tide_flusher_config_t fc = {wc->ckpt_durable, wc->data_dir, 0};
         tide_flusher_ops_t fo = {flusher_send};
         tide_flusher_new(loop, &fc, &fo, a, &a->flusher);
+    }
+    {
+        tide_ckpt_tiers_config_t kc = {wc->ckpt_hot, wc->ckpt_warm, wc->ckpt_durable,
+                                       wc->ckpt_keep_hot, wc->ckpt_keep_warm};
+        tide_ckpt_tiers_new(loop, &kc, &a->tiers);
     }
 
     memset(&logc, 0, sizeof(logc));

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "token.h"
@@ -21,6 +22,9 @@
 #define GPU_DEFAULT           "sim:h100"
 #define STOP_GRACE_DEFAULT_MS 10000
 #define DATA_DIR_BASE         "/var/lib/tide/worker"
+#define KEEP_HOT_DEFAULT      2
+#define KEEP_WARM_DEFAULT     4
+#define KEEP_MAX              100000
 
 static const char usage_text[] =
     "usage: tide-worker [--scheduler HOST:PORT] [--id ID] [--node NAME] [--gpu-index N]\n"
@@ -29,7 +33,8 @@ static const char usage_text[] =
     "                   [--stop-grace-ms MS] [--listen HOST:PORT] [--perturb FILE]\n"
     "                   [--peak-flops FLOPS] [--net-dev IF,...] [--net-capacity BYTES_PER_S]\n"
     "                   [--storage-dev DISK,...] [--storage-capacity BYTES_PER_S] [--probe]\n"
-    "                   [--ckpt-durable DIR]\n"
+    "                   [--ckpt-durable DIR] [--ckpt-hot DIR] [--ckpt-warm DIR]\n"
+    "                   [--ckpt-keep-hot N] [--ckpt-keep-warm N]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -62,6 +67,12 @@ static const char usage_text[] =
     "                         ecc, ecc-uncorrected, xid, die, slow; docs/worker.md)\n"
     "  --ckpt-durable DIR     copy checkpoints to DIR/JOB/step-STEP/rank-R/ when asked\n"
     "                         (default: the scheduler's --ckpt-durable directory)\n"
+    "  --ckpt-hot DIR         the hot checkpoint tier; ranks get TIDE_CKPT_DIR=DIR/JOB\n"
+    "                         (default /dev/shm/tide-UID/ID, else DATA_DIR/ckpt-hot)\n"
+    "  --ckpt-warm DIR        the warm tier, a copy of each hot checkpoint\n"
+    "                         (default DATA_DIR/ckpt-warm)\n"
+    "  --ckpt-keep-hot N      newest steps of a job kept in hot (default 2)\n"
+    "  --ckpt-keep-warm N     newest steps of a job kept in warm (default 4)\n"
     "  --probe                read the device and the node once, print it and exit\n"
     "  --help                 this text\n";
 
@@ -172,8 +183,63 @@ static const char *const value_flags[] = {
     "--scheduler", "--id",       "--node",       "--gpu-index", "--gpu",           "--labels",
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
     "--perturb", "--peak-flops", "--net-dev", "--net-capacity", "--storage-dev",
-    "--storage-capacity", "--ckpt-durable",
+    "--storage-capacity", "--ckpt-durable", "--ckpt-hot", "--ckpt-warm", "--ckpt-keep-hot",
+    "--ckpt-keep-warm",
 };
+
+/* val made absolute against the current directory (ranks run elsewhere) into *dst. */
+static int set_abs_dir(const char *flag, const char *val, char **dst, tide_error_t *err)
+{
+    char cwd[PATH_MAX];
+
+    if (!*val) {
+        tide_errprintf(err, "%s: empty", flag);
+        return -EINVAL;
+    }
+    if (val[0] == '/') {
+        set_str(dst, val);
+        return 0;
+    }
+    if (!getcwd(cwd, sizeof(cwd))) {
+        tide_errprintf(err, "%s: '%s' is relative and the current directory is unknown", flag,
+                       val);
+        return -EINVAL;
+    }
+    free(*dst);
+    *dst = tide_xasprintf("%s/%s", cwd, val);
+    return 0;
+}
+
+/* The worker id as one path component: anything but [A-Za-z0-9._-] becomes '-'. Caller frees. */
+static char *safe_id(const char *id)
+{
+    char *s = tide_xstrdup(id);
+
+    for (char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            *p = '-';
+    if (s[0] == '.')
+        s[0] = '-';
+    return s;
+}
+
+/* Where a tier lives by default: under the data dir (made absolute). */
+static char *data_subdir(const char *data_dir, const char *name)
+{
+    char cwd[PATH_MAX];
+
+    if (data_dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
+        return tide_xasprintf("%s/%s/%s", cwd, data_dir, name);
+    return tide_xasprintf("%s/%s", data_dir, name);
+}
+
+static bool shm_writable(void)
+{
+    struct stat st;
+
+    return stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0;
+}
 
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
 {
@@ -187,6 +253,8 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
     cfg->log_level = TIDE_LOG_INFO;
     cfg->stop_grace_ms = STOP_GRACE_DEFAULT_MS;
     cfg->gpu_index = 0;
+    cfg->ckpt_keep_hot = KEEP_HOT_DEFAULT;
+    cfg->ckpt_keep_warm = KEEP_WARM_DEFAULT;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL, *eq;
@@ -296,6 +364,16 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
                     cfg->ckpt_durable = tide_xasprintf("%s/%s", cwd, val);
                 }
             }
+        } else if (strcmp(flag, "--ckpt-hot") == 0) {
+            rc = set_abs_dir(flag, val, &cfg->ckpt_hot, err);
+        } else if (strcmp(flag, "--ckpt-warm") == 0) {
+            rc = set_abs_dir(flag, val, &cfg->ckpt_warm, err);
+        } else if (strcmp(flag, "--ckpt-keep-hot") == 0) {
+            rc = parse_long(flag, val, 1, KEEP_MAX, &n, err);
+            cfg->ckpt_keep_hot = (int)n;
+        } else if (strcmp(flag, "--ckpt-keep-warm") == 0) {
+            rc = parse_long(flag, val, 1, KEEP_MAX, &n, err);
+            cfg->ckpt_keep_warm = (int)n;
         } else if (strcmp(flag, "--perturb") == 0) {
             set_str(&cfg->perturb, val);
         } else if (strcmp(flag, "--listen") == 0) {
@@ -338,6 +416,15 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         cfg->advertise = tide_xstrdup(host);
     if (!cfg->data_dir)
         cfg->data_dir = tide_xasprintf("%s/%s-gpu%d", DATA_DIR_BASE, cfg->node, cfg->gpu_index);
+    if (!cfg->ckpt_hot) {
+        char *sid = safe_id(cfg->id);
+        cfg->ckpt_hot = shm_writable()
+                            ? tide_xasprintf("/dev/shm/tide-%u/%s", (unsigned)getuid(), sid)
+                            : data_subdir(cfg->data_dir, "ckpt-hot");
+        free(sid);
+    }
+    if (!cfg->ckpt_warm)
+        cfg->ckpt_warm = data_subdir(cfg->data_dir, "ckpt-warm");
     if (!cfg->listen) {
         struct in_addr a4;
         cfg->listen = tide_xasprintf("%s:0", inet_pton(AF_INET, cfg->advertise, &a4) == 1
@@ -375,6 +462,8 @@ void tide_worker_config_free(tide_worker_config_t *cfg)
     free(cfg->listen);
     free(cfg->perturb);
     free(cfg->ckpt_durable);
+    free(cfg->ckpt_hot);
+    free(cfg->ckpt_warm);
     free(cfg->net_devs);
     free(cfg->storage_devs);
     free(cfg->data_dir);

@@ -29,6 +29,12 @@ typedef struct tide_worker_config {
     bool probe;              /* --probe: print one reading and exit (probe.h) */
     char *ckpt_durable; /* --ckpt-durable DIR (absolute): where checkpoint copies go, instead
                            of the scheduler's directory; NULL: the scheduler's (flush.h) */
+    char *ckpt_hot;  /* --ckpt-hot DIR (absolute): the hot tier (ckpt_tiers.h); default
+                        /dev/shm/tide-UID/SAFE_ID when /dev/shm is a writable directory, else
+                        DATADIR/ckpt-hot */
+    char *ckpt_warm; /* --ckpt-warm DIR (absolute): the warm tier; default DATADIR/ckpt-warm */
+    int ckpt_keep_hot;  /* --ckpt-keep-hot N (>= 1): newest steps kept per job in hot; 2 */
+    int ckpt_keep_warm; /* --ckpt-keep-warm N (>= 1): the same in warm; 4 */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

@@ -22,6 +22,7 @@
 #include "buf.h"
 #include "datadir.h"
 #include "list.h"
+#include "log.h"
 #include "xmalloc.h"
 
 extern char **environ;
@@ -44,7 +45,7 @@ typedef struct proc {
 
 struct tide_launcher {
     uv_loop_t *loop;
-    char *exec_helper, *data_dir, *worker_id, *advertise, *agent_sock;
+    char *exec_helper, *data_dir, *worker_id, *advertise, *agent_sock, *ckpt_hot;
     int32_t gpu_index;
     uint32_t report_timeout_ms;
     tide_launcher_exit_cb on_exit;
@@ -61,6 +62,7 @@ void tide_launcher_new(uv_loop_t *loop, const tide_launcher_config_t *cfg, tide_
     l->data_dir = tide_xstrdup(cfg->data_dir);
     l->worker_id = tide_xstrdup(cfg->worker_id ? cfg->worker_id : "");
     l->agent_sock = cfg->agent_sock ? tide_xstrdup(cfg->agent_sock) : NULL;
+    l->ckpt_hot = cfg->ckpt_hot ? tide_xstrdup(cfg->ckpt_hot) : NULL;
     l->advertise = tide_xstrdup(cfg->advertise ? cfg->advertise : "");
     l->gpu_index = cfg->gpu_index;
     l->report_timeout_ms =
@@ -103,6 +105,7 @@ void tide_launcher_free(tide_launcher_t *l)
     free(l->data_dir);
     free(l->worker_id);
     free(l->agent_sock);
+    free(l->ckpt_hot);
     free(l->advertise);
     free(l);
 }
@@ -315,6 +318,33 @@ static void env_free(env_t *e)
     free(e->kv);
 }
 
+/* mkdir -p (mode 0700 for what it creates). Returns 0 or -1 with errno. */
+static int mkdir_parents(const char *path)
+{
+    char *p = tide_xstrdup(path);
+    int rc = 0;
+
+    for (char *q = p + 1;; q++) {
+        if (*q != '/' && *q != '\0')
+            continue;
+        char c = *q;
+        *q = '\0';
+        if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+            rc = -1;
+            break;
+        }
+        *q = c;
+        if (!c)
+            break;
+    }
+    {
+        int saved = errno;
+        free(p);
+        errno = saved;
+    }
+    return rc;
+}
+
 /* What makes a process a member of a torchrun-style group: a burst rank gets none of them. */
 static const char *const member_vars[] = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
@@ -376,6 +406,16 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
         env_set(e, "OMP_NUM_THREADS", "1");
     if (l->agent_sock)
         env_set(e, "TIDE_AGENT_SOCK", l->agent_sock);
+    if (l->ckpt_hot) {
+        /* The job's directory in the hot tier (docs/worker.md, "Checkpoint tiers"): the SDK's
+         * ckpt_path makes step-S/rank-R under it. */
+        char *dir = tide_xasprintf("%s/%s", l->ckpt_hot, r->job_id);
+        if (mkdir_parents(dir) < 0)
+            tide_warn("job %s: cannot create %s: %s (TIDE_CKPT_DIR set all the same)", r->job_id,
+                      dir, strerror(errno));
+        env_set(e, "TIDE_CKPT_DIR", dir);
+        free(dir);
+    }
     if (r->n_node_gpu_indexes == 0) {
         tide_buf_printf(&cvd, "%d", l->gpu_index);
     } else {

@@ -28,6 +28,8 @@ typedef struct tide_launcher_config {
         *advertise;    /* MASTER_ADDR when LaunchRank has none; bound to pick MASTER_PORT; copied */
     int32_t gpu_index; /* CUDA_VISIBLE_DEVICES when LaunchRank lists no node_gpu_indexes */
     const char *agent_sock; /* TIDE_AGENT_SOCK (the trainer socket); NULL: not set; copied */
+    const char *ckpt_hot;   /* the hot checkpoint tier: ranks get TIDE_CKPT_DIR=ckpt_hot/JOB
+                               (created); NULL: not set; copied */
     uint32_t report_timeout_ms; /* wait for the helper's "ok"; 0: 5000 */
     tide_launcher_exit_cb on_exit;
     void *ud;

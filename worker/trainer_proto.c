@@ -452,6 +452,14 @@ static bool decode_next_task(decoder_t *d, tide_trainer_msg_t *m)
            get_int(d, "done", false, 0, MAX_EXACT, &m->done);
 }
 
+/* restore (docs/trainer-api.md, "Checkpoint tiers"): no fields. */
+static bool decode_restore(decoder_t *d, tide_trainer_msg_t *m)
+{
+    (void)d;
+    (void)m;
+    return true;
+}
+
 /* load (docs/trainer-api.md): the job entered (high true) or left a high-load phase. */
 static bool decode_load(decoder_t *d, tide_trainer_msg_t *m)
 {
@@ -482,6 +490,7 @@ tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_traine
         {"tasks", TIDE_TRAINER_OP_TASKS, decode_tasks},
         {"next_task", TIDE_TRAINER_OP_NEXT_TASK, decode_next_task},
         {"load", TIDE_TRAINER_OP_LOAD, decode_load},
+        {"restore", TIDE_TRAINER_OP_RESTORE, decode_restore},
     };
     decoder_t d = {.err = err, .err_size = err_size, .code = TIDE_TRAINER_ERR_BAD_FIELD};
     const char *end = NULL;
@@ -513,7 +522,7 @@ tide_trainer_err_t tide_trainer_decode(const char *line, size_t len, tide_traine
     if (i == sizeof(ops) / sizeof(ops[0])) {
         set_err(err, err_size,
                 "op: must be one of hello, step, phase, checkpoint, attach, exited, tasks, "
-                "next_task, load");
+                "next_task, load, restore");
         cJSON_Delete(root);
         return TIDE_TRAINER_ERR_UNKNOWN_OP;
     }
@@ -659,4 +668,29 @@ void tide_trainer_encode_no_task(tide_buf_t *out, int64_t step, tide_trainer_kin
 
     tide_buf_printf(out, "{\"op\":\"no_task\",\"step\":%" PRId64 ",\"kind\":\"%s\"}\n", step,
                     k ? k : "member");
+}
+
+void tide_trainer_encode_restore(tide_buf_t *out, int64_t step, const char *path, const char *tier,
+                                 const char *reason, const tide_trainer_restore_skip_t *skipped,
+                                 size_t n_skipped)
+{
+    tide_buf_printf(out, "{\"op\":\"restore\",");
+    if (step >= 0) {
+        tide_buf_printf(out, "\"step\":%" PRId64 ",\"path\":", step);
+        put_string(out, path ? path : "");
+        tide_buf_printf(out, ",\"tier\":");
+        put_string(out, tier ? tier : "");
+    } else {
+        tide_buf_printf(out, "\"none\":true,\"reason\":");
+        put_string(out, reason ? reason : "");
+    }
+    tide_buf_printf(out, ",\"skipped\":[");
+    for (size_t i = 0; i < n_skipped; i++) {
+        tide_buf_printf(out, "%s{\"tier\":", i ? "," : "");
+        put_string(out, skipped[i].tier);
+        tide_buf_printf(out, ",\"step\":%" PRId64 ",\"reason\":", skipped[i].step);
+        put_string(out, skipped[i].reason);
+        tide_buf_printf(out, "}");
+    }
+    tide_buf_printf(out, "]}\n");
 }

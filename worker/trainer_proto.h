@@ -27,6 +27,8 @@ typedef enum tide_trainer_op {
     TIDE_TRAINER_OP_NEXT_TASK,
     /* phase-aware burst (docs/elastic.md, "Burst") */
     TIDE_TRAINER_OP_LOAD,
+    /* checkpoint tiers (docs/trainer-api.md, "Checkpoint tiers") */
+    TIDE_TRAINER_OP_RESTORE,
 } tide_trainer_op_t;
 
 /* Kinds of task pool (docs/work-stealing.md); same values as tide.v1.TaskKind. */
@@ -160,5 +162,17 @@ void tide_trainer_encode_stop_after_step(tide_buf_t *out, int64_t step);
 /* The answers to next_task (docs/work-stealing.md): run task id next / this rank's part is done. */
 void tide_trainer_encode_task(tide_buf_t *out, int64_t step, tide_trainer_kind_t kind, uint64_t id);
 void tide_trainer_encode_no_task(tide_buf_t *out, int64_t step, tide_trainer_kind_t kind);
+
+/* One copy a restore search passed over (strings borrowed). */
+typedef struct tide_trainer_restore_skip {
+    const char *tier;
+    int64_t step; /* -1: the tier's job directory could not be read */
+    const char *reason;
+} tide_trainer_restore_skip_t;
+/* The answer to `restore`: step >= 0 with path and tier, or step < 0 ("none": true) with reason;
+ * skipped[] in either case (docs/trainer-api.md). */
+void tide_trainer_encode_restore(tide_buf_t *out, int64_t step, const char *path, const char *tier,
+                                 const char *reason, const tide_trainer_restore_skip_t *skipped,
+                                 size_t n_skipped);
 
 #endif

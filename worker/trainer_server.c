@@ -46,6 +46,7 @@ typedef struct rank_entry {
     uint64_t ckpt_request;
     int64_t ckpt_deadline;
     int64_t stop_after; /* -1: none */
+    int64_t resume_step; /* the newest step `restore` may answer; -1: any */
     /* what heartbeats carry */
     Tide__V1__RankProgress msg;
     Tide__V1__TrainerProgress progress;
@@ -61,6 +62,7 @@ typedef struct tide_trainer_conn {
     tide_trainer_msg_t msg;
     bool closing;
     bool attach; /* an attach was handed to ops.attach: no hello, only "exited" from now on */
+    uint64_t restore_token; /* a restore waits for its answer; 0: none */
     void *data;
 } conn_t;
 
@@ -76,6 +78,7 @@ struct tide_trainer_server {
     double peak_flops;
     tide_buf_t out; /* message assembly */
     uint64_t rejected;
+    uint64_t next_token; /* restore requests */
     int open_handles;
     bool freeing;
     char read_buf[READ_BUF_SIZE];
@@ -340,6 +343,24 @@ static void handle_checkpoint(conn_t *c, const tide_trainer_msg_t *m)
         s->ops.checkpoint(s->ud, r->job_id, r->generation, r->rank, m);
 }
 
+/* restore: the agent searches its tiers off the loop and answers by token. */
+static void handle_restore(conn_t *c)
+{
+    tide_trainer_server_t *s = c->s;
+    rank_entry_t *r = c->rank;
+
+    if (!s->ops.restore) {
+        reject(c, TIDE_TRAINER_ERR_UNKNOWN_OP, "op: restore is not served here", "restore");
+        return;
+    }
+    if (c->restore_token) {
+        reject(c, TIDE_TRAINER_ERR_BUSY, "op: a restore is already being answered", "restore");
+        return;
+    }
+    c->restore_token = ++s->next_token;
+    s->ops.restore(s->ud, c->restore_token, r->job_id, r->generation, r->rank, r->resume_step);
+}
+
 /* --- tasks (docs/work-stealing.md) --- */
 
 /* task or no_task to the connection a deque answer names. */
@@ -463,6 +484,9 @@ static void handle_line(conn_t *c, const char *line, size_t len)
         break;
     case TIDE_TRAINER_OP_NEXT_TASK:
         handle_next_task(c, &c->msg);
+        break;
+    case TIDE_TRAINER_OP_RESTORE:
+        handle_restore(c);
         break;
     case TIDE_TRAINER_OP_LOAD:
         /* kept for the heartbeats: the scheduler decides on rank 0's (docs/elastic.md, "Burst") */
@@ -653,6 +677,7 @@ void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const c
     r->rank = rank;
     r->last_step = -1;
     r->stop_after = -1;
+    r->resume_step = -1;
     r->added_ns = uv_hrtime();
     tide_flops_window_init(&r->flops);
     tide_flops_window_init(&r->hw);
@@ -666,6 +691,34 @@ void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const c
     r->msg.progress = &r->progress;
     tide_list_push_back(&s->ranks, &r->link);
     tide_task_deque_rank_add(s->tasks, id, job_id, generation, rank, mono_ms());
+}
+
+void tide_trainer_server_rank_resume(tide_trainer_server_t *s, uint64_t id, int64_t resume_step)
+{
+    rank_entry_t *r = find_id(s, id);
+
+    if (r)
+        r->resume_step = resume_step < 0 ? -1 : resume_step;
+}
+
+int tide_trainer_server_restore_reply(tide_trainer_server_t *s, uint64_t token, const void *data,
+                                      size_t len)
+{
+    tide_list_t *pos;
+
+    if (!token)
+        return -ENOENT;
+    tide_list_for_each(pos, &s->conns) {
+        conn_t *c = tide_list_entry(pos, conn_t, link);
+        if (c->restore_token != token || c->closing)
+            continue;
+        c->restore_token = 0;
+        tide_buf_reset(&s->out);
+        tide_buf_append(&s->out, data, len);
+        conn_send(c);
+        return 0;
+    }
+    return -ENOENT;
 }
 
 void tide_trainer_server_rank_remove(tide_trainer_server_t *s, uint64_t id)

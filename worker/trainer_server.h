@@ -39,6 +39,11 @@ typedef struct tide_trainer_server_ops {
      * agent passes tide_worker_core_send). NULL: no scheduler, so no stealing (an empty deque
      * answers no_task). */
     int (*send)(void *ud, const Tide__V1__WorkerMessage *msg);
+    /* A rank asked where to restore from (docs/trainer-api.md, "Checkpoint tiers"): resume_step is
+     * what tide_trainer_server_rank_resume set (-1: any). The callee answers, now or later, with
+     * tide_trainer_server_restore_reply(token). NULL: restore is refused (unknown_op). */
+    void (*restore)(void *ud, uint64_t token, const char *job_id, int32_t generation,
+                    int32_t rank, int64_t resume_step);
 } tide_trainer_server_ops_t;
 
 typedef struct tide_trainer_server_config {
@@ -62,6 +67,12 @@ const char *tide_trainer_server_path(const tide_trainer_server_t *s);
  * from now on. */
 void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const char *job_id,
                                   int32_t generation, int32_t rank);
+/* The newest step rank id may restore (LaunchRank.resume_step; -1: any, the default). */
+void tide_trainer_server_rank_resume(tide_trainer_server_t *s, uint64_t id, int64_t resume_step);
+/* Sends the answer (len bytes, whole lines) to the restore request `token`. Returns 0, or -ENOENT
+ * when its connection is gone (nothing sent). */
+int tide_trainer_server_restore_reply(tide_trainer_server_t *s, uint64_t token, const void *data,
+                                      size_t len);
 /* Rank id ended: its connections are closed and its state dropped. Unknown ids are ignored. */
 void tide_trainer_server_rank_remove(tide_trainer_server_t *s, uint64_t id);
 /* Whether rank id said hello (is using the SDK). */

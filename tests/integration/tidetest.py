@@ -152,7 +152,9 @@ class Cluster:
         data = os.path.join(self.tmp, f"worker-{node}-gpu{gpu}")
         p = self._spawn([os.path.join(BIN, "tide-worker"), "--scheduler", self.addr, "--node", node,
                          "--gpu-index", str(gpu), "--gpu", "sim:h100", "--advertise", "127.0.0.1",
-                         "--data-dir", data, "--stop-grace-ms", "2000", *extra], log, env={"TIDE_TOKEN": self.token})
+                         "--data-dir", data, "--stop-grace-ms", "2000",
+                         # the hot checkpoint tier in the test's own directory, not /dev/shm (a test's extra wins)
+                         "--ckpt-hot", os.path.join(data, "hot"), *extra], log, env={"TIDE_TOKEN": self.token})
         self.workers[wid] = p
         return p
 

@@ -138,6 +138,7 @@ typedef struct run {
     uint64_t generation; /* TIDE_GENERATION of this run (0 outside tide) */
     uint64_t job;        /* TIDE_JOB_ID of this run (0 outside tide or when not a number) */
     bool warned_no_dir;
+    bool tiered; /* checkpoints go to the worker's hot tier (--tiered-checkpoints under tide) */
     tide_mlp_step_times_t *times;
     sdk_eval_t eval_sdk;
     tide_mlp_eval_phase_t *eval; /* NULL without --eval-every */
@@ -161,6 +162,26 @@ static uint64_t env_u64(const char *name)
     return errno || *end ? 0 : v;
 }
 
+/* Rank 0 under --tiered-checkpoints: asks the worker where the newest usable copy is (it names on
+ * stderr every copy it passed over). Returns 0 with dir filled, -ENOENT (start fresh) or -errno. */
+static int restore_dir(run_t *r, char *dir, size_t len)
+{
+    const tide_trainer_skip_t *sk;
+    int64_t step = -1;
+    int rc = tide_trainer_restore(r->sdk, &step, dir, len);
+    size_t n = tide_trainer_restore_skipped(r->sdk, &sk);
+
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "tide-mlp: skipped step %" PRId64 " in %s: %s\n", sk[i].step, sk[i].tier,
+                sk[i].reason);
+    if (rc == 0 && !r->opt->quiet)
+        printf("tide-mlp: restoring step %" PRId64 " from the %s tier\n", step,
+               tide_trainer_restore_tier(r->sdk));
+    else if (rc == -ENOENT && !r->opt->quiet)
+        printf("tide-mlp: no checkpoint to restore (%s)\n", tide_trainer_restore_reason(r->sdk));
+    return rc;
+}
+
 /* Rank 0 loads the newest valid checkpoint (of another job, or of this job's generation or an
  * earlier one) and broadcasts it. A run whose directory holds a later generation's checkpoint of
  * the same job is a stale rank: it stops here, since it could never save (docs/tide-mlp.md).
@@ -174,7 +195,23 @@ static int resume(run_t *r)
     uint64_t hdr[2] = {0, 0};
     int rc = 0;
 
-    if (r->rank == 0) {
+    if (r->rank == 0 && r->tiered) {
+        char dir[TIDE_MLP_CKPT_PATH_MAX];
+        rc = restore_dir(r, dir, sizeof(dir));
+        if (rc == 0) {
+            rc = tide_mlp_ckpt_load_newest(dir, &o->cfg, r->job, r->generation, &st, path, stderr,
+                                           &err);
+            if (rc == -ENOENT) /* the worker verified a copy that holds no tide-mlp file */
+                rc = -EBADMSG;
+        } else if (rc != -ENOENT)
+            tide_errprintf(&err, "the tide worker's restore failed: %s", strerror(-rc));
+        if (rc == 0) {
+            hdr[0] = st.steps_done;
+            hdr[1] = st.generation;
+        } else if (rc != -ENOENT) {
+            fprintf(stderr, "tide-mlp: cannot resume: %s\n", err.text);
+        }
+    } else if (r->rank == 0) {
         rc = tide_mlp_ckpt_load_newest(o->checkpoint_dir, &o->cfg, r->job, r->generation, &st, path,
                                        stderr, &err);
         if ((rc == 0 || rc == -ESTALE) && r->job > 0 && r->generation > 0) {
@@ -243,8 +280,21 @@ static int checkpoint(run_t *r, bool requested)
             .velocity = r->velocity,
         };
         tide_error_t err = {{0}};
-        rc =
-            tide_mlp_ckpt_save(o->checkpoint_dir, &st, o->checkpoint_keep, path, &bytes, hex, &err);
+        char dir[TIDE_MLP_CKPT_PATH_MAX];
+        if (!r->tiered) {
+            rc = tide_mlp_ckpt_save(o->checkpoint_dir, &st, o->checkpoint_keep, path, &bytes, hex,
+                                    &err);
+        } else if (r->steps_done == 0) {
+            rc = -EINVAL;
+            tide_errprintf(&err, "no step done yet");
+        } else {
+            /* The worker's hot tier: one directory per step, pruned by the worker. */
+            rc = tide_trainer_ckpt_path(r->sdk, (int64_t)r->steps_done - 1, dir, sizeof(dir));
+            if (rc < 0)
+                tide_errprintf(&err, "TIDE_CKPT_DIR: %s", strerror(-rc));
+            else
+                rc = tide_mlp_ckpt_save(dir, &st, 1, path, &bytes, hex, &err);
+        }
         if (rc == -ESTALE)
             fprintf(stderr, "tide-mlp: %s\n", err.text);
         else if (rc)
@@ -478,13 +528,13 @@ static int train(run_t *r)
         eval_step = r->eval && r->steps_done % o->eval_every == 0;
         want_ckpt = ctl[CTL_CHECKPOINT] > 0 || stop || r->steps_done == o->steps || eval_step ||
                     (o->checkpoint_every && r->steps_done % o->checkpoint_every == 0);
-        if (ctl[CTL_CHECKPOINT] > 0 && !o->checkpoint_dir && !r->warned_no_dir) {
+        if (ctl[CTL_CHECKPOINT] > 0 && !o->checkpoint_dir && !r->tiered && !r->warned_no_dir) {
             if (r->rank == 0)
                 fprintf(stderr, "tide-mlp: tide asked for a checkpoint but there is no "
                                 "--checkpoint-dir; ignored\n");
             r->warned_no_dir = true;
         }
-        if (want_ckpt && o->checkpoint_dir) {
+        if (want_ckpt && (o->checkpoint_dir || r->tiered)) {
             int crc = checkpoint(r, ctl[CTL_CHECKPOINT] > 0);
             /* a stale rank stops at once: it must not train on beside a newer generation */
             if (crc == -ESTALE || (crc != 0 && (stop || r->steps_done == o->steps))) {
@@ -556,10 +606,20 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
     }
     r.sdk = tide_trainer_open();
     r.eval_sdk.t = r.sdk;
+    {
+        /* Every rank must agree: rank 0 decides (it is the one that saves and restores). */
+        int tiered = o->tiered && r.sdk && getenv("TIDE_CKPT_DIR") && getenv("TIDE_CKPT_DIR")[0];
+        MPI_Bcast(&tiered, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        r.tiered = tiered != 0;
+        if (o->tiered && !r.tiered && rank == 0 && !o->quiet)
+            fprintf(stderr, "tide-mlp: --tiered-checkpoints needs a tide worker (TIDE_CKPT_DIR): "
+                            "using --checkpoint-dir%s\n",
+                    o->checkpoint_dir ? "" : " (none: no checkpoints)");
+    }
     if (o->eval_every > 0)
         r.eval = tide_mlp_eval_phase_new(o, (uint32_t)rank, (uint32_t)world, &sdk_eval_ops,
                                          &r.eval_sdk, stderr);
-    if (o->checkpoint_dir)
+    if (o->checkpoint_dir || r.tiered)
         rc = resume(&r);
     if (rc == 0 && r.rank == 0 && !o->quiet)
         printf("tide-mlp: %" PRIu64 " parameters, %d ranks, batch %" PRIu64 " in %u micro-batches, "

@@ -65,6 +65,9 @@ const char *tide_mlp_usage(void)
            "                        (default 1)\n"
            "  --eval-compute MS     simulated running time per shard (default: "
            "--simulated-compute)\n"
+           "  --tiered-checkpoints  under tide (TIDE_CKPT_DIR set): save into the worker's hot\n"
+           "                        tier and resume from its newest verified copy (hot, warm,\n"
+           "                        cold); --checkpoint-every sets the cadence\n"
            "  --quiet               print only the final params-sha256 line\n"
            "  --help                this text\n";
 }
@@ -141,6 +144,7 @@ enum {
     OPT_EVAL_PER_STEP,
     OPT_EVAL_COMPUTE,
     OPT_QUIET,
+    OPT_TIERED,
     OPT_HELP,
 };
 
@@ -165,6 +169,7 @@ static const struct option long_options[] = {
     {"eval-per-step", required_argument, NULL, OPT_EVAL_PER_STEP},
     {"eval-compute", required_argument, NULL, OPT_EVAL_COMPUTE},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"tiered-checkpoints", no_argument, NULL, OPT_TIERED},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -263,6 +268,9 @@ int tide_mlp_options_parse(tide_mlp_options_t *o, int argc, char **argv, tide_er
             break;
         case OPT_QUIET:
             o->quiet = true;
+            break;
+        case OPT_TIERED:
+            o->tiered = true;
             break;
         case OPT_HELP:
             o->help = true;

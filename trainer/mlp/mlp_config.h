@@ -41,6 +41,8 @@ typedef struct tide_mlp_options {
     uint32_t eval_tasks;
     uint32_t eval_per_step;
     double eval_compute_ms;
+    bool tiered; /* --tiered-checkpoints: under tide with TIDE_CKPT_DIR, rank 0 saves into the
+                    worker's hot tier (tide_trainer_ckpt_path) and resumes via tide_trainer_restore */
     bool quiet;                 /* only the final params-sha256 line */
     bool help;
 } tide_mlp_options_t;

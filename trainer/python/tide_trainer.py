@@ -63,6 +63,7 @@ TASKS_MAX_SHARE = 4096  # ids one rank may declare per step
 TASKS_MAX_TOTAL = 1048576  # tasks in one step
 _TASKS_SEND_TIMEOUT = 5.0
 _UNSUPPORTED = object()  # what a waiting next_task got from a worker that predates tasks
+_RESTORE_TIMEOUT = 600.0  # a restore search verifies whole checkpoints
 _NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
@@ -126,11 +127,37 @@ def _phase(p):
     raise ValueError(f"phase must be one of {', '.join(PHASES)}")
 
 
+def _ckpt_path(step):
+    """$TIDE_CKPT_DIR/step-STEP/rank-RANK, created; None when TIDE_CKPT_DIR is unset."""
+    base = os.environ.get("TIDE_CKPT_DIR", "")
+    if not base.startswith("/"):
+        return None
+    step = _int(step, "step")
+    rank_var = "TIDE_RANK" if os.environ.get("TIDE_RANK") else "RANK"
+    rank = _int(int(os.environ.get(rank_var, "")), rank_var)
+    path = os.path.join(base, f"step-{step}", f"rank-{rank}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
 class _NoOp:
     """What connect() returns outside tide: every call does nothing."""
 
     active = False
     checkpoint_deadline_unix_ms = None
+    restore_skipped = ()  # (tier, step, reason) of the copies the last restore passed over
+    restore_reason = ""  # why the last restore found nothing
+
+    def ckpt_path(self, step):
+        """Where to write this rank's checkpoint of `step` in the worker's hot tier
+        (TIDE_CKPT_DIR/step-STEP/rank-RANK, created), or None outside tide. Report it (the
+        directory or a file in it) with checkpoint() as usual (docs/trainer-api.md, "Checkpoint
+        tiers")."""
+        return _ckpt_path(step)
+
+    def restore(self):
+        """(step, path, tier) of the newest usable checkpoint copy of this rank, or None."""
+        return None
 
     def step(self, step, phase="forward", flops=0.0, samples=0, tokens=0, recompute_flops=None):
         pass
@@ -195,6 +222,10 @@ class Trainer(_NoOp):
         self._tasks_refused = None  # text of an error ref `tasks` read while nothing waited
         self._tw = None  # (step, kind) of the next_task waiting for its reply
         self._tw_result = None  # its reply: an id, False (no_task), ("refused", text), _UNSUPPORTED
+        self._rs_waiting = False  # a restore waits for its answer
+        self._rs_result = None  # the answer (a dict) or ("error", text)
+        self.restore_skipped = []
+        self.restore_reason = ""
 
     # --- connection state -------------------------------------------------------------------
 
@@ -243,6 +274,14 @@ class Trainer(_NoOp):
             return 0
         if op == "welcome":
             self._welcomed = True
+            return 0
+        if op == "restore":
+            if self._rs_waiting and self._rs_result is None:
+                self._rs_result = m
+            return 0
+        if op == "error" and m.get("ref") == "restore" and self._rs_waiting \
+                and self._rs_result is None:
+            self._rs_result = ("error", f"{m.get('code')}: {m.get('message')}")
             return 0
         if op == "error":
             ref = m.get("ref") or ""
@@ -605,6 +644,59 @@ class Trainer(_NoOp):
                     return None
         finally:
             self._tw, self._tw_result = None, None
+
+    def restore(self):
+        """Asks the worker where the newest usable checkpoint copy of this rank is (at most the job's
+        resume step, of this job's lineage, every file checked against its manifest): (step, path,
+        tier) with path a directory to read, or None (none; restore_reason says why). Blocks for the
+        answer (at most 10 minutes), applying commands meanwhile; prints nothing. restore_skipped
+        lists (tier, step, reason) of the copies passed over. Raises nothing: a lost connection or a
+        worker without restore gives None with restore_reason set."""
+        self.restore_skipped, self.restore_reason = [], ""
+        if self._sock is None:
+            self.restore_reason = "not connected to a tide worker"
+            return None
+        self._rs_waiting, self._rs_result = True, None
+        deadline = time.monotonic() + _RESTORE_TIMEOUT
+        try:
+            if not self._queue(b'{"op":"restore"}\n'):
+                self.restore_reason = "the connection to the tide worker was lost"
+                return None
+            while self._rs_result is None:
+                if self._pending and self._sock is not None:
+                    self._flush(None)
+                rc = self._read()
+                if self._rs_result is not None:
+                    break
+                left = deadline - time.monotonic()
+                if rc < 0 or self._sock is None or left <= 0:
+                    self.restore_reason = ("no answer in time" if left <= 0 else
+                                           "the connection to the tide worker was lost")
+                    return None
+                p = select.poll()
+                p.register(self._sock, select.POLLIN | (select.POLLOUT if self._pending else 0))
+                try:
+                    p.poll(int(min(left, 1.0) * 1000) + 1)
+                except InterruptedError:
+                    pass
+                except OSError as e:
+                    self._lose(e.strerror or str(e))
+            m = self._rs_result
+        finally:
+            self._rs_waiting, self._rs_result = False, None
+        if isinstance(m, tuple):
+            self.restore_reason = m[1]
+            return None
+        for k in m.get("skipped") or []:
+            if isinstance(k, dict):
+                self.restore_skipped.append((str(k.get("tier", "")), k.get("step", -1),
+                                             str(k.get("reason", ""))))
+        step, path = m.get("step"), m.get("path")
+        if isinstance(step, int) and not isinstance(step, bool) and step >= 0 and \
+                isinstance(path, str) and path:
+            return (step, path, str(m.get("tier", "")))
+        self.restore_reason = str(m.get("reason", ""))
+        return None
 
     def poll(self):
         """Reads and applies the commands that arrived, without blocking: the number applied,

@@ -47,6 +47,10 @@ typedef struct fx {
     struct sdk_run *run;
     pthread_t sdk;
     bool sdk_started;
+    /* the last restore request (ops.restore) */
+    uint64_t restore_token;
+    int64_t restore_resume;
+    int32_t restore_rank;
 } fx_t;
 
 typedef struct client {
@@ -85,6 +89,18 @@ static void t_attach_closed(void *ud, tide_trainer_conn_t *c)
     (void)c;
 }
 
+static void t_restore(void *ud, uint64_t token, const char *job_id, int32_t generation,
+                      int32_t rank, int64_t resume_step)
+{
+    fx_t *fx = ud;
+
+    assert_string_equal(job_id, "job-t");
+    assert_int_equal(generation, 3);
+    fx->restore_token = token;
+    fx->restore_rank = rank;
+    fx->restore_resume = resume_step;
+}
+
 static void clear_sent(fx_t *fx)
 {
     for (size_t i = 0; i < fx->n_sent; i++)
@@ -96,7 +112,8 @@ static int setup(void **state)
 {
     fx_t *fx = calloc(1, sizeof(*fx));
     tide_trainer_server_ops_t ops = {
-        .send = t_send, .attach = t_attach, .attach_closed = t_attach_closed};
+        .send = t_send, .attach = t_attach, .attach_closed = t_attach_closed,
+        .restore = t_restore};
     tide_trainer_server_config_t cfg = {0};
     char *path;
     tide_error_t err;
@@ -932,6 +949,101 @@ static void test_c_sdk_burst(void **state)
     assert_non_null(progress_of(fx, 5));
 }
 
+/* restore through the C SDK: the request reaches ops.restore with the rank's resume step, the
+ * answer by token comes back whole (path, tier, skipped copies); then an answer of none. */
+typedef struct restore_run {
+    int rc[2];
+    int64_t step;
+    char path[256], tier[16], reason[128];
+    size_t n_skipped;
+    tide_trainer_skip_t skip0;
+    atomic_int phase; /* 1: the first answer is in; 2: done */
+} restore_run_t;
+
+static void *restore_thread(void *arg)
+{
+    restore_run_t *r = arg;
+    tide_trainer_t *t = tide_trainer_open();
+    const tide_trainer_skip_t *sk;
+
+    r->rc[0] = tide_trainer_restore(t, &r->step, r->path, sizeof(r->path));
+    snprintf(r->tier, sizeof(r->tier), "%s", tide_trainer_restore_tier(t));
+    r->n_skipped = tide_trainer_restore_skipped(t, &sk);
+    if (r->n_skipped)
+        r->skip0 = sk[0];
+    atomic_store(&r->phase, 1);
+    r->rc[1] = tide_trainer_restore(t, NULL, NULL, 0);
+    snprintf(r->reason, sizeof(r->reason), "%s", tide_trainer_restore_reason(t));
+    tide_trainer_close(t);
+    atomic_store(&r->phase, 2);
+    return NULL;
+}
+
+static bool cond_restore_asked(void *arg)
+{
+    return ((fx_t *)arg)->restore_token != 0;
+}
+
+static bool cond_restore_phase1(void *arg)
+{
+    return atomic_load(&((restore_run_t *)arg)->phase) >= 1;
+}
+
+static bool cond_restore_phase2(void *arg)
+{
+    return atomic_load(&((restore_run_t *)arg)->phase) >= 2;
+}
+
+static void test_restore_c_sdk(void **state)
+{
+    fx_t *fx = *state;
+    restore_run_t *run = calloc(1, sizeof(*run));
+    tide_trainer_restore_skip_t skips[] = {{"hot", 300, "rank-1/m.bin: sha256 \"x\", manifest says y"}};
+    tide_buf_t out = TIDE_BUF_INIT;
+
+    tide_trainer_server_rank_resume(fx->s, 7, 300);
+    setenv("TIDE_AGENT_SOCK", tide_trainer_server_path(fx->s), 1);
+    setenv("TIDE_JOB_ID", "job-t", 1);
+    setenv("TIDE_GENERATION", "3", 1);
+    setenv("RANK", "1", 1);
+    fx->run = (sdk_run_t *)(void *)run; /* freed by teardown */
+    assert_int_equal(pthread_create(&fx->sdk, NULL, restore_thread, run), 0);
+    fx->sdk_started = true;
+    assert_true(wt_run_until(&fx->loop, cond_restore_asked, fx, WAIT_MS));
+    assert_int_equal(fx->restore_rank, 1);
+    assert_int_equal(fx->restore_resume, 300);
+    assert_int_equal(tide_trainer_server_restore_reply(fx->s, fx->restore_token + 1, "x\n", 2),
+                     -ENOENT);
+    tide_trainer_encode_restore(&out, 200, "/w/job-t/step-200/rank-1", "warm", NULL, skips, 1);
+    assert_int_equal(tide_trainer_server_restore_reply(fx->s, fx->restore_token, out.data, out.len),
+                     0);
+    /* answered once only */
+    assert_int_equal(tide_trainer_server_restore_reply(fx->s, fx->restore_token, out.data, out.len),
+                     -ENOENT);
+    fx->restore_token = 0;
+    assert_true(wt_run_until(&fx->loop, cond_restore_phase1, run, WAIT_MS));
+    assert_int_equal(run->rc[0], 0);
+    assert_int_equal(run->step, 200);
+    assert_string_equal(run->path, "/w/job-t/step-200/rank-1");
+    assert_string_equal(run->tier, "warm");
+    assert_int_equal(run->n_skipped, 1);
+    assert_string_equal(run->skip0.tier, "hot");
+    assert_int_equal(run->skip0.step, 300);
+    assert_string_equal(run->skip0.reason, "rank-1/m.bin: sha256 \"x\", manifest says y");
+
+    assert_true(wt_run_until(&fx->loop, cond_restore_asked, fx, WAIT_MS));
+    tide_buf_reset(&out);
+    tide_trainer_encode_restore(&out, -1, NULL, NULL, "no copy of rank 1", NULL, 0);
+    assert_int_equal(tide_trainer_server_restore_reply(fx->s, fx->restore_token, out.data, out.len),
+                     0);
+    assert_true(wt_run_until(&fx->loop, cond_restore_phase2, run, WAIT_MS));
+    assert_int_equal(run->rc[1], -ENOENT);
+    assert_string_equal(run->reason, "no copy of rank 1");
+    assert_int_equal(pthread_join(fx->sdk, NULL), 0);
+    fx->sdk_started = false;
+    tide_buf_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -944,6 +1056,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_c_sdk_burst, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_c_sdk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

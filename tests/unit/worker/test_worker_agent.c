@@ -28,7 +28,7 @@
 #define QMAX    256
 
 typedef struct fixture {
-    char *tmp, *data;
+    char *tmp, *data, *hot;
     uv_loop_t loop;
     tide_worker_config_t cfg;
     tide_gpu_t *gpu;
@@ -277,6 +277,7 @@ static int setup_noagent(void **state)
     fake_rpc_reset();
     fx->tmp = wt_tmpdir();
     assert_true(asprintf(&fx->data, "%s/data", fx->tmp) > 0);
+    assert_true(asprintf(&fx->hot, "%s/hot", fx->tmp) > 0);
     setenv("TIDE_TOKEN", "sekrit", 1);
     argv[argc++] = "tide-worker";
     argv[argc++] = "--scheduler";
@@ -291,6 +292,9 @@ static int setup_noagent(void **state)
     argv[argc++] = fx->data;
     argv[argc++] = "--labels";
     argv[argc++] = "rack=r1";
+    /* the hot tier inside the data dir: nothing of the test's in /dev/shm */
+    argv[argc++] = "--ckpt-hot";
+    argv[argc++] = fx->hot;
     argv[argc] = NULL;
     assert_int_equal(tide_worker_config_parse(argc, argv, &fx->cfg, &err), 0);
     unsetenv("TIDE_TOKEN");
@@ -320,6 +324,7 @@ static int teardown(void **state)
     fake_rpc_reset();
     wt_rmrf(fx->tmp);
     free(fx->data);
+    free(fx->hot);
     free(fx->tmp);
     free(fx);
     return 0;

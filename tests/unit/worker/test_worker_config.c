@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -116,8 +117,41 @@ static void test_flags(void **state)
     }
     tide_worker_config_free(&cfg);
 
+    /* Checkpoint tiers: hot in /dev/shm when it is writable, else under the data dir; warm under
+     * the data dir; retention 2 / 4; every flag takes its value. */
+    assert_int_equal(PARSE(&cfg, &err, "--id", "n1/gpu2", "--data-dir", "/tmp/dd"), 0);
+    {
+        struct stat st;
+        char *want;
+        if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0)
+            assert_true(asprintf(&want, "/dev/shm/tide-%u/n1-gpu2", (unsigned)getuid()) > 0);
+        else
+            want = strdup("/tmp/dd/ckpt-hot");
+        assert_string_equal(cfg.ckpt_hot, want);
+        free(want);
+    }
+    assert_string_equal(cfg.ckpt_warm, "/tmp/dd/ckpt-warm");
+    assert_int_equal(cfg.ckpt_keep_hot, 2);
+    assert_int_equal(cfg.ckpt_keep_warm, 4);
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot", "/mnt/hot", "--ckpt-warm=warm",
+                           "--ckpt-keep-hot", "1", "--ckpt-keep-warm=9"),
+                     0);
+    assert_string_equal(cfg.ckpt_hot, "/mnt/hot");
+    {
+        char cwd[4096], *want;
+        assert_non_null(getcwd(cwd, sizeof(cwd)));
+        assert_true(asprintf(&want, "%s/warm", cwd) > 0);
+        assert_string_equal(cfg.ckpt_warm, want);
+        free(want);
+    }
+    assert_int_equal(cfg.ckpt_keep_hot, 1);
+    assert_int_equal(cfg.ckpt_keep_warm, 9);
+    tide_worker_config_free(&cfg);
+
     assert_int_equal(PARSE(&cfg, &err, "--help"), 1);
     tide_worker_config_free(&cfg);
+    assert_non_null(strstr(tide_worker_usage(), "--ckpt-keep-warm N"));
     assert_non_null(strstr(tide_worker_usage(), "--stop-grace-ms"));
     assert_non_null(strstr(tide_worker_usage(), "--ckpt-durable DIR"));
 }
@@ -146,6 +180,12 @@ static void test_bad_flags(void **state)
          "cannot read token file /nonexistent/t: No such file or directory"},
         {ARGC("--data-dir="), ARGV("--data-dir="), "--data-dir: empty"},
         {ARGC("--ckpt-durable="), ARGV("--ckpt-durable="), "--ckpt-durable: empty"},
+        {ARGC("--ckpt-hot="), ARGV("--ckpt-hot="), "--ckpt-hot: empty"},
+        {ARGC("--ckpt-warm="), ARGV("--ckpt-warm="), "--ckpt-warm: empty"},
+        {ARGC("--ckpt-keep-hot", "0"), ARGV("--ckpt-keep-hot", "0"), "--ckpt-keep-hot: '0'"},
+        {ARGC("--ckpt-keep-hot", "x"), ARGV("--ckpt-keep-hot", "x"), "--ckpt-keep-hot:"},
+        {ARGC("--ckpt-keep-warm", "-2"), ARGV("--ckpt-keep-warm", "-2"), "--ckpt-keep-warm:"},
+        {ARGC("--ckpt-keep-warm"), ARGV("--ckpt-keep-warm"), "--ckpt-keep-warm needs a value"},
     };
 
     (void)state;

@@ -23,6 +23,9 @@ grep -q -- "--bogus" "$TMP/out" || fail "--bogus not named: $(cat "$TMP/out")"
 "$BIN" --gpu-index x >"$TMP/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q -- "--gpu-index" "$TMP/out" || fail "--gpu-index x: $rc $(cat "$TMP/out")"
 
+"$BIN" --ckpt-keep-hot 0 >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--ckpt-keep-hot" "$TMP/out" || fail "--ckpt-keep-hot 0: $rc $(cat "$TMP/out")"
+
 "$BIN" --gpu sim:h999 --data-dir "$TMP/d0" >"$TMP/out" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "unknown model exited $rc"
 grep -q "sim:h100, sim:a100, sim:l4, sim:b200" "$TMP/out" || fail "known models not listed: $(cat "$TMP/out")"

@@ -1,0 +1,65 @@
+/* The worker's checkpoint tiers (docs/worker.md, "Checkpoint tiers"): the loop-side half over the
+ * tier store (ckpt_store.h). A rank writes its checkpoint under TIDE_CKPT_DIR (HOT/JOB) at
+ * step-S/rank-R and reports it; tide_ckpt_tiers_saved then, on the libuv threadpool at idle I/O
+ * priority and one job at a time, scans it and writes its manifest in hot, copies the rank
+ * directory to WARM/JOB/step-S/rank-R (verified, atomic) and prunes both tiers. A rank's `restore`
+ * request searches hot, warm and cold (tide_ckpt_find) off the loop too. Failures are logged, never
+ * fatal. Loop thread only. */
+#ifndef TIDE_WORKER_CKPT_TIERS_H
+#define TIDE_WORKER_CKPT_TIERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt_store.h"
+
+struct uv_loop_s;
+
+typedef struct tide_ckpt_tiers tide_ckpt_tiers_t;
+
+typedef struct tide_ckpt_tiers_config {
+    const char *hot;  /* absolute; NULL or "": no tiers (reports are never in the layout) */
+    const char *warm; /* absolute; NULL or "": no warm copies; copied */
+    const char *cold; /* the worker's --ckpt-durable; NULL or "": not searched; copied */
+    int keep_hot;     /* newest steps per job kept in each tier (>= 1) */
+    int keep_warm;
+} tide_ckpt_tiers_config_t;
+
+/* What a restore found (the tide_ckpt_found_t of the search, owned by the tiers module for the
+ * duration of the callback). rc: 0 (found->path, found->meta, tier_name set), -ENOENT (nothing
+ * usable; why says so) or another -errno. found->skipped lists what was passed over. */
+typedef void (*tide_ckpt_restore_cb)(void *ud, uint64_t token, int rc,
+                                     const tide_ckpt_found_t *found, const char *tier_name,
+                                     const char *why);
+
+/* Creates the tiers on loop. Never fails. Caller frees with tide_ckpt_tiers_free. */
+void tide_ckpt_tiers_new(struct uv_loop_s *loop, const tide_ckpt_tiers_config_t *cfg,
+                         tide_ckpt_tiers_t **out);
+/* Stops: queued saves are dropped, no callback fires any more, and the memory goes once the jobs
+ * on the threadpool ended (run the loop afterwards). NULL is fine. */
+void tide_ckpt_tiers_free(tide_ckpt_tiers_t *t);
+
+/* Whether path is the rank directory HOT/JOB/step-STEP/rank-RANK (one trailing '/' allowed) or a
+ * plain file name directly in it. *is_dir (when not NULL) says which. Pure. */
+bool tide_ckpt_tiers_in_layout(const char *hot, const char *job, int64_t step, int32_t rank,
+                               const char *path, bool *is_dir);
+
+/* A rank reported a checkpoint (everything borrowed). When path is in the hot layout (above) the
+ * manifest / warm copy / prune job is queued and 1 is returned; else 0 and nothing happens. */
+int tide_ckpt_tiers_saved(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
+                          int32_t rank, int64_t step, const char *path, const char *sha256);
+
+/* Searches [hot, warm, cold] for (job, rank): the newest step <= resume_step (-1: any) whose copy
+ * verifies and was written by generation <= `generation`. cb fires once, from the loop, later
+ * (never inside this call) with token. job_id borrowed. */
+void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
+                             int32_t rank, int64_t resume_step, uint64_t token,
+                             tide_ckpt_restore_cb cb, void *ud);
+
+/* Jobs queued or running (saves and restores). */
+size_t tide_ckpt_tiers_busy(const tide_ckpt_tiers_t *t);
+/* Saves that ended well / failed since start. */
+void tide_ckpt_tiers_counts(const tide_ckpt_tiers_t *t, uint64_t *saved, uint64_t *failed);
+
+#endif
