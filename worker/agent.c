@@ -11,6 +11,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "ckpt_mirror.h"
 #include "ckpt_tiers.h"
 #include "clock.h"
 #include "datadir.h"
@@ -37,6 +38,33 @@
 #define AGENT_SOCK_NAME            "agent.sock"
 
 /* A rank's exit not reported yet (see held below). */
+/* What a local rank's LaunchRank says about its checkpoints' other homes (docs/fault-tolerance.md,
+ * "Checkpoint tiers"): its mirror peer, where its newest checkpoint may be, its generation's credential. */
+typedef struct rank_peers {
+    uint64_t id;
+    char *job_id;
+    int32_t generation, rank;
+    int64_t resume_step;
+    char *mirror;      /* "" : none */
+    char *credential;  /* "" : none */
+    char **sources;    /* restore_peers, then the mirror */
+    size_t n_sources;
+} rank_peers_t;
+
+/* A restore in progress that may fetch from a peer before it answers. */
+typedef struct restore_req {
+    tide_worker_agent_t *a;
+    uint64_t token;
+    char *job_id;
+    int32_t generation, rank;
+    int64_t resume_step;
+    size_t next_source; /* the next peer to fetch from */
+    char **sources;     /* copied from the rank's record */
+    size_t n_sources;
+    char *credential;
+    char *fetch_error;  /* the last fetch's failure, for the reply */
+} restore_req_t;
+
 typedef struct held_exit {
     uint64_t id;
     int64_t exit_status;
@@ -62,6 +90,13 @@ struct tide_worker_agent {
     tide_trainer_server_t *trainer;
     tide_flusher_t *flusher; /* durable checkpoint copies */
     tide_ckpt_tiers_t *tiers; /* hot/warm manifests, copies, restores */
+    tide_ckpt_mirror_server_t *mirror;   /* WorkerCheckpoints on launcher_server: peers' hot mirrors */
+    tide_ckpt_mirror_client_t *mirror_client;
+    tide_rpc_method_t *server_methods;   /* WorkerLauncher + WorkerCheckpoints */
+    rank_peers_t *peers;                 /* local ranks' checkpoint peers */
+    size_t n_peers;
+    restore_req_t **restores;            /* restores waiting on a search or a fetch */
+    size_t n_restores;
     tide_worker_mpi_t *mpi;
     tide_rpc_server_t *launcher_server; /* WorkerLauncher (MPI daemons) */
     char *launcher_address;
@@ -103,6 +138,93 @@ static int op_send(void *ud, const Tide__V1__WorkerMessage *msg)
     return tide_rpc_client_call_send_pb(a->call, &msg->base);
 }
 
+/* --- checkpoint peers (docs/fault-tolerance.md, "Checkpoint tiers") --- */
+
+static void peers_clear(rank_peers_t *p)
+{
+    free(p->job_id);
+    free(p->mirror);
+    free(p->credential);
+    for (size_t i = 0; i < p->n_sources; i++)
+        free(p->sources[i]);
+    free(p->sources);
+}
+
+static void peers_add(tide_worker_agent_t *a, uint64_t id, const Tide__V1__LaunchRank *l)
+{
+    rank_peers_t *p;
+
+    if (l->burst)
+        return;
+    a->peers = tide_xrealloc(a->peers, (a->n_peers + 1) * sizeof(*a->peers));
+    p = &a->peers[a->n_peers++];
+    memset(p, 0, sizeof(*p));
+    p->id = id;
+    p->job_id = tide_xstrdup(l->job_id);
+    p->generation = l->generation;
+    p->rank = l->rank;
+    p->resume_step = l->resume_step;
+    p->mirror = tide_xstrdup(l->mirror_address ? l->mirror_address : "");
+    p->credential = tide_xstrdup(l->mpi_credential ? l->mpi_credential : "");
+    p->sources = tide_xcalloc(l->n_restore_peers + 2, sizeof(*p->sources));
+    for (size_t i = 0; i < l->n_restore_peers; i++)
+        if (l->restore_peers[i] && l->restore_peers[i][0])
+            p->sources[p->n_sources++] = tide_xstrdup(l->restore_peers[i]);
+    if (p->mirror[0])
+        p->sources[p->n_sources++] = tide_xstrdup(p->mirror);
+}
+
+static void peers_drop(tide_worker_agent_t *a, uint64_t id)
+{
+    for (size_t i = 0; i < a->n_peers; i++) {
+        if (a->peers[i].id != id)
+            continue;
+        peers_clear(&a->peers[i]);
+        a->peers[i] = a->peers[--a->n_peers];
+        return;
+    }
+}
+
+static const rank_peers_t *peers_find(const tide_worker_agent_t *a, const char *job_id, int32_t generation,
+                                      int32_t rank)
+{
+    for (size_t i = 0; i < a->n_peers; i++) {
+        const rank_peers_t *p = &a->peers[i];
+        if (p->generation == generation && p->rank == rank && strcmp(p->job_id, job_id) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+static void on_mirror_put(void *ud, const tide_ckpt_mirror_result_t *res)
+{
+    char *what = ud;
+
+    if (res->rc == 0)
+        tide_info("%s: mirrored to the peer (%llu bytes, %s)", what, (unsigned long long)res->bytes, res->path);
+    else if (res->rc != -ECANCELED)
+        tide_warn("%s: not mirrored: %s; the warm and cold tiers keep it", what, res->error);
+    free(what);
+}
+
+/* A checkpoint has its manifest in hot: copy it to the rank's mirror peer on another node, so the loss of
+ * this node does not lose it. */
+static void on_tier_saved(void *ud, const char *rank_dir, const tide_ckpt_meta_t *meta)
+{
+    tide_worker_agent_t *a = ud;
+    const rank_peers_t *p = peers_find(a, meta->job, meta->generation, meta->rank);
+    char *what;
+
+    if (!p || !p->mirror[0] || !a->mirror_client)
+        return;
+    what = tide_xasprintf("job %s rank %d step %lld", meta->job, meta->rank, (long long)meta->step);
+    if (tide_ckpt_mirror_put(a->mirror_client, p->mirror, rank_dir, meta, p->credential[0] ? p->credential : NULL,
+                             on_mirror_put, what) < 0) {
+        tide_warn("%s: not mirrored: bad request", what);
+        free(what);
+    }
+}
+
 static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
                     tide_worker_spawned_t *out, tide_error_t *err)
 {
@@ -118,6 +240,8 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
                                      launch->rank);
         tide_trainer_server_rank_resume(a->trainer, id, launch->resume_step);
     }
+    if (rc == 0)
+        peers_add(a, id, launch);
     if (rc == 0 && a->flusher)
         tide_flusher_rank_started(a->flusher, launch->job_id, launch->generation, launch->rank,
                                   launch->workdir);
@@ -445,14 +569,31 @@ static int on_trainer_send(void *ud, const Tide__V1__WorkerMessage *msg)
     return a->core ? tide_worker_core_send(a->core, msg) : -ENOTCONN;
 }
 
-/* A restore search ended: answer the rank (docs/trainer-api.md, "Checkpoint tiers"). */
-static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_found_t *found,
-                             const char *tier, const char *why)
+static void restore_free(tide_worker_agent_t *a, restore_req_t *q)
 {
-    tide_worker_agent_t *a = ud;
+    for (size_t i = 0; i < a->n_restores; i++) {
+        if (a->restores[i] == q) {
+            a->restores[i] = a->restores[--a->n_restores];
+            break;
+        }
+    }
+    for (size_t i = 0; i < q->n_sources; i++)
+        free(q->sources[i]);
+    free(q->sources);
+    free(q->job_id);
+    free(q->credential);
+    free(q->fetch_error);
+    free(q);
+}
+
+/* Answers the rank (docs/trainer-api.md, "Checkpoint tiers"). */
+static void restore_reply(tide_worker_agent_t *a, restore_req_t *q, int rc, const tide_ckpt_found_t *found,
+                          const char *tier, const char *why)
+{
     tide_trainer_restore_skip_t skips[TIDE_CKPT_MAX_SKIPS];
     size_t n = found->n_skipped < TIDE_CKPT_MAX_SKIPS ? found->n_skipped : TIDE_CKPT_MAX_SKIPS;
     tide_buf_t out = TIDE_BUF_INIT;
+    char *reason = NULL;
 
     for (size_t i = 0; i < n; i++) {
         const tide_ckpt_skip_t *k = &found->skipped[i];
@@ -464,23 +605,91 @@ static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_f
                   found->meta.rank, (long long)found->meta.step, tier, found->path);
         tide_trainer_encode_restore(&out, found->meta.step, found->path, tier, NULL, skips, n);
     } else {
-        tide_info("restore: no checkpoint: %s", why);
-        tide_trainer_encode_restore(&out, -1, NULL, NULL, why, skips, n);
+        reason = q->fetch_error ? tide_xasprintf("%s; %s", why, q->fetch_error) : tide_xstrdup(why);
+        tide_info("restore: no checkpoint: %s", reason);
+        tide_trainer_encode_restore(&out, -1, NULL, NULL, reason, skips, n);
     }
     if (a->trainer)
-        tide_trainer_server_restore_reply(a->trainer, token, out.data, out.len);
+        tide_trainer_server_restore_reply(a->trainer, q->token, out.data, out.len);
     tide_buf_free(&out);
+    free(reason);
+    restore_free(a, q);
+}
+
+static void restore_search(restore_req_t *q);
+
+/* A fetch from a peer ended: search the tiers again (a fetched copy lands in hot), or try the next peer. */
+static void on_restore_fetched(void *ud, const tide_ckpt_mirror_result_t *res)
+{
+    restore_req_t *q = ud;
+    tide_worker_agent_t *a = q->a;
+
+    if (res->rc == -ECANCELED || !a->tiers) {
+        restore_free(a, q); /* the worker stops: nobody to answer */
+        return;
+    }
+    if (res->rc == 0) {
+        tide_info("job %s rank %d: fetched step %lld from a peer into hot", q->job_id, q->rank,
+                  res->meta ? (long long)res->meta->step : -1LL);
+        q->next_source = q->n_sources; /* what it has is what the peers had */
+    } else {
+        free(q->fetch_error);
+        q->fetch_error = tide_xasprintf("peer %s: %s", q->sources[q->next_source - 1], res->error);
+        tide_warn("job %s rank %d: no copy from %s", q->job_id, q->rank, q->fetch_error);
+    }
+    restore_search(q);
+}
+
+/* The local tiers answered: good enough (the resume step, or no bound), else fetch from the next peer. */
+static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_found_t *found,
+                             const char *tier, const char *why)
+{
+    restore_req_t *q = ud;
+    tide_worker_agent_t *a = q->a;
+    bool current = rc == 0 && (q->resume_step < 0 || found->meta.step >= q->resume_step);
+
+    (void)token;
+    if (!current && q->next_source < q->n_sources && a->mirror_client && a->tiers && a->cfg->ckpt_hot &&
+        a->cfg->ckpt_hot[0]) {
+        const char *peer = q->sources[q->next_source++];
+        tide_info("job %s rank %d: %s locally; fetching from %s", q->job_id, q->rank,
+                  rc == 0 ? "only an older checkpoint" : "no checkpoint", peer);
+        if (tide_ckpt_mirror_fetch(a->mirror_client, peer, q->job_id, q->rank, q->resume_step, q->generation,
+                                   q->credential[0] ? q->credential : NULL, a->cfg->ckpt_hot, on_restore_fetched,
+                                   q) == 0)
+            return;
+    }
+    restore_reply(a, q, rc, found, tier, why);
+}
+
+static void restore_search(restore_req_t *q)
+{
+    tide_ckpt_tiers_restore(q->a->tiers, q->job_id, q->generation, q->rank, q->resume_step, q->token,
+                            on_restore_found, q);
 }
 
 static void on_trainer_restore(void *ud, uint64_t token, const char *job_id, int32_t generation,
                                int32_t rank, int64_t resume_step)
 {
     tide_worker_agent_t *a = ud;
+    const rank_peers_t *p = peers_find(a, job_id, generation, rank);
+    restore_req_t *q = tide_xcalloc(1, sizeof(*q));
 
     tide_info("job %s rank %d asks where to restore from (resume step %lld)", job_id, rank,
               (long long)resume_step);
-    tide_ckpt_tiers_restore(a->tiers, job_id, generation, rank, resume_step, token,
-                            on_restore_found, a);
+    q->a = a;
+    q->token = token;
+    q->job_id = tide_xstrdup(job_id);
+    q->generation = generation;
+    q->rank = rank;
+    q->resume_step = resume_step;
+    q->credential = tide_xstrdup(p ? p->credential : "");
+    q->sources = tide_xcalloc((p ? p->n_sources : 0) + 1, sizeof(*q->sources));
+    for (size_t i = 0; p && i < p->n_sources; i++)
+        q->sources[q->n_sources++] = tide_xstrdup(p->sources[i]);
+    a->restores = tide_xrealloc(a->restores, (a->n_restores + 1) * sizeof(*a->restores));
+    a->restores[a->n_restores++] = q;
+    restore_search(q);
 }
 
 static const tide_trainer_server_ops_t trainer_ops = {
@@ -563,6 +772,7 @@ static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void
     }
     if (a->mpi)
         tide_worker_mpi_rank_gone(a->mpi, id);
+    peers_drop(a, id);
     /* A rank that used the SDK: its last steps go out before its exit (a short run would otherwise
      * end between two heartbeats and show no progress at all), and so do its task completions
      * (the heartbeat flushes them), so the scheduler commits its last tasks before it hears of the
@@ -749,6 +959,7 @@ static void on_handle_closed(uv_handle_t *h)
         tide_worker_core_free(a->core);
         free(a->exec_helper);
         free(a->launcher_address);
+        free(a->server_methods);
         free(a->held);
         free(a);
     }
@@ -779,6 +990,19 @@ static void stop_io(tide_worker_agent_t *a)
     a->flusher = NULL;
     tide_ckpt_tiers_free(a->tiers); /* no callback any more; freed once its jobs ended */
     a->tiers = NULL;
+    tide_ckpt_mirror_client_free(a->mirror_client); /* open transfers end (-ECANCELED) */
+    a->mirror_client = NULL;
+    tide_ckpt_mirror_server_free(a->mirror);
+    a->mirror = NULL;
+    while (a->n_restores > 0)
+        restore_free(a, a->restores[0]); /* searches that will never answer */
+    free(a->restores);
+    a->restores = NULL;
+    for (size_t i = 0; i < a->n_peers; i++)
+        peers_clear(&a->peers[i]);
+    free(a->peers);
+    a->peers = NULL;
+    a->n_peers = 0;
     uv_close((uv_handle_t *)&a->slow, on_handle_closed);
     uv_close((uv_handle_t *)&a->heartbeat, on_handle_closed);
     uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
@@ -912,14 +1136,47 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     mc.on_exit = on_mpi_rank_exit;
     mc.ud = a;
     tide_worker_mpi_new(loop, &mc, &a->mpi);
+    /* The worker's own gRPC server: WorkerLauncher (MPI daemons) and WorkerCheckpoints (peers' hot mirrors,
+     * kept under HOT/mirror; docs/fault-tolerance.md, "Checkpoint tiers"). */
+    rc = 0;
+    if (wc->ckpt_hot && wc->ckpt_hot[0]) {
+        tide_ckpt_mirror_server_config_t msc;
+        char *mdir = tide_xasprintf("%s/mirror", wc->ckpt_hot);
+        memset(&msc, 0, sizeof(msc));
+        msc.dir = mdir;
+        msc.worker_id = wc->id;
+        msc.token = wc->token;
+        msc.keep = wc->ckpt_keep_hot;
+        rc = tide_ckpt_mirror_server_new(loop, &msc, &a->mirror, err);
+        free(mdir);
+        if (rc == 0) {
+            tide_ckpt_mirror_client_config_t mcc;
+            memset(&mcc, 0, sizeof(mcc));
+            mcc.worker_id = wc->id;
+            mcc.token = wc->token;
+            tide_ckpt_mirror_client_new(loop, &mcc, &a->mirror_client);
+            tide_ckpt_mirror_server_bind(a->mirror, a->mpi);
+        }
+    }
     memset(&sc, 0, sizeof(sc));
-    sc.methods = tide_worker_mpi_methods;
-    sc.n_methods = tide_worker_mpi_methods_count;
+    if (a->mirror) {
+        size_t nm = 0;
+        a->server_methods = tide_ckpt_mirror_methods_merge(tide_worker_mpi_methods, tide_worker_mpi_methods_count, &nm);
+        sc.methods = a->server_methods;
+        sc.n_methods = nm;
+    } else {
+        sc.methods = tide_worker_mpi_methods;
+        sc.n_methods = tide_worker_mpi_methods_count;
+    }
     sc.ud = a->mpi;
-    rc = tide_rpc_server_new(loop, &sc, &a->launcher_server, err);
+    if (rc == 0)
+        rc = tide_rpc_server_new(loop, &sc, &a->launcher_server, err);
     if (rc == 0)
         rc = tide_rpc_server_listen(a->launcher_server, wc->listen, err);
     if (rc < 0) {
+        tide_ckpt_mirror_client_free(a->mirror_client);
+        tide_ckpt_mirror_server_free(a->mirror);
+        free(a->server_methods);
         tide_worker_mpi_free(a->mpi);
         tide_rpc_server_free(a->launcher_server, NULL, NULL);
         tide_launcher_free(a->launcher);
@@ -954,8 +1211,8 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         tide_flusher_new(loop, &fc, &fo, a, &a->flusher);
     }
     {
-        tide_ckpt_tiers_config_t kc = {wc->ckpt_hot, wc->ckpt_warm, wc->ckpt_durable,
-                                       wc->ckpt_keep_hot, wc->ckpt_keep_warm};
+        tide_ckpt_tiers_config_t kc = {wc->ckpt_hot,       wc->ckpt_warm,      wc->ckpt_durable, wc->ckpt_keep_hot,
+                                       wc->ckpt_keep_warm, on_tier_saved, a};
         tide_ckpt_tiers_new(loop, &kc, &a->tiers);
     }
 
@@ -1018,6 +1275,7 @@ void tide_worker_agent_free(tide_worker_agent_t *a)
         tide_worker_core_free(a->core);
         free(a->exec_helper);
         free(a->launcher_address);
+        free(a->server_methods);
         free(a->held);
         free(a);
     }

@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "core.h"
+#include "fsutil.h"
 #include "list.h"
 #include "log.h"
 #include "rpc_client.h"
@@ -1641,7 +1642,7 @@ int tide_ckpt_mirror_server_new(struct uv_loop_s *loop, const tide_ckpt_mirror_s
         tide_errprintf(err, "checkpoint mirror: a directory and a worker id are required");
         return -EINVAL;
     }
-    rc = mkdir_ok(cfg->dir);
+    rc = tide_fs_mkdir_p(cfg->dir, 0700);
     if (rc < 0) {
         tide_errprintf(err, "checkpoint mirror: %s: %s", cfg->dir, strerror(-rc));
         return rc;

@@ -37,9 +37,10 @@ typedef struct job {
     bool is_dir;
     char sha256[65];
     uint64_t bytes; /* copied to warm */
+    tide_ckpt_meta_t meta; /* the manifest written in hot (for the saved callback) */
     /* restore */
     int64_t resume_step;
-    tide_ckpt_tier_t tiers[3];
+    tide_ckpt_tier_t tiers[4];
     tide_ckpt_restore_cb cb;
     void *ud;
     uint64_t token;
@@ -52,7 +53,10 @@ typedef struct job {
 struct tide_ckpt_tiers {
     uv_loop_t *loop;
     char *hot, *warm, *cold;
+    char *mirror; /* HOT/mirror: the copies peers mirrored here (worker/ckpt_mirror.c) */
     int keep_hot, keep_warm;
+    tide_ckpt_saved_cb saved_cb;
+    void *ud;
     tide_list_t saves; /* queued, not started */
     job_t *running_save;
     size_t running; /* jobs on the threadpool */
@@ -64,6 +68,7 @@ static void start_next_save(tide_ckpt_tiers_t *t);
 
 static void job_free(job_t *j)
 {
+    tide_ckpt_meta_clear(&j->meta);
     tide_ckpt_found_clear(&j->found);
     free(j->job_id);
     free(j->path);
@@ -76,6 +81,7 @@ static void maybe_release(tide_ckpt_tiers_t *t)
         free(t->hot);
         free(t->warm);
         free(t->cold);
+        free(t->mirror);
         free(t);
     }
 }
@@ -244,6 +250,10 @@ static int do_save(job_t *j)
             goto done;
     }
     rc = tide_ckpt_prune(t->hot, j->job_id, t->keep_hot, err);
+    if (rc == 0) {
+        j->meta = meta; /* kept for the saved callback */
+        memset(&meta, 0, sizeof(meta));
+    }
 done:
     tide_ckpt_meta_clear(&meta);
     free(manifest);
@@ -275,6 +285,11 @@ static void save_after(uv_work_t *w, int status)
                   "(%llu bytes)",
                   j->job_id, j->rank, j->step, t->warm ? " and a copy in " : "",
                   t->warm ? t->warm : "", (unsigned long long)j->bytes);
+        if (t->saved_cb && !t->freeing) {
+            char *rankdir = tide_ckpt_rank_dir(t->hot, j->job_id, j->step, j->rank);
+            t->saved_cb(t->ud, rankdir, &j->meta);
+            free(rankdir);
+        }
     } else {
         t->failed++;
         tide_warn("job %s rank %d: checkpoint of step %" PRId64 " not tiered: %s", j->job_id,
@@ -340,7 +355,7 @@ static void restore_work(uv_work_t *w)
 
     memset(&s, 0, sizeof(s));
     s.tiers = j->tiers;
-    s.n_tiers = 3;
+    s.n_tiers = 4;
     s.job = j->job_id;
     s.rank = j->rank;
     s.resume_step = j->resume_step;
@@ -377,8 +392,9 @@ void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t g
     j->rank = rank;
     j->resume_step = resume_step < 0 ? -1 : resume_step;
     j->tiers[0] = (tide_ckpt_tier_t){"hot", t->hot};
-    j->tiers[1] = (tide_ckpt_tier_t){"warm", t->warm};
-    j->tiers[2] = (tide_ckpt_tier_t){"cold", t->cold};
+    j->tiers[1] = (tide_ckpt_tier_t){"mirror", t->mirror};
+    j->tiers[2] = (tide_ckpt_tier_t){"warm", t->warm};
+    j->tiers[3] = (tide_ckpt_tier_t){"cold", t->cold};
     j->cb = cb;
     j->ud = ud;
     j->token = token;
@@ -403,8 +419,11 @@ void tide_ckpt_tiers_new(uv_loop_t *loop, const tide_ckpt_tiers_config_t *cfg,
     t->hot = cfg->hot && cfg->hot[0] ? tide_xstrdup(cfg->hot) : NULL;
     t->warm = cfg->warm && cfg->warm[0] ? tide_xstrdup(cfg->warm) : NULL;
     t->cold = cfg->cold && cfg->cold[0] ? tide_xstrdup(cfg->cold) : NULL;
+    t->mirror = t->hot ? tide_xasprintf("%s/mirror", t->hot) : NULL;
     t->keep_hot = cfg->keep_hot > 0 ? cfg->keep_hot : 1;
     t->keep_warm = cfg->keep_warm > 0 ? cfg->keep_warm : 1;
+    t->saved_cb = cfg->saved;
+    t->ud = cfg->ud;
     tide_list_init(&t->saves);
     *out = t;
 }

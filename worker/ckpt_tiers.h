@@ -18,12 +18,18 @@ struct uv_loop_s;
 
 typedef struct tide_ckpt_tiers tide_ckpt_tiers_t;
 
+/* A save ended well: rank_dir (HOT/JOB/step-S/rank-R) has its verified manifest meta. Both borrowed for
+ * the call (the peer mirror copies it from here). */
+typedef void (*tide_ckpt_saved_cb)(void *ud, const char *rank_dir, const tide_ckpt_meta_t *meta);
+
 typedef struct tide_ckpt_tiers_config {
     const char *hot;  /* absolute; NULL or "": no tiers (reports are never in the layout) */
     const char *warm; /* absolute; NULL or "": no warm copies; copied */
     const char *cold; /* the worker's --ckpt-durable; NULL or "": not searched; copied */
     int keep_hot;     /* newest steps per job kept in each tier (>= 1) */
     int keep_warm;
+    tide_ckpt_saved_cb saved; /* NULL: none */
+    void *ud;
 } tide_ckpt_tiers_config_t;
 
 /* What a restore found (the tide_ckpt_found_t of the search, owned by the tiers module for the
@@ -50,7 +56,7 @@ bool tide_ckpt_tiers_in_layout(const char *hot, const char *job, int64_t step, i
 int tide_ckpt_tiers_saved(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
                           int32_t rank, int64_t step, const char *path, const char *sha256);
 
-/* Searches [hot, warm, cold] for (job, rank): the newest step <= resume_step (-1: any) whose copy
+/* Searches [hot, mirror (HOT/mirror: copies peers mirrored here), warm, cold] for (job, rank): the newest step <= resume_step (-1: any) whose copy
  * verifies and was written by generation <= `generation`. cb fires once, from the loop, later
  * (never inside this call) with token. job_id borrowed. */
 void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,

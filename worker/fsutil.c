@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -53,6 +54,25 @@ void tide_fs_remove_tree(const char *path)
         return;
     }
     (void)nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int tide_fs_mkdir_p(const char *path, unsigned mode)
+{
+    char p[4096];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof(p))
+        return -ENAMETOOLONG;
+    memcpy(p, path, n + 1);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/')
+            continue;
+        *q = '\0';
+        if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST)
+            return -errno;
+        *q = '/';
+    }
+    return mkdir(p, (mode_t)mode) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
 long tide_fs_thread_id(void)

@@ -13,6 +13,8 @@ int tide_fs_sync_dir(const char *path);
 /* Removes path, a file or a whole directory tree, never following links; best effort (what cannot be
  * removed stays). */
 void tide_fs_remove_tree(const char *path);
+/* mkdir -p: creates path and its missing parents with mode. 0 (also when it exists) or -errno. */
+int tide_fs_mkdir_p(const char *path, unsigned mode);
 /* The calling thread's kernel id (unique among the process's live threads): for temporary file names. */
 long tide_fs_thread_id(void);
 

@@ -283,6 +283,7 @@ typedef struct tide_job_rank {
     int64_t slow_since_mono;
     bool lent_stopping;    /* a lent (burst) slot taken back: STOP sent, the worker stays bound until the exit */
     int64_t advanced_mono; /* hang.c: when its reported step last moved; 0: it reported none */
+    char *mirror_id;       /* the worker keeping its hot checkpoint mirror (tide_core_mirror_peer at placement) */
 } tide_job_rank_t;
 
 struct tide_job {
@@ -405,6 +406,9 @@ struct tide_job {
                                       at a restore; resizes keep it); 0: not running since its last failure */
     int64_t restart_at;            /* mono: PENDING in its backoff, outside every queue until then; 0: none */
     int64_t restart_at_ms;         /* wall: the same moment, for readers */
+    char **prev_src;               /* 2 per rank of the previous generation: its worker's id, its mirror's
+                                      (NULL when none): where that rank's newest checkpoint may be */
+    int32_t n_prev_src;            /* ranks of prev_src */
     tide_generation_rec_t *history; /* n_history entries, oldest first, at most TIDE_HISTORY_MAX */
     int32_t n_history;
     const char *next_cause;        /* why the next generation starts (static); NULL: decided at its start */

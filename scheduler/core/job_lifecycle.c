@@ -124,12 +124,32 @@ void tide__job_maybe_reconciled(tide_core_t *core, tide_job_t *job)
     tide__job_rearm(core, job);
 }
 
+/* The ended generation's ranks: where each one's newest checkpoint may be (its worker, its mirror), for the
+ * next generation's restore (LaunchRank.restore_peers). */
+static void keep_sources(tide_job_t *job)
+{
+    if (!job->ranks || job->n_ranks <= 0 || job->ranks_unstarted > 0)
+        return; /* a generation that never fully ran wrote nothing: the sources before it stay */
+    for (int32_t i = 0; i < 2 * job->n_prev_src; i++)
+        free(job->prev_src[i]);
+    free(job->prev_src);
+    job->prev_src = tide_xcalloc(2 * (size_t)job->n_ranks, sizeof(*job->prev_src));
+    job->n_prev_src = job->n_ranks;
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        job->prev_src[2 * r] = job->ranks[r].worker_id ? tide_xstrdup(job->ranks[r].worker_id) : NULL;
+        job->prev_src[2 * r + 1] = job->ranks[r].mirror_id ? tide_xstrdup(job->ranks[r].mirror_id) : NULL;
+    }
+}
+
 static void free_ranks(tide_job_t *job)
 {
     tide__tasks_free(job); /* pools belong to the generation */
     tide__ckpt_collect_reset(job);
-    for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++)
+    keep_sources(job);
+    for (int32_t r = 0; r < job->n_ranks + job->max_lent; r++) {
         free(job->ranks[r].worker_id);
+        free(job->ranks[r].mirror_id);
+    }
     free(job->ranks);
     job->ranks = NULL;
     job->n_ranks = 0;
@@ -163,6 +183,9 @@ void tide__job_free(tide_job_t *job)
     tide__resize_free(job);
     tide__burst_free(job);
     tide__history_free(job);
+    for (int32_t i = 0; i < 2 * job->n_prev_src; i++)
+        free(job->prev_src[i]);
+    free(job->prev_src);
     if (tide_list_linked(&job->lend_node))
         tide_list_remove(&job->lend_node);
     free(job);
@@ -495,6 +518,10 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
     job->burst_share = tide__job_burst_share(core, job);
     core->burst_gpus += job->burst_share;
     tide__reserve_update(core);
+    for (int32_t r = 0; r < n; r++) {
+        tide_worker_t *m = tide_core_mirror_peer(core, job, r);
+        job->ranks[r].mirror_id = m ? tide_xstrdup(m->id) : NULL;
+    }
     tide__history_begin(core, job);
     tide__job_set_message(core, job, "starting generation %d on %d worker(s)", job->generation, n);
     tide__event(core, "job.started", job, NULL, "job %s generation %d placed on %d worker(s), rank 0 on %s",

@@ -286,12 +286,23 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
     l.max_restarts = job->spec.max_restarts > 0 ? job->spec.max_restarts : tide_core_config(d->core)->max_restarts;
     l.resume_step = job->last_ckpt.step;
     if (a->rank < job->n_ranks) {
-        tide_worker_t *peer = tide_core_mirror_peer(d->core, job, a->rank);
-        if (peer) {
-            l.mirror_address = peer->launcher_address && peer->launcher_address[0] ? peer->launcher_address
-                                                                                     : (peer->address ? peer->address : "");
+        /* Checkpoint tiers: this rank's mirror peer, and where its newest checkpoint may be (the previous
+         * generation's worker of this rank and that one's mirror), live workers only. */
+        tide_worker_t *peer = slot->mirror_id ? tide_core_worker_find(d->core, slot->mirror_id) : NULL;
+        char **peers = tide_arena_calloc(&d->arena, 3, sizeof(*peers));
+        size_t np = 0;
+        if (peer && peer->connected && peer->launcher_address && peer->launcher_address[0]) {
+            l.mirror_address = peer->launcher_address;
             l.mirror_worker_id = peer->id;
         }
+        for (int k = 0; a->rank < job->n_prev_src && k < 2; k++) {
+            const char *id = job->prev_src[2 * a->rank + k];
+            tide_worker_t *src = id ? tide_core_worker_find(d->core, id) : NULL;
+            if (src && src != a->worker && src->connected && src->launcher_address && src->launcher_address[0])
+                peers[np++] = src->launcher_address;
+        }
+        l.n_restore_peers = np;
+        l.restore_peers = peers;
     }
     l.run_id = job->id;
     l.launcher = (Tide__V1__Launcher)job->spec.launcher;
