@@ -51,6 +51,16 @@ typedef struct rank_peers {
     size_t n_sources;
 } rank_peers_t;
 
+/* A reported checkpoint being tiered, and where its mirror goes: taken at the report, so the rank's last
+ * checkpoint is mirrored even when the rank exits before its tiering ends (a drain, a predicted failure). */
+typedef struct pending_mirror {
+    char *job_id;
+    int32_t generation, rank;
+    int64_t step;
+    char *mirror, *credential;
+} pending_mirror_t;
+#define PENDING_MIRRORS_MAX 64 /* tierings that failed leave their entry: the oldest go */
+
 /* A restore in progress that may fetch from a peer before it answers. */
 typedef struct restore_req {
     tide_worker_agent_t *a;
@@ -97,6 +107,8 @@ struct tide_worker_agent {
     size_t n_peers;
     restore_req_t **restores;            /* restores waiting on a search or a fetch */
     size_t n_restores;
+    pending_mirror_t *pending;           /* oldest first */
+    size_t n_pending;
     tide_worker_mpi_t *mpi;
     tide_rpc_server_t *launcher_server; /* WorkerLauncher (MPI daemons) */
     char *launcher_address;
@@ -207,22 +219,61 @@ static void on_mirror_put(void *ud, const tide_ckpt_mirror_result_t *res)
     free(what);
 }
 
+static void pending_free(pending_mirror_t *m)
+{
+    free(m->job_id);
+    free(m->mirror);
+    free(m->credential);
+}
+
+/* A checkpoint in the hot layout was reported: remember where its mirror goes. */
+static void pending_add(tide_worker_agent_t *a, const char *job_id, int32_t generation, int32_t rank, int64_t step)
+{
+    const rank_peers_t *p = peers_find(a, job_id, generation, rank);
+    pending_mirror_t *m;
+
+    if (!p || !p->mirror[0] || !a->mirror_client)
+        return;
+    if (a->n_pending == PENDING_MIRRORS_MAX) {
+        pending_free(&a->pending[0]);
+        memmove(a->pending, a->pending + 1, (a->n_pending - 1) * sizeof(*a->pending));
+        a->n_pending--;
+    }
+    a->pending = tide_xrealloc(a->pending, (a->n_pending + 1) * sizeof(*a->pending));
+    m = &a->pending[a->n_pending++];
+    m->job_id = tide_xstrdup(job_id);
+    m->generation = generation;
+    m->rank = rank;
+    m->step = step;
+    m->mirror = tide_xstrdup(p->mirror);
+    m->credential = tide_xstrdup(p->credential);
+}
+
 /* A checkpoint has its manifest in hot: copy it to the rank's mirror peer on another node, so the loss of
  * this node does not lose it. */
 static void on_tier_saved(void *ud, const char *rank_dir, const tide_ckpt_meta_t *meta)
 {
     tide_worker_agent_t *a = ud;
-    const rank_peers_t *p = peers_find(a, meta->job, meta->generation, meta->rank);
+    pending_mirror_t m;
+    size_t i;
     char *what;
 
-    if (!p || !p->mirror[0] || !a->mirror_client)
+    for (i = 0; i < a->n_pending; i++)
+        if (a->pending[i].generation == meta->generation && a->pending[i].rank == meta->rank &&
+            a->pending[i].step == meta->step && strcmp(a->pending[i].job_id, meta->job) == 0)
+            break;
+    if (i == a->n_pending || !a->mirror_client)
         return;
+    m = a->pending[i];
+    memmove(a->pending + i, a->pending + i + 1, (a->n_pending - i - 1) * sizeof(*a->pending));
+    a->n_pending--;
     what = tide_xasprintf("job %s rank %d step %lld", meta->job, meta->rank, (long long)meta->step);
-    if (tide_ckpt_mirror_put(a->mirror_client, p->mirror, rank_dir, meta, p->credential[0] ? p->credential : NULL,
+    if (tide_ckpt_mirror_put(a->mirror_client, m.mirror, rank_dir, meta, m.credential[0] ? m.credential : NULL,
                              on_mirror_put, what) < 0) {
         tide_warn("%s: not mirrored: bad request", what);
         free(what);
     }
+    pending_free(&m);
 }
 
 static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
@@ -358,7 +409,8 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
                            tiered && is_dir ? "" : m->sha256);
     }
     if (a->tiers)
-        tide_ckpt_tiers_saved(a->tiers, job_id, generation, rank, m->step, m->path, m->sha256);
+        if (tide_ckpt_tiers_saved(a->tiers, job_id, generation, rank, m->step, m->path, m->sha256) == 1)
+            pending_add(a, job_id, generation, rank, m->step);
     msg.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_CHECKPOINT_SAVED;
     msg.checkpoint_saved = &cs;
     if (tide_worker_core_send(a->core, &msg) < 0)
@@ -624,14 +676,14 @@ static void on_restore_fetched(void *ud, const tide_ckpt_mirror_result_t *res)
     restore_req_t *q = ud;
     tide_worker_agent_t *a = q->a;
 
-    if (res->rc == -ECANCELED || !a->tiers) {
+    if (a->done || !a->tiers) {
         restore_free(a, q); /* the worker stops: nobody to answer */
         return;
     }
     if (res->rc == 0) {
+        /* Searched again next; while that is still short of the resume step, the other peers are asked too. */
         tide_info("job %s rank %d: fetched step %lld from a peer into hot", q->job_id, q->rank,
                   res->meta ? (long long)res->meta->step : -1LL);
-        q->next_source = q->n_sources; /* what it has is what the peers had */
     } else {
         free(q->fetch_error);
         q->fetch_error = tide_xasprintf("peer %s: %s", q->sources[q->next_source - 1], res->error);
@@ -649,8 +701,8 @@ static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_f
     bool current = rc == 0 && (q->resume_step < 0 || found->meta.step >= q->resume_step);
 
     (void)token;
-    if (!current && q->next_source < q->n_sources && a->mirror_client && a->tiers && a->cfg->ckpt_hot &&
-        a->cfg->ckpt_hot[0]) {
+    while (!current && q->next_source < q->n_sources && a->mirror_client && a->tiers && a->cfg->ckpt_hot &&
+           a->cfg->ckpt_hot[0]) {
         const char *peer = q->sources[q->next_source++];
         tide_info("job %s rank %d: %s locally; fetching from %s", q->job_id, q->rank,
                   rc == 0 ? "only an older checkpoint" : "no checkpoint", peer);
@@ -677,6 +729,21 @@ static void on_trainer_restore(void *ud, uint64_t token, const char *job_id, int
 
     tide_info("job %s rank %d asks where to restore from (resume step %lld)", job_id, rank,
               (long long)resume_step);
+    if (resume_step < 0) {
+        /* The job has no complete checkpoint: whatever a tier holds under its id is partial, or another job's
+         * from before a scheduler reset. */
+        tide_ckpt_found_t none;
+        memset(&none, 0, sizeof(none));
+        q->a = a;
+        q->token = token;
+        q->job_id = tide_xstrdup(job_id);
+        q->credential = tide_xstrdup("");
+        q->sources = tide_xcalloc(1, sizeof(*q->sources));
+        a->restores = tide_xrealloc(a->restores, (a->n_restores + 1) * sizeof(*a->restores));
+        a->restores[a->n_restores++] = q;
+        restore_reply(a, q, -ENOENT, &none, NULL, "the job has no complete checkpoint yet");
+        return;
+    }
     q->a = a;
     q->token = token;
     q->job_id = tide_xstrdup(job_id);
@@ -998,6 +1065,11 @@ static void stop_io(tide_worker_agent_t *a)
         restore_free(a, a->restores[0]); /* searches that will never answer */
     free(a->restores);
     a->restores = NULL;
+    for (size_t i = 0; i < a->n_pending; i++)
+        pending_free(&a->pending[i]);
+    free(a->pending);
+    a->pending = NULL;
+    a->n_pending = 0;
     for (size_t i = 0; i < a->n_peers; i++)
         peers_clear(&a->peers[i]);
     free(a->peers);
@@ -1139,7 +1211,8 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     /* The worker's own gRPC server: WorkerLauncher (MPI daemons) and WorkerCheckpoints (peers' hot mirrors,
      * kept under HOT/mirror; docs/fault-tolerance.md, "Checkpoint tiers"). */
     rc = 0;
-    if (wc->ckpt_hot && wc->ckpt_hot[0]) {
+    if (wc->ckpt_hot && wc->ckpt_hot[0] && wc->token && wc->token[0]) {
+        /* Only with a token: the mirror serves checkpoints to, and takes them from, whoever holds it. */
         tide_ckpt_mirror_server_config_t msc;
         char *mdir = tide_xasprintf("%s/mirror", wc->ckpt_hot);
         memset(&msc, 0, sizeof(msc));
@@ -1154,6 +1227,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
             memset(&mcc, 0, sizeof(mcc));
             mcc.worker_id = wc->id;
             mcc.token = wc->token;
+            mcc.timeout_ms = 300000; /* a stalled peer must not hold a restore past the SDK's wait */
             tide_ckpt_mirror_client_new(loop, &mcc, &a->mirror_client);
             tide_ckpt_mirror_server_bind(a->mirror, a->mpi);
         }

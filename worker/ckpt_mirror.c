@@ -736,6 +736,9 @@ typedef struct xfer {
     void *ud;
     char *peer;
     char *into; /* fetch: the tier to write into */
+    char *want_job;             /* fetch: what was asked for; a header for anything else is refused */
+    int32_t want_rank, want_generation;
+    int64_t want_max_step;
     int conn_errno;
     char conn_text[256];
     bool status_seen, half_closed, reply_seen, committed;
@@ -885,6 +888,7 @@ static void xfer_destroy(xfer_t *x)
     free(x->copts.pinned);
     free(x->peer);
     free(x->into);
+    free(x->want_job);
     free(x->reply_path);
     free(x);
     owner_maybe_destroy(o);
@@ -1489,12 +1493,20 @@ static void cli_on_message(tide_rpc_client_call_t *call, const uint8_t *data, si
             return;
         }
         if (!x->sink.open) {
-            if (c->chunk_case != TIDE__V1__CHECKPOINT_CHUNK__CHUNK_HEADER) {
+            const Tide__V1__CheckpointHeader *h = c->chunk_case == TIDE__V1__CHECKPOINT_CHUNK__CHUNK_HEADER
+                                                      ? c->header : NULL;
+            if (!h) {
                 code = TIDE_GRPC_INTERNAL;
                 tide_errprintf(&err, "the first chunk is not a header");
+            } else if (x->want_job && (!h->job_id || strcmp(h->job_id, x->want_job) != 0 || h->rank != x->want_rank ||
+                                       (x->want_max_step >= 0 && h->step > x->want_max_step) ||
+                                       (x->want_generation >= 0 && h->generation > x->want_generation))) {
+                /* A peer answering with something else must not write it here (another job's, a newer one). */
+                code = TIDE_GRPC_INTERNAL;
+                tide_errprintf(&err, "the peer sent job %.64s rank %d step %lld generation %d, not what was asked",
+                               h->job_id ? h->job_id : "", (int)h->rank, (long long)h->step, (int)h->generation);
             } else {
-                code = sink_begin(&x->sink, x->into, c->header, mc->max_bytes, mc->max_files,
-                                  x->seq, &err);
+                code = sink_begin(&x->sink, x->into, h, mc->max_bytes, mc->max_files, x->seq, &err);
             }
         } else if (c->chunk_case != TIDE__V1__CHECKPOINT_CHUNK__CHUNK_DATA) {
             code = TIDE_GRPC_INTERNAL;
@@ -1856,6 +1868,10 @@ int tide_ckpt_mirror_fetch(tide_ckpt_mirror_client_t *c, const char *peer, const
     x = xfer_new(&c->own, CLI_FETCH);
     x->peer = tide_xstrdup(peer);
     x->into = tide_xstrdup(into_dir);
+    x->want_job = tide_xstrdup(job);
+    x->want_rank = rank;
+    x->want_max_step = max_step < 0 ? -1 : max_step;
+    x->want_generation = generation < 0 ? -1 : generation;
     x->cb = cb;
     x->ud = ud;
     rc = cli_open(c, x, TIDE_CKPT_MIRROR_FETCH_PATH);

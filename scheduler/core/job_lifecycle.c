@@ -128,8 +128,8 @@ void tide__job_maybe_reconciled(tide_core_t *core, tide_job_t *job)
  * next generation's restore (LaunchRank.restore_peers). */
 static void keep_sources(tide_job_t *job)
 {
-    if (!job->ranks || job->n_ranks <= 0 || job->ranks_unstarted > 0)
-        return; /* a generation that never fully ran wrote nothing: the sources before it stay */
+    if (!job->ranks || job->n_ranks <= 0 || job->last_ckpt.step < 0 || job->last_ckpt.generation != job->generation)
+        return; /* the newest checkpoint is an older generation's: the sources of that one stay */
     for (int32_t i = 0; i < 2 * job->n_prev_src; i++)
         free(job->prev_src[i]);
     free(job->prev_src);
