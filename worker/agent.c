@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "ckpt_mirror.h"
@@ -191,6 +192,13 @@ static void peers_drop(tide_worker_agent_t *a, uint64_t id)
     for (size_t i = 0; i < a->n_peers; i++) {
         if (a->peers[i].id != id)
             continue;
+        if (a->cfg->ckpt_hot && a->cfg->ckpt_hot[0]) {
+            /* The rank's TIDE_CKPT_DIR, made at its launch: gone with it when it never saved there (memory in
+             * /dev/shm is not for empty directories of ended jobs). */
+            char *dir = tide_xasprintf("%s/%s", a->cfg->ckpt_hot, a->peers[i].job_id);
+            (void)rmdir(dir);
+            free(dir);
+        }
         peers_clear(&a->peers[i]);
         a->peers[i] = a->peers[--a->n_peers];
         return;
