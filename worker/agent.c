@@ -1288,7 +1288,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     cc.seed = cfg->seed;
     tide_worker_core_new(&cc, &core_ops, a, &a->core);
     {
-        tide_flusher_config_t fc = {wc->ckpt_durable, wc->data_dir, 0};
+        tide_flusher_config_t fc = {wc->ckpt_durable, wc->data_dir, 0, wc->ckpt_hot};
         tide_flusher_ops_t fo = {flusher_send};
         tide_flusher_new(loop, &fc, &fo, a, &a->flusher);
     }

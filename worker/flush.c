@@ -12,6 +12,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "ckpt_tiers.h"
 #include "core.h"
 #include "list.h"
 #include "log.h"
@@ -73,6 +74,7 @@ struct tide_flusher {
     tide_flusher_ops_t ops;
     void *ud;
     char *durable_dir, *default_workdir;
+    char *hot_dir; /* NULL: none */
     uint64_t fail_after;
     tide_list_t slots;
     size_t n_slots;
@@ -94,6 +96,7 @@ void tide_flusher_new(uv_loop_t *loop, const tide_flusher_config_t *cfg,
     f->durable_dir =
         cfg->durable_dir && cfg->durable_dir[0] ? tide_xstrdup(cfg->durable_dir) : NULL;
     f->default_workdir = tide_xstrdup(cfg->default_workdir ? cfg->default_workdir : ".");
+    f->hot_dir = cfg->hot_dir && cfg->hot_dir[0] ? tide_xstrdup(cfg->hot_dir) : NULL;
     f->fail_after = cfg->fail_after;
     tide_list_init(&f->slots);
     tide_list_init(&f->unsent);
@@ -145,6 +148,7 @@ static void flusher_release(tide_flusher_t *f)
 {
     free(f->durable_dir);
     free(f->default_workdir);
+    free(f->hot_dir);
     free(f);
 }
 
@@ -428,6 +432,7 @@ void tide_flusher_request(tide_flusher_t *f, const Tide__V1__FlushCheckpoint *re
     task_t *t;
     tide_list_t *pos;
     char *dest_dir;
+    bool tiered;
 
     if (!tide_worker_job_id_valid(req->job_id) || req->generation < 0 || req->rank < 0 ||
         req->step < 0) {
@@ -471,8 +476,14 @@ void tide_flusher_request(tide_flusher_t *f, const Tide__V1__FlushCheckpoint *re
         answer(f, &d);
         return;
     }
-    /* One directory per rank: ranks on different nodes may name their files alike. */
-    dest_dir = tide_xasprintf("%s/%s/step-%" PRId64 "/rank-%d", dir, req->job_id, req->step, req->rank);
+    /* One directory per rank: ranks on different nodes may name their files alike. A checkpoint in the hot
+     * tier's layout goes as its whole rank directory (files and manifest) to DIR/JOB/step-S/rank-R/, the
+     * cold tier's layout (docs/fault-tolerance.md, "Checkpoint tiers"). */
+    tiered = f->hot_dir && tide_ckpt_tiers_in_layout(f->hot_dir, req->job_id, req->step, req->rank, e->path, NULL);
+    if (tiered)
+        dest_dir = tide_xasprintf("%s/%s/step-%" PRId64, dir, req->job_id, req->step);
+    else
+        dest_dir = tide_xasprintf("%s/%s/step-%" PRId64 "/rank-%d", dir, req->job_id, req->step, req->rank);
     /* The same copy asked for again while it runs or waits: its one answer serves both. */
     if (same_task(s->running, req, dest_dir))
         goto duplicate;
@@ -495,9 +506,12 @@ void tide_flusher_request(tide_flusher_t *f, const Tide__V1__FlushCheckpoint *re
     t->generation = req->generation;
     t->rank = req->rank;
     t->step = req->step;
-    t->src = tide_xstrdup(e->path);
+    t->src = tiered ? tide_ckpt_rank_dir(f->hot_dir, req->job_id, req->step, req->rank) : tide_xstrdup(e->path);
     t->dest_dir = dest_dir;
-    memcpy(t->sha256, e->sha256, sizeof(t->sha256));
+    if (tiered)
+        t->sha256[0] = '\0'; /* the manifest in the directory carries each file's checksum */
+    else
+        memcpy(t->sha256, e->sha256, sizeof(t->sha256));
     t->fail_after = f->fail_after;
     tide_list_push_back(&s->queue, &t->link);
     s->queued++;

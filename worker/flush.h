@@ -87,6 +87,9 @@ typedef struct tide_flusher_config {
     const char *default_workdir; /* relative checkpoint paths resolve against the rank's workdir,
                                     else this (the worker's data dir); copied */
     uint64_t fail_after;         /* tests: passed to every copy (tide_flush_copy_t.fail_after) */
+    const char *hot_dir;         /* the worker's hot tier (--ckpt-hot); NULL: none. A checkpoint reported in its
+                                    layout (HOT/JOB/step-S/rank-R) is copied as that whole rank directory, its
+                                    manifest included, to DIR/JOB/step-S/rank-R/: the cold tier a restore can read */
 } tide_flusher_config_t;
 
 /* Creates a flusher on loop. ops copied, ud borrowed. Caller frees with tide_flusher_free. */

@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "ckpt_store.h"
 #include "flush.h"
 
 /* --- files --- */
@@ -483,9 +484,19 @@ typedef struct rig {
     tide_flusher_t *f;
 } rig_t;
 
+static void rig_start_hot(rig_t *r, const char *durable_override, uint64_t fail_after, const char *hot)
+{
+    tide_flusher_config_t cfg = {durable_override, root, fail_after, hot};
+    tide_flusher_ops_t ops = {sink_send};
+
+    memset(r, 0, sizeof(*r));
+    assert_int_equal(uv_loop_init(&r->loop), 0);
+    tide_flusher_new(&r->loop, &cfg, &ops, &r->sink, &r->f);
+}
+
 static void rig_start(rig_t *r, const char *durable_override, uint64_t fail_after)
 {
-    tide_flusher_config_t cfg = {durable_override, root, fail_after};
+    tide_flusher_config_t cfg = {durable_override, root, fail_after, NULL};
     tide_flusher_ops_t ops = {sink_send};
 
     memset(r, 0, sizeof(*r));
@@ -563,6 +574,58 @@ static void test_flusher_answers(void **state)
     assert_non_null(strstr(r.sink.done[6]->error, "invalid FlushCheckpoint"));
     assert_int_equal(r.sink.done[6]->rank, -1);
     assert_int_equal(tide_flusher_busy(r.f), 0);
+    rig_stop(&r);
+    free(data);
+}
+
+/* A checkpoint in the hot tier's layout goes as its whole rank directory, manifest included, to the cold
+ * tier's layout: a restore's search finds and verifies it there. */
+static void test_flusher_tiered_layout(void **state)
+{
+    rig_t r;
+    uint8_t *data = make_data(100000, 9);
+    char hex[65];
+    tide_ckpt_meta_t meta;
+    tide_ckpt_tier_t cold = {"cold", NULL};
+    tide_ckpt_search_t s;
+    tide_ckpt_found_t found;
+    tide_error_t err;
+    const char *rank_dir;
+
+    (void)state;
+    assert_int_equal(mkdir(at("hot"), 0755), 0);
+    assert_int_equal(mkdir(at("hot/job-1"), 0755), 0);
+    assert_int_equal(mkdir(at("hot/job-1/step-6"), 0755), 0);
+    rank_dir = at("hot/job-1/step-6/rank-0");
+    assert_int_equal(mkdir(rank_dir, 0755), 0);
+    write_file(at("hot/job-1/step-6/rank-0/model.ckpt"), data, 100000);
+    sha_hex(data, 100000, hex);
+    memset(&meta, 0, sizeof(meta));
+    assert_int_equal(tide_ckpt_meta_scan(rank_dir, "job-1", 1, 6, 0, NULL, &meta, &err), 0);
+    assert_int_equal(tide_ckpt_manifest_write(rank_dir, &meta, &err), 0);
+    tide_ckpt_meta_clear(&meta);
+    rig_start_hot(&r, NULL, 0, at("hot"));
+    tide_flusher_rank_started(r.f, "job-1", 1, 0, at("wd"));
+    tide_flusher_saved(r.f, "job-1", 1, 0, 6, at("hot/job-1/step-6/rank-0/model.ckpt"), 100000, hex);
+    request(r.f, "job-1", 1, 0, 6, at("durable"));
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(r.sink.n, 1);
+    assert_true(r.sink.done[0]->ok);
+    assert_string_equal(r.sink.done[0]->durable_path, at("durable/job-1/step-6/rank-0"));
+    assert_true(exists(at("durable/job-1/step-6/rank-0/model.ckpt")));
+    assert_true(exists(at("durable/job-1/step-6/rank-0/tide-manifest.json")));
+    cold.dir = at("durable");
+    memset(&s, 0, sizeof(s));
+    s.tiers = &cold;
+    s.n_tiers = 1;
+    s.job = "job-1";
+    s.rank = 0;
+    s.resume_step = -1;
+    s.generation = -1;
+    memset(&found, 0, sizeof(found));
+    assert_int_equal(tide_ckpt_find(&s, &found, &err), 0);
+    assert_int_equal(found.meta.step, 6);
+    tide_ckpt_found_clear(&found);
     rig_stop(&r);
     free(data);
 }
@@ -685,6 +748,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_copy_bad_sources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_answers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flusher_tiered_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_queue_and_resend, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_free_while_copying, setup, teardown),
