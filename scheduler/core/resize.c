@@ -147,7 +147,10 @@ static void set_detail(tide_resize_t *r, const char *fmt, va_list ap)
 /* Free workers the job's next generation could add to its current size now: in the domain of its
  * locality level where its rank 0 runs (its shape for ANY), within what placement allows its class
  * (the reserve), less what other grows claimed. 0 with *why when none. O(1). */
-static int32_t grow_avail(tide_core_t *core, const tide_job_t *job, const char **why)
+/* Free workers of the job's kind it may take (its reserve limit applied). A grow leaves GPUs queued jobs of
+ * that kind wait for to them (before_queue false); a move off a GPU predicted to fail does not wait behind the
+ * queue: like a recovery it goes first. */
+static int32_t avail_in_shape(tide_core_t *core, const tide_job_t *job, bool before_queue, const char **why)
 {
     tide_worker_t *w0 = job->n_ranks > 0 ? job->ranks[0].worker : NULL;
     tide_level_t level = tide__job_level(job);
@@ -158,7 +161,7 @@ static int32_t grow_avail(tide_core_t *core, const tide_job_t *job, const char *
         *why = "its rank 0 has no worker";
         return 0;
     }
-    if (w0->dom->shape->blocked_pass == core->pass) {
+    if (!before_queue && w0->dom->shape->blocked_pass == core->pass) {
         *why = "queued jobs wait for the same GPUs";
         return 0;
     }
@@ -175,6 +178,11 @@ static int32_t grow_avail(tide_core_t *core, const tide_job_t *job, const char *
     }
     *why = NULL;
     return free_n;
+}
+
+static int32_t grow_avail(tide_core_t *core, const tide_job_t *job, const char **why)
+{
+    return avail_in_shape(core, job, false, why);
 }
 
 /* The resize was decided: ask for a checkpoint, or stop now when the ranks report none. */
@@ -297,7 +305,7 @@ bool tide__resize_room_to_move(tide_core_t *core, tide_job_t *job, const char **
     int32_t avail;
 
     job->recovering = true; /* a failure in waiting: the hot spares are for this */
-    avail = grow_avail(core, job, why);
+    avail = avail_in_shape(core, job, true, why);
     job->recovering = was;
     if (avail >= 1 || job->n_ranks - 1 >= job->spec.min_workers) {
         *why = NULL;

@@ -126,7 +126,14 @@ void tide__cluster_fail(tide_sim_t *s, tide_sim_worker_t *sw)
 
 void tide__cluster_back(tide_sim_t *s, tide_sim_worker_t *sw)
 {
+    tide_worker_t *w;
+
     if (sw->up)
         return;
     register_worker(s, sw);
+    /* A replaced GPU: the operator uncordons what prediction cordoned. */
+    if (sw->w->cordoned && sw->w->cordon_reason && strncmp(sw->w->cordon_reason, "predicted", 9) == 0) {
+        tide__sim_called(s);
+        tide_core_worker_cordon(s->core, sw->w->id, false, &w, NULL);
+    }
 }

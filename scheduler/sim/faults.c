@@ -59,10 +59,19 @@ void tide__faults_candidate(tide_sim_t *s, const tide_ev_t *ev)
     if (sw->up && !sw->doomed &&
         (kind == 0 || accept * s->fault_fmax < tide__workload_gpu_fault_factor(s, sw->w))) {
         if (warn < s->sc->precursor_fraction && s->sc->precursor_lead_s > 0) {
-            /* It looks risky now and fails after the lead time. The core does not act on it yet
-             * (failure prediction is a later issue); the report says what it would have saved. */
+            /* It looks risky now and fails after the lead time. With precursor.predict the core hears it as
+             * a new uncorrected ECC error (a critical sign: predicted at once) and moves the job off the GPU
+             * (prediction.c); without, the report says what acting on it would have saved. */
             sw->doomed = true;
             s->res.precursors++;
+            if (s->sc->precursor_predict && sw->w->connected) {
+                tide_telemetry_t tel = {.known = 1u << 7};
+                tide__sim_called(s);
+                tide_core_worker_heartbeat(s->core, sw->w, &tel); /* the counters' baseline */
+                tel.ecc_uncorrected = 1;
+                tide__sim_called(s);
+                tide_core_worker_heartbeat(s->core, sw->w, &tel);
+            }
             tide__sim_push(s, s->now + (int64_t)(s->sc->precursor_lead_s * 1000), EV_FAIL, idx, 0,
                            sw->epoch, NULL);
         } else {
@@ -70,6 +79,21 @@ void tide__faults_candidate(tide_sim_t *s, const tide_ev_t *ev)
         }
     }
     next_candidate(s, kind);
+}
+
+void tide__faults_remind(tide_sim_t *s)
+{
+    tide_telemetry_t tel = {.known = 1u << 7, .ecc_uncorrected = 1};
+
+    if (!s->sc->precursor_predict)
+        return;
+    for (size_t i = 0; i < (size_t)s->n_workers; i++) {
+        tide_sim_worker_t *sw = &s->workers[i];
+        if (sw->doomed && sw->up && sw->w->connected && sw->w->job) {
+            tide__sim_called(s);
+            tide_core_worker_heartbeat(s->core, sw->w, &tel);
+        }
+    }
 }
 
 void tide__faults_fail(tide_sim_t *s, const tide_ev_t *ev)

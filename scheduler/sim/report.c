@@ -198,8 +198,9 @@ void tide_sim_print_table(const tide_sim_result_t *r, const tide_scenario_t *sc,
             r->train_gpu_h, r->eval_gpu_h, r->save_gpu_h, r->start_gpu_h, r->interference_gpu_h);
     fprintf(f,
             "lost GPU-hours     %8.1f   failures %.1f (of which with a precursor %.1f), "
-            "preemptions %.1f\n",
-            r->lost_gpu_h, r->lost_failure_gpu_h, r->lost_precursor_gpu_h, r->lost_preempt_gpu_h);
+            "preemptions %.1f, moves off predicted failures %.1f (%" PRIu64 ")\n",
+            r->lost_gpu_h, r->lost_failure_gpu_h, r->lost_precursor_gpu_h, r->lost_preempt_gpu_h,
+            r->lost_move_gpu_h, r->moves);
     fprintf(f,
             "checkpoints        %8" PRIu64 "   local; %" PRIu64
             " durable copies (%.2f TB), %" PRIu64 " held by the gate\n",
@@ -282,8 +283,10 @@ void tide_sim_print_json(const tide_sim_result_t *r, const tide_scenario_t *sc, 
     fprintf(f,
             "  \"lost_gpu_hours\": {\"total\": %.3f, \"failures\": %.3f, "
             "\"failures_with_precursor\": %.3f, "
-            "\"preemptions\": %.3f},\n",
-            r->lost_gpu_h, r->lost_failure_gpu_h, r->lost_precursor_gpu_h, r->lost_preempt_gpu_h);
+            "\"preemptions\": %.3f, \"moves\": %.3f},\n",
+            r->lost_gpu_h, r->lost_failure_gpu_h, r->lost_precursor_gpu_h, r->lost_preempt_gpu_h,
+            r->lost_move_gpu_h);
+    fprintf(f, "  \"moves\": %" PRIu64 ",\n", r->moves);
     fprintf(f, "  \"checkpoints\": %" PRIu64 ",\n", r->checkpoints);
     fprintf(f, "  \"durable_copies\": %" PRIu64 ",\n", r->copies);
     fprintf(f, "  \"copies_held\": %" PRIu64 ",\n", r->copies_held);

@@ -700,7 +700,7 @@ static int parse_faults(const cJSON *o, tide_scenario_t *sc, tide_error_t *err)
     static const char *const okeys[] = {"failures", "gpus", "days", NULL};
     static const char *const nkeys[] = {"multiplier", "ref_mfu",    "ratio",
                                         "per_mfu",    "min_factor", NULL};
-    static const char *const pkeys[] = {"fraction", "lead_min", NULL};
+    static const char *const pkeys[] = {"fraction", "lead_min", "predict", NULL};
     const cJSON *obs, *na, *pc;
     int forms;
     double x;
@@ -754,7 +754,8 @@ static int parse_faults(const cJSON *o, tide_scenario_t *sc, tide_error_t *err)
         return rc;
     if ((rc = get_num(pc, "faults.precursor", "fraction", 0, 0, 1, &sc->precursor_fraction, err)) <
             0 ||
-        (rc = get_num(pc, "faults.precursor", "lead_min", 30, 0, 1e6, &x, err)) < 0)
+        (rc = get_num(pc, "faults.precursor", "lead_min", 30, 0, 1e6, &x, err)) < 0 ||
+        (rc = get_bool(pc, "faults.precursor", "predict", false, &sc->precursor_predict, err)) < 0)
         return rc;
     sc->precursor_lead_s = x * 60;
     return 0;

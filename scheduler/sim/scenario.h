@@ -119,6 +119,8 @@ typedef struct tide_scenario {
     double curve_ref, curve_ratio, curve_per, curve_min;
     double precursor_fraction;
     double precursor_lead_s;
+    bool precursor_predict;  /* the precursor reaches the core as a critical telemetry sign (a new uncorrected
+                                ECC error): failure prediction cordons the GPU and moves its job off it */
 
     /* timing */
     int64_t start_delay_ms, stop_delay_ms, telemetry_ms, sample_ms;

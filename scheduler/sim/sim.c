@@ -189,6 +189,7 @@ static void dispatch(tide_sim_t *s, tide_ev_t *ev)
         break;
     case EV_TELEMETRY:
         tide__workload_telemetry(s);
+        tide__faults_remind(s);
         tide__sim_push(s, s->now + s->sc->telemetry_ms, EV_TELEMETRY, 0, 0, 0, NULL);
         break;
     case EV_SAMPLE:

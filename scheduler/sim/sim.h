@@ -49,6 +49,8 @@ typedef struct tide_sim_result {
     double train_gpu_h, eval_gpu_h, save_gpu_h,
         start_gpu_h; /* allocated GPU-hours by what they did */
     double lost_gpu_h, lost_failure_gpu_h, lost_preempt_gpu_h, lost_precursor_gpu_h;
+    double lost_move_gpu_h; /* jobs moved off a GPU predicted to fail (faults.precursor.predict) */
+    uint64_t moves;
     double interference_gpu_h; /* training time lost to durable copies running alongside */
     uint64_t checkpoints;      /* complete local checkpoints */
     uint64_t copies;           /* durable copies completed */

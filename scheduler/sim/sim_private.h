@@ -213,6 +213,9 @@ void tide__faults_init(tide_sim_t *s);
 double tide__faults_factor(const tide_scenario_t *sc, double m);
 void tide__faults_candidate(tide_sim_t *s, const tide_ev_t *ev);
 void tide__faults_fail(tide_sim_t *s, const tide_ev_t *ev);
+/* faults.precursor.predict: a doomed GPU keeps reporting its sign (each telemetry period), so the core can
+ * move a job it could not move at once (no room then). O(workers) per period. */
+void tide__faults_remind(tide_sim_t *s);
 
 /* report.c */
 void tide__report_init(tide_sim_t *s);

@@ -18,7 +18,8 @@
 #define PHASE_EVAL       4 /* TRAINER_PHASE_EVAL */
 #define PHASE_CHECKPOINT 5 /* TRAINER_PHASE_CHECKPOINT */
 
-typedef enum stop_cause { STOP_FAILURE, STOP_PREEMPT, STOP_ROLLBACK } stop_cause_t;
+/* STOP_MOVE: a resize's generation change — the move off a GPU predicted to fail (it checkpointed first). */
+typedef enum stop_cause { STOP_FAILURE, STOP_PREEMPT, STOP_ROLLBACK, STOP_MOVE } stop_cause_t;
 
 /* --- performance model --- */
 
@@ -566,6 +567,8 @@ static void stopped(tide_sim_t *s, tide_sim_job_t *j, stop_cause_t cause)
             s->res.lost_failure_gpu_h += lost;
             if (s->failing_precursor)
                 s->res.lost_precursor_gpu_h += lost;
+        } else if (cause == STOP_MOVE) {
+            s->res.lost_move_gpu_h += lost;
         } else {
             s->res.lost_preempt_gpu_h += lost;
         }
@@ -584,6 +587,9 @@ static void stopped(tide_sim_t *s, tide_sim_job_t *j, stop_cause_t cause)
         break;
     case STOP_ROLLBACK:
         s->res.rollbacks++;
+        break;
+    case STOP_MOVE:
+        s->res.moves++;
         break;
     }
     j->state = SJ_QUEUED;
@@ -713,6 +719,8 @@ void tide__workload_event(tide_sim_t *s, const tide_action_t *a)
         stopped(s, j, STOP_PREEMPT);
     else if (strcmp(t, "rolled_back") == 0)
         stopped(s, j, STOP_ROLLBACK);
+    else if (strcmp(t, "resize_stopping") == 0)
+        stopped(s, j, STOP_MOVE);
     else if (strcmp(t, "succeeded") == 0)
         ended(s, j, TIDE_JOB_SUCCEEDED);
     else if (strcmp(t, "failed") == 0)
