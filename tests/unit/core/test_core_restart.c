@@ -640,6 +640,38 @@ static void test_hang_blame_and_fast_stop(void **state)
     h_fini(&h);
 }
 
+/* A move off a GPU predicted to fail goes before queued jobs of its kind (a grow would wait behind them). */
+static void test_predicted_move_goes_before_the_queue(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job, *waiting;
+    tide_worker_t *w;
+    tide_telemetry_t t = {.temperature_c = 60, .known = 4u | 128u, .ecc_uncorrected = 0};
+    (void)state;
+
+    cfg.reserve_gpus = 0;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = run(&h, 2);
+    h_sdk(&h, job, 0.5);
+    waiting = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL); /* 1 GPU free: it waits */
+    assert_int_equal(waiting->state, TIDE_JOB_PENDING);
+    h_jump(&h, 1000);
+    w = job->ranks[0].worker;
+    tide_core_worker_heartbeat(h.core, w, &t);
+    t.ecc_uncorrected = 1;
+    tide_core_worker_heartbeat(h.core, w, &t);
+    assert_int_equal(job->resize.reason, TIDE_RESIZE_PREDICTED);
+    h_ckpt(&h, job, 10);
+    h_stop_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_false(on_worker(job, w));
+    assert_int_equal(waiting->state, TIDE_JOB_PENDING);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -655,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_failing_start_is_no_recovery),
         cmocka_unit_test(test_backoff_has_no_queue_position),
         cmocka_unit_test(test_hang_blame_and_fast_stop),
+        cmocka_unit_test(test_predicted_move_goes_before_the_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
