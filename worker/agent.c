@@ -37,6 +37,8 @@
 #define PROGRESS_MAX               16   /* ranks per heartbeat */
 #define TRACK_MAX                  64   /* rank processes the device backend is told about */
 #define AGENT_SOCK_NAME            "agent.sock"
+#define HOT_SWEEP_EVERY_MS         (3600LL * 1000) /* the --ckpt-hot-ttl backstop runs at start, then hourly */
+#define HOT_SWEEP_KEEP_MAX         256             /* running jobs passed to a sweep (more: no sweep this time) */
 
 /* A rank's exit not reported yet (see held below). */
 /* What a local rank's LaunchRank says about its checkpoints' other homes (docs/fault-tolerance.md,
@@ -117,6 +119,7 @@ struct tide_worker_agent {
     tide_rpc_client_call_t *call; /* the current stream, or NULL */
 
     uv_timer_t heartbeat, reconnect, welcome, finish;
+    uv_timer_t hot_sweep; /* --ckpt-hot-ttl: old hot copies of jobs nobody told us ended */
     uv_signal_t sigterm, sigint;
     bool signals;
     int open_handles;
@@ -340,6 +343,34 @@ static void op_forget(void *ud, uint64_t id, const char *job_id, int32_t generat
     tide_worker_agent_t *a = ud;
 
     tide_launcher_forget(a->launcher, job_id, generation, rank);
+}
+
+/* ForgetCheckpoints (the core deferred it while a rank of the job ran here): the job's hot copies and
+ * the mirrors kept for it go, off the loop, after any save of it already queued. */
+static void op_forget_checkpoints(void *ud, const char *job_id)
+{
+    tide_worker_agent_t *a = ud;
+
+    if (a->tiers && tide_ckpt_tiers_forget(a->tiers, job_id) < 0)
+        tide_warn("ForgetCheckpoints: job id '%.64s' is not valid: ignored", job_id);
+}
+
+/* The backstop for a ForgetCheckpoints this worker missed (it was not connected when the job ended):
+ * hot copies of jobs with no rank here whose newest file is older than --ckpt-hot-ttl. */
+static void on_hot_sweep(uv_timer_t *t)
+{
+    tide_worker_agent_t *a = t->data;
+    const char *keep[HOT_SWEEP_KEEP_MAX];
+    size_t n;
+
+    if (a->done || !a->tiers)
+        return;
+    n = tide_worker_core_running_jobs(a->core, keep, HOT_SWEEP_KEEP_MAX);
+    if (n > HOT_SWEEP_KEEP_MAX) {
+        tide_warn("hot tier: %zu ranks run here, more than a sweep takes: no --ckpt-hot-ttl sweep this hour", n);
+        return;
+    }
+    (void)tide_ckpt_tiers_sweep(a->tiers, a->cfg->ckpt_hot_ttl_ms, keep, n);
 }
 
 static void op_save_epoch(void *ud, uint64_t epoch)
@@ -590,6 +621,7 @@ static const tide_worker_core_ops_t core_ops = {
     .trainer_command = op_trainer_command,
     .flush = op_flush,
     .tasks = op_tasks,
+    .forget_checkpoints = op_forget_checkpoints,
     .welcomed = op_welcomed,
     .end_stream = op_end_stream,
 };
@@ -1088,6 +1120,7 @@ static void stop_io(tide_worker_agent_t *a)
     uv_close((uv_handle_t *)&a->reconnect, on_handle_closed);
     uv_close((uv_handle_t *)&a->welcome, on_handle_closed);
     uv_close((uv_handle_t *)&a->finish, on_handle_closed);
+    uv_close((uv_handle_t *)&a->hot_sweep, on_handle_closed);
     if (a->signals) {
         uv_close((uv_handle_t *)&a->sigterm, on_handle_closed);
         uv_close((uv_handle_t *)&a->sigint, on_handle_closed);
@@ -1310,9 +1343,13 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     uv_timer_init(loop, &a->welcome);
     uv_timer_init(loop, &a->finish);
     uv_timer_init(loop, &a->slow);
+    uv_timer_init(loop, &a->hot_sweep);
     a->heartbeat.data = a->reconnect.data = a->welcome.data = a->finish.data = a->slow.data = a;
+    a->hot_sweep.data = a;
     a->speed = 1;
-    a->open_handles = 5;
+    a->open_handles = 6;
+    if (wc->ckpt_hot && wc->ckpt_hot[0] && wc->ckpt_hot_ttl_ms > 0)
+        uv_timer_start(&a->hot_sweep, on_hot_sweep, 0, HOT_SWEEP_EVERY_MS);
     if (cfg->handle_signals) {
         a->signals = true;
         uv_signal_init(loop, &a->sigterm);

@@ -1,31 +1,51 @@
 /* The checkpoint tiers' loop side (ckpt_tiers.h): reports in the hot layout become save jobs run
  * one at a time on the threadpool (manifest in hot, verified atomic copy to warm, pruning), and
- * restore requests become searches run at once. Invariants: at most one save job is on the
- * threadpool (so two prunes of one tier never race); a job's strings are owned by the job; once
+ * restore requests become searches run at once. Forgets and TTL sweeps of the hot tier (an ended
+ * job's HOT/JOB and HOT/mirror/JOB) run in the same one-at-a-time queue as the saves. Invariants: at
+ * most one save, forget or sweep job is on the threadpool (so a prune or a removal of one tier never
+ * races another, and a job's copies are never removed under its own save); a job's strings are owned
+ * by the job; once
  * tide_ckpt_tiers_free was called no callback reaches the caller, and the struct goes with the
  * last job that was on the threadpool. */
 #include "ckpt_tiers.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "core.h"
 #include "flush.h"
+#include "fsutil.h"
 #include "list.h"
 #include "log.h"
 #include "xmalloc.h"
 
-enum job_kind { JOB_SAVE, JOB_RESTORE };
+enum job_kind { JOB_SAVE, JOB_RESTORE, JOB_FORGET, JOB_SWEEP };
+
+#define GONE_PREFIX ".gone-" /* TIER/.gone-JOB-PID-SEQ: a job's copies being removed */
+#define MIRROR_NAME "mirror" /* HOT/mirror is the mirror tier, never a job's directory */
+
+/* What a forget or sweep removed of one job. */
+typedef struct removed {
+    char *job;
+    uint64_t steps, bytes;                /* HOT/JOB */
+    uint64_t mirror_steps, mirror_bytes;  /* HOT/mirror/JOB */
+    int64_t age_s;                        /* sweep: how old its newest file was */
+} removed_t;
 
 typedef struct job {
-    tide_list_t link; /* t->saves while queued */
+    tide_list_t link; /* t->saves while queued (saves, forgets and sweeps share the queue) */
     uv_work_t work;
     tide_ckpt_tiers_t *t;
     enum job_kind kind;
@@ -45,6 +65,13 @@ typedef struct job {
     void *ud;
     uint64_t token;
     tide_ckpt_found_t found;
+    /* forget / sweep */
+    int64_t ttl_ms;
+    char **keep; /* sweep: jobs with a rank running here (copied) */
+    size_t n_keep;
+    uint64_t seq; /* for .gone- names */
+    removed_t *removed;
+    size_t n_removed;
     /* result */
     int rc;
     tide_error_t err;
@@ -61,13 +88,23 @@ struct tide_ckpt_tiers {
     job_t *running_save;
     size_t running; /* jobs on the threadpool */
     uint64_t saved, failed;
+    uint64_t forgotten, forgotten_bytes; /* jobs whose hot copies were removed; their bytes */
+    uint64_t seq;
     bool freeing;
 };
 
 static void start_next_save(tide_ckpt_tiers_t *t);
+static void hot_work(uv_work_t *w);
+static void hot_after(uv_work_t *w, int status);
 
 static void job_free(job_t *j)
 {
+    for (size_t i = 0; i < j->n_keep; i++)
+        free(j->keep[i]);
+    free(j->keep);
+    for (size_t i = 0; i < j->n_removed; i++)
+        free(j->removed[i].job);
+    free(j->removed);
     tide_ckpt_meta_clear(&j->meta);
     tide_ckpt_found_clear(&j->found);
     free(j->job_id);
@@ -315,7 +352,8 @@ static void start_next_save(tide_ckpt_tiers_t *t)
     t->running_save = j;
     t->running++;
     j->work.data = j;
-    if (uv_queue_work(t->loop, &j->work, save_work, save_after) < 0) {
+    if (uv_queue_work(t->loop, &j->work, j->kind == JOB_SAVE ? save_work : hot_work,
+                      j->kind == JOB_SAVE ? save_after : hot_after) < 0) {
         t->running--;
         t->running_save = NULL;
         t->failed++;
@@ -344,6 +382,272 @@ int tide_ckpt_tiers_saved(tide_ckpt_tiers_t *t, const char *job_id, int32_t gene
     tide_list_push_back(&t->saves, &j->link);
     start_next_save(t);
     return 1;
+}
+
+/* --- forget and sweep (threadpool, in the save queue) --- */
+
+typedef struct tree_stat {
+    uint64_t bytes;   /* of regular files */
+    int64_t newest_s; /* newest mtime of anything in the tree, the root included */
+} tree_stat_t;
+
+/* Sums the tree at dirfd/name (never following links, at most 16 levels deep). */
+static void tree_walk(int at, const char *name, int depth, tree_stat_t *ts)
+{
+    struct stat st;
+    struct dirent *e;
+    DIR *d;
+    int fd;
+
+    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    if ((int64_t)st.st_mtim.tv_sec > ts->newest_s)
+        ts->newest_s = (int64_t)st.st_mtim.tv_sec;
+    if (S_ISREG(st.st_mode))
+        ts->bytes += (uint64_t)st.st_size;
+    if (!S_ISDIR(st.st_mode) || depth >= 16)
+        return;
+    fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            tree_walk(dirfd(d), e->d_name, depth + 1, ts);
+    closedir(d);
+}
+
+/* Step directories (step-N) directly in dir. */
+static uint64_t count_steps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t n = 0;
+
+    if (!d)
+        return 0;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "step-", 5) == 0 && e->d_name[5] >= '0' && e->d_name[5] <= '9')
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* Removes TIER/JOB: renamed to TIER/.gone-... first, so a reader (a restore, a mirror fetch) and a
+ * writer that comes later (a mirror commit, a fetch into hot) find either all of it or nothing and a
+ * commit under way fails instead of landing in a half-removed tree; then removed. steps and bytes get
+ * what it held. Returns 1 when something was removed, 0 when there was nothing. */
+static int remove_job_dir(const char *tier, const char *job, uint64_t seq, uint64_t *steps,
+                          uint64_t *bytes)
+{
+    char *dir = tide_xasprintf("%s/%s", tier, job);
+    char *gone = tide_xasprintf("%s/" GONE_PREFIX "%s-%ld-%" PRIu64, tier, job, (long)getpid(), seq);
+    tree_stat_t ts = {0, 0};
+    struct stat st;
+    int rc = 0;
+
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        goto done;
+    if (rename(dir, gone) != 0)
+        goto done;
+    *steps += count_steps(gone);
+    tree_walk(AT_FDCWD, gone, 0, &ts);
+    *bytes += ts.bytes;
+    tide_fs_remove_tree(gone);
+    rc = 1;
+done:
+    free(gone);
+    free(dir);
+    return rc;
+}
+
+static removed_t *removed_add(job_t *j, const char *job)
+{
+    removed_t *r;
+
+    j->removed = tide_xrealloc(j->removed, (j->n_removed + 1) * sizeof(*j->removed));
+    r = &j->removed[j->n_removed++];
+    memset(r, 0, sizeof(*r));
+    r->job = tide_xstrdup(job);
+    return r;
+}
+
+/* HOT/JOB (unless JOB names the mirror tier) and HOT/mirror/JOB. */
+static void forget_one(job_t *j, removed_t *r)
+{
+    tide_ckpt_tiers_t *t = j->t;
+
+    if (strcmp(r->job, MIRROR_NAME) != 0)
+        (void)remove_job_dir(t->hot, r->job, j->seq, &r->steps, &r->bytes);
+    (void)remove_job_dir(t->mirror, r->job, j->seq, &r->mirror_steps, &r->mirror_bytes);
+}
+
+static bool kept(const job_t *j, const char *job)
+{
+    for (size_t i = 0; i < j->n_keep; i++)
+        if (strcmp(j->keep[i], job) == 0)
+            return true;
+    return false;
+}
+
+/* The jobs in tier whose newest file is older than the TTL (and none of whose ranks runs here);
+ * leftovers of an interrupted removal (".gone-" names) go at once. */
+static void sweep_tier(job_t *j, const char *tier, bool is_hot, int64_t now_s)
+{
+    DIR *d = opendir(tier);
+    struct dirent *e;
+    char **names = NULL;
+    size_t n = 0;
+
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, GONE_PREFIX, strlen(GONE_PREFIX)) == 0) {
+            char *p = tide_xasprintf("%s/%s", tier, e->d_name);
+            tide_fs_remove_tree(p);
+            free(p);
+            continue;
+        }
+        if (!tide_worker_job_id_valid(e->d_name) || (is_hot && strcmp(e->d_name, MIRROR_NAME) == 0) ||
+            kept(j, e->d_name))
+            continue;
+        names = tide_xrealloc(names, (n + 1) * sizeof(*names));
+        names[n++] = tide_xstrdup(e->d_name);
+    }
+    closedir(d);
+    for (size_t i = 0; i < n; i++) {
+        tree_stat_t ts = {0, 0};
+        int tfd = open(tier, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (tfd >= 0) {
+            tree_walk(tfd, names[i], 0, &ts);
+            close(tfd);
+        }
+        if (tfd >= 0 && ts.newest_s > 0 && (now_s - ts.newest_s) * 1000 > j->ttl_ms) {
+            removed_t *r = NULL;
+            for (size_t k = 0; k < j->n_removed; k++)
+                if (strcmp(j->removed[k].job, names[i]) == 0)
+                    r = &j->removed[k];
+            if (!r)
+                r = removed_add(j, names[i]);
+            if (now_s - ts.newest_s > r->age_s)
+                r->age_s = now_s - ts.newest_s;
+            if (is_hot)
+                (void)remove_job_dir(tier, names[i], j->seq, &r->steps, &r->bytes);
+            else
+                (void)remove_job_dir(tier, names[i], j->seq, &r->mirror_steps, &r->mirror_bytes);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+static void hot_work(uv_work_t *w)
+{
+    job_t *j = w->data;
+    tide_flush_priority_t saved;
+
+    tide_flush_priority_lower(&saved);
+    if (j->kind == JOB_FORGET) {
+        forget_one(j, removed_add(j, j->job_id));
+    } else {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        sweep_tier(j, j->t->hot, true, (int64_t)now.tv_sec);
+        sweep_tier(j, j->t->mirror, false, (int64_t)now.tv_sec);
+    }
+    tide_flush_priority_restore(&saved);
+}
+
+static void hot_after(uv_work_t *w, int status)
+{
+    job_t *j = w->data;
+    tide_ckpt_tiers_t *t = j->t;
+
+    t->running--;
+    t->running_save = NULL;
+    for (size_t i = 0; status == 0 && i < j->n_removed; i++) {
+        const removed_t *r = &j->removed[i];
+        if (j->kind == JOB_FORGET || r->steps || r->bytes || r->mirror_steps || r->mirror_bytes) {
+            t->forgotten++;
+            t->forgotten_bytes += r->bytes + r->mirror_bytes;
+        }
+        if (j->kind == JOB_FORGET)
+            tide_info("job %s ended: removed its hot checkpoints (%" PRIu64 " steps, %" PRIu64
+                      " bytes) and the mirrored copies kept for it (%" PRIu64 " steps, %" PRIu64
+                      " bytes)",
+                      r->job, r->steps, r->bytes, r->mirror_steps, r->mirror_bytes);
+        else
+            tide_info("job %s: removed its hot checkpoints (%" PRIu64 " steps, %" PRIu64
+                      " bytes) and mirrored copies (%" PRIu64 " steps, %" PRIu64
+                      " bytes): no rank of it runs here and its newest file is %" PRId64
+                      " s old (--ckpt-hot-ttl %" PRId64 " s)",
+                      r->job, r->steps, r->bytes, r->mirror_steps, r->mirror_bytes, r->age_s,
+                      j->ttl_ms / 1000);
+    }
+    if (status < 0)
+        tide_warn("hot tier clean-up not run: %s", uv_strerror(status));
+    job_free(j);
+    if (t->freeing)
+        maybe_release(t);
+    else
+        start_next_save(t);
+}
+
+static job_t *hot_job(tide_ckpt_tiers_t *t, enum job_kind kind)
+{
+    job_t *j = tide_xcalloc(1, sizeof(*j));
+
+    j->t = t;
+    j->kind = kind;
+    j->seq = ++t->seq;
+    return j;
+}
+
+int tide_ckpt_tiers_forget(tide_ckpt_tiers_t *t, const char *job_id)
+{
+    job_t *j;
+
+    if (!job_id || !tide_worker_job_id_valid(job_id))
+        return -EINVAL;
+    if (!t || t->freeing || !t->hot)
+        return 0;
+    j = hot_job(t, JOB_FORGET);
+    j->job_id = tide_xstrdup(job_id);
+    tide_list_push_back(&t->saves, &j->link);
+    start_next_save(t);
+    return 1;
+}
+
+int tide_ckpt_tiers_sweep(tide_ckpt_tiers_t *t, int64_t ttl_ms, const char *const *keep,
+                          size_t n_keep)
+{
+    job_t *j;
+
+    if (ttl_ms < 0)
+        return -EINVAL;
+    if (!t || t->freeing || !t->hot || ttl_ms == 0)
+        return 0;
+    j = hot_job(t, JOB_SWEEP);
+    j->ttl_ms = ttl_ms;
+    j->keep = tide_xcalloc(n_keep ? n_keep : 1, sizeof(*j->keep));
+    for (size_t i = 0; i < n_keep; i++)
+        if (keep[i])
+            j->keep[j->n_keep++] = tide_xstrdup(keep[i]);
+    tide_list_push_back(&t->saves, &j->link);
+    start_next_save(t);
+    return 1;
+}
+
+void tide_ckpt_tiers_forgotten(const tide_ckpt_tiers_t *t, uint64_t *jobs, uint64_t *bytes)
+{
+    if (jobs)
+        *jobs = t->forgotten;
+    if (bytes)
+        *bytes = t->forgotten_bytes;
 }
 
 /* --- restore --- */

@@ -3,8 +3,9 @@
  * step-S/rank-R and reports it; tide_ckpt_tiers_saved then, on the libuv threadpool at idle I/O
  * priority and one job at a time, scans it and writes its manifest in hot, copies the rank
  * directory to WARM/JOB/step-S/rank-R (verified, atomic) and prunes both tiers. A rank's `restore`
- * request searches hot, warm and cold (tide_ckpt_find) off the loop too. Failures are logged, never
- * fatal. Loop thread only. */
+ * request searches hot, warm and cold (tide_ckpt_find) off the loop too. An ended job's hot copies
+ * go with tide_ckpt_tiers_forget, and old ones of jobs nobody told it about with
+ * tide_ckpt_tiers_sweep. Failures are logged, never fatal. Loop thread only. */
 #ifndef TIDE_WORKER_CKPT_TIERS_H
 #define TIDE_WORKER_CKPT_TIERS_H
 
@@ -63,7 +64,24 @@ void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t g
                              int32_t rank, int64_t resume_step, uint64_t token,
                              tide_ckpt_restore_cb cb, void *ud);
 
-/* Jobs queued or running (saves and restores). */
+/* The job ended (ForgetCheckpoints): removes HOT/JOB and HOT/mirror/JOB (the copies peers mirrored
+ * here for it) on the threadpool, in the queue the saves use, so a save of the job queued before runs
+ * first and nothing of it is removed under a save. Each tree is renamed to a '.' name first, so a
+ * reader or a late mirror commit finds all of it or nothing. Logs one INFO line with the steps and
+ * bytes removed. The caller makes sure no rank of the job runs here. Returns 1 (queued), 0 (no hot
+ * tier) or -EINVAL (job_id is not a valid job id: nothing is built from it). */
+int tide_ckpt_tiers_forget(tide_ckpt_tiers_t *t, const char *job_id);
+/* The backstop for a missed ForgetCheckpoints: queues (like a forget) a sweep of the hot and mirror
+ * tiers that removes, as a forget does, each job directory whose newest file (or directory) is older
+ * than ttl_ms and that is not one of keep's n_keep job ids (the jobs with a rank running here; copied),
+ * and leftovers of an interrupted removal. Returns 1 (queued), 0 (no hot tier, or ttl_ms 0: never)
+ * or -EINVAL (ttl_ms < 0). */
+int tide_ckpt_tiers_sweep(tide_ckpt_tiers_t *t, int64_t ttl_ms, const char *const *keep,
+                          size_t n_keep);
+/* Jobs whose hot copies forgets and sweeps removed since start, and their bytes (NULL: not wanted). */
+void tide_ckpt_tiers_forgotten(const tide_ckpt_tiers_t *t, uint64_t *jobs, uint64_t *bytes);
+
+/* Jobs queued or running (saves, restores, forgets and sweeps). */
 size_t tide_ckpt_tiers_busy(const tide_ckpt_tiers_t *t);
 /* Saves that ended well / failed since start. */
 void tide_ckpt_tiers_counts(const tide_ckpt_tiers_t *t, uint64_t *saved, uint64_t *failed);

@@ -25,6 +25,8 @@
 #define KEEP_HOT_DEFAULT      2
 #define KEEP_WARM_DEFAULT     4
 #define KEEP_MAX              100000
+#define HOT_TTL_DEFAULT_MS    (24LL * 3600 * 1000)
+#define HOT_TTL_MAX_S         (3650LL * 24 * 3600)
 
 static const char usage_text[] =
     "usage: tide-worker [--scheduler HOST:PORT] [--id ID] [--node NAME] [--gpu-index N]\n"
@@ -34,7 +36,7 @@ static const char usage_text[] =
     "                   [--peak-flops FLOPS] [--net-dev IF,...] [--net-capacity BYTES_PER_S]\n"
     "                   [--storage-dev DISK,...] [--storage-capacity BYTES_PER_S] [--probe]\n"
     "                   [--ckpt-durable DIR] [--ckpt-hot DIR] [--ckpt-warm DIR]\n"
-    "                   [--ckpt-keep-hot N] [--ckpt-keep-warm N]\n"
+    "                   [--ckpt-keep-hot N] [--ckpt-keep-warm N] [--ckpt-hot-ttl DURATION]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -73,6 +75,11 @@ static const char usage_text[] =
     "                         (default DATA_DIR/ckpt-warm)\n"
     "  --ckpt-keep-hot N      newest steps of a job kept in hot (default 2)\n"
     "  --ckpt-keep-warm N     newest steps of a job kept in warm (default 4)\n"
+    "  --ckpt-hot-ttl DURATION\n"
+    "                         at start and hourly, remove hot (and mirrored) checkpoints of\n"
+    "                         jobs with no rank here whose newest file is older: a backstop for\n"
+    "                         an ended job's clean-up this worker missed (N[s|m|h|d]; default\n"
+    "                         24h; 0: never)\n"
     "  --probe                read the device and the node once, print it and exit\n"
     "  --help                 this text\n";
 
@@ -100,6 +107,27 @@ static int parse_long(const char *flag, const char *v, long min, long max, long 
         return -EINVAL;
     }
     *out = n;
+    return 0;
+}
+
+/* "N", "Ns", "Nm", "Nh" or "Nd" (N seconds, minutes, hours, days; up to ten years) into *ms. */
+static int parse_duration(const char *flag, const char *v, int64_t *ms, tide_error_t *err)
+{
+    char *end;
+    long long n;
+    int64_t unit = 1;
+
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    if (end != v && *end && !end[1]) {
+        unit = *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600 : *end == 'd' ? 86400 : 0;
+        end += unit != 0;
+    }
+    if (errno || end == v || *end || unit == 0 || n < 0 || n > HOT_TTL_MAX_S / unit) {
+        tide_errprintf(err, "%s: '%s' is not a duration (N, Ns, Nm, Nh or Nd; 0: never)", flag, v);
+        return -EINVAL;
+    }
+    *ms = (int64_t)n * unit * 1000;
     return 0;
 }
 
@@ -184,7 +212,7 @@ static const char *const value_flags[] = {
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
     "--perturb", "--peak-flops", "--net-dev", "--net-capacity", "--storage-dev",
     "--storage-capacity", "--ckpt-durable", "--ckpt-hot", "--ckpt-warm", "--ckpt-keep-hot",
-    "--ckpt-keep-warm",
+    "--ckpt-keep-warm", "--ckpt-hot-ttl",
 };
 
 /* val made absolute against the current directory (ranks run elsewhere) into *dst. */
@@ -255,6 +283,7 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
     cfg->gpu_index = 0;
     cfg->ckpt_keep_hot = KEEP_HOT_DEFAULT;
     cfg->ckpt_keep_warm = KEEP_WARM_DEFAULT;
+    cfg->ckpt_hot_ttl_ms = HOT_TTL_DEFAULT_MS;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL, *eq;
@@ -374,6 +403,8 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         } else if (strcmp(flag, "--ckpt-keep-warm") == 0) {
             rc = parse_long(flag, val, 1, KEEP_MAX, &n, err);
             cfg->ckpt_keep_warm = (int)n;
+        } else if (strcmp(flag, "--ckpt-hot-ttl") == 0) {
+            rc = parse_duration(flag, val, &cfg->ckpt_hot_ttl_ms, err);
         } else if (strcmp(flag, "--perturb") == 0) {
             set_str(&cfg->perturb, val);
         } else if (strcmp(flag, "--listen") == 0) {

@@ -35,6 +35,8 @@ typedef struct tide_worker_config {
     char *ckpt_warm; /* --ckpt-warm DIR (absolute): the warm tier; default DATADIR/ckpt-warm */
     int ckpt_keep_hot;  /* --ckpt-keep-hot N (>= 1): newest steps kept per job in hot; 2 */
     int ckpt_keep_warm; /* --ckpt-keep-warm N (>= 1): the same in warm; 4 */
+    int64_t ckpt_hot_ttl_ms; /* --ckpt-hot-ttl DURATION: at start and hourly, HOT/JOB and HOT/mirror/JOB
+                                of jobs with no rank here whose newest file is older go; 24 h; 0: never */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

@@ -21,6 +21,7 @@
 #define HEARTBEAT_MAX_MS     60000
 #define JOB_ID_MAX           128
 #define KEEP_REPORTED        64
+#define FORGET_PENDING_MAX   64 /* deferred ForgetCheckpoints; beyond, the oldest go (the TTL covers them) */
 
 typedef struct rank_entry {
     tide_list_t link;
@@ -67,6 +68,9 @@ struct tide_worker_core {
 
     uint64_t next_id;
     tide_list_t ranks; /* rank_entry_t, in launch order */
+    /* Jobs whose ForgetCheckpoints came while a rank of them ran here: forgotten at its last exit. */
+    char *forget_pending[FORGET_PENDING_MAX];
+    size_t n_forget_pending;
 };
 
 /* splitmix64: a small, seeded generator, enough for jitter. */
@@ -151,6 +155,8 @@ void tide_worker_core_free(tide_worker_core_t *c)
     {
         entry_free(tide_list_entry(pos, rank_entry_t, link));
     }
+    for (size_t i = 0; i < c->n_forget_pending; i++)
+        free(c->forget_pending[i]);
     for (size_t i = 0; i < c->n_labels; i++) {
         free(c->label_keys[i]);
         free(c->label_values[i]);
@@ -604,6 +610,55 @@ static int on_flush(tide_worker_core_t *c, const Tide__V1__FlushCheckpoint *req,
     return -ENOTSUP;
 }
 
+/* ForgetCheckpoints: the job ended. Its copies go now, or once the last of its ranks here exited (a
+ * cancelled job's ranks get their StopRank just before). */
+static int on_forget_checkpoints(tide_worker_core_t *c, const Tide__V1__ForgetCheckpoints *f,
+                                 tide_error_t *err)
+{
+    if (!tide_worker_job_id_valid(f->job_id)) {
+        tide_errprintf(err, "ForgetCheckpoints: job_id '%.64s' is not a valid job id: ignored",
+                       f->job_id);
+        return -EINVAL;
+    }
+    if (!c->ops.forget_checkpoints)
+        return 0;
+    if (!tide_worker_core_job_running(c, f->job_id)) {
+        c->ops.forget_checkpoints(c->ud, f->job_id);
+        return 0;
+    }
+    for (size_t i = 0; i < c->n_forget_pending; i++)
+        if (strcmp(c->forget_pending[i], f->job_id) == 0)
+            return 0;
+    if (c->n_forget_pending == FORGET_PENDING_MAX) {
+        free(c->forget_pending[0]);
+        memmove(c->forget_pending, c->forget_pending + 1,
+                (FORGET_PENDING_MAX - 1) * sizeof(*c->forget_pending));
+        c->n_forget_pending--;
+    }
+    c->forget_pending[c->n_forget_pending++] = tide_xstrdup(f->job_id);
+    tide_errprintf(err, "job %s ended: its hot checkpoints go once its ranks here exited", f->job_id);
+    return 0;
+}
+
+/* A rank of job_id exited: a deferred forget of that job runs when it was the last one here. */
+static void forget_pending_check(tide_worker_core_t *c, const char *job_id)
+{
+    for (size_t i = 0; i < c->n_forget_pending; i++) {
+        char *id = c->forget_pending[i];
+        if (strcmp(id, job_id) != 0)
+            continue;
+        if (tide_worker_core_job_running(c, job_id))
+            return;
+        memmove(c->forget_pending + i, c->forget_pending + i + 1,
+                (c->n_forget_pending - i - 1) * sizeof(*c->forget_pending));
+        c->n_forget_pending--;
+        if (c->ops.forget_checkpoints)
+            c->ops.forget_checkpoints(c->ud, id);
+        free(id);
+        return;
+    }
+}
+
 /* TasksReleased with no tasks: what a worker without that rank's deque answers, so the scheduler
  * tries another victim. */
 static void release_none(tide_worker_core_t *c, const Tide__V1__ReleaseTasks *r)
@@ -673,6 +728,8 @@ static const char *msg_name(Tide__V1__SchedulerMessage__MsgCase mc)
         return "ReleaseTasks";
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS:
         return "GiveTasks";
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_FORGET_CHECKPOINTS:
+        return "ForgetCheckpoints";
     default:
         return "empty message";
     }
@@ -712,6 +769,8 @@ int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMess
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_RELEASE_TASKS:
     case TIDE__V1__SCHEDULER_MESSAGE__MSG_GIVE_TASKS:
         return on_tasks(c, msg, err);
+    case TIDE__V1__SCHEDULER_MESSAGE__MSG_FORGET_CHECKPOINTS:
+        return on_forget_checkpoints(c, msg->forget_checkpoints, err);
     default:
         /* A newer scheduler's message kind decodes as NOT_SET: skip it, keep the stream. */
         tide_errprintf(err, "ignoring a SchedulerMessage without a known body");
@@ -771,6 +830,13 @@ void tide_worker_core_rank_exited(tide_worker_core_t *c, uint64_t id, int64_t ex
     e->exit_code = tide_worker_exit_code(exit_status, term_signal);
     e->signal = term_signal > 0 ? term_signal : 0;
     e->hello_stream = 0;
+    if (c->n_forget_pending) {
+        char *job_id = tide_xstrdup(e->job_id); /* report_exit may drop e */
+        report_exit(c, e);
+        forget_pending_check(c, job_id);
+        free(job_id);
+        return;
+    }
     report_exit(c, e);
 }
 
@@ -834,6 +900,34 @@ bool tide_worker_core_rank_running(const tide_worker_core_t *c, const char *job_
 {
     const rank_entry_t *e = find_key(c, job_id, generation, rank);
     return e && e->running;
+}
+
+bool tide_worker_core_job_running(const tide_worker_core_t *c, const char *job_id)
+{
+    const tide_list_t *pos;
+
+    for (pos = c->ranks.next; pos != &c->ranks; pos = pos->next) {
+        const rank_entry_t *e = tide_list_entry(pos, rank_entry_t, link);
+        if (e->running && strcmp(e->job_id, job_id) == 0)
+            return true;
+    }
+    return false;
+}
+
+size_t tide_worker_core_running_jobs(const tide_worker_core_t *c, const char **ids, size_t max)
+{
+    const tide_list_t *pos;
+    size_t n = 0;
+
+    for (pos = c->ranks.next; pos != &c->ranks; pos = pos->next) {
+        const rank_entry_t *e = tide_list_entry(pos, rank_entry_t, link);
+        if (!e->running)
+            continue;
+        if (n < max)
+            ids[n] = e->job_id;
+        n++;
+    }
+    return n;
 }
 
 uint64_t tide_worker_core_max_epoch(const tide_worker_core_t *c)

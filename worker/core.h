@@ -81,6 +81,10 @@ typedef struct tide_worker_core_ops {
      * 0, or -ENOENT when it holds no tasks of that rank (the core then answers a ReleaseTasks with
      * no tasks). NULL: every ReleaseTasks gets no tasks and GiveTasks are ignored. */
     int (*tasks)(void *ud, const Tide__V1__SchedulerMessage *msg);
+    /* A ForgetCheckpoints (docs/fault-tolerance.md, "Checkpoint tiers"): the job ended and no rank of it
+     * runs here (any more): drop its hot copies and the mirrors kept for it, off the loop. job_id is a
+     * valid job id (tide_worker_job_id_valid). NULL: the message is ignored. */
+    void (*forget_checkpoints)(void *ud, const char *job_id);
 } tide_worker_core_ops_t;
 
 /* What to do after a stream ended. */
@@ -109,7 +113,9 @@ tide_worker_next_t tide_worker_core_stream_ended(tide_worker_core_t *c, tide_grp
  * tasks, so the scheduler moves on);
  * -EINVAL for a LaunchRank that fails validation (answered with RankExited 127); -ENOTSUP for a
  * FlushCheckpoint without a flush op (answered with FlushDone ok=false) and for ReleaseTasks /
- * GiveTasks without a tasks op (ReleaseTasks answered with no tasks). err says why for the log. */
+ * GiveTasks without a tasks op (ReleaseTasks answered with no tasks). A ForgetCheckpoints with an invalid job
+ * id is -EINVAL (ignored); while a rank of that job runs here it is deferred (0, err says so) and
+ * forget_checkpoints fires once the last one exited. err says why for the log. */
 int tide_worker_core_handle(tide_worker_core_t *c, const Tide__V1__SchedulerMessage *msg,
                             tide_error_t *err);
 /* Same, from the wire bytes; -EPROTO (and end_stream) when they do not decode. */
@@ -139,6 +145,11 @@ size_t tide_worker_core_running(const tide_worker_core_t *c);
 size_t tide_worker_core_unreported(const tide_worker_core_t *c);
 bool tide_worker_core_rank_running(const tide_worker_core_t *c, const char *job_id,
                                    int32_t generation, int32_t rank);
+/* Whether any rank of job_id (any generation) runs here, stopping ones included. O(ranks). */
+bool tide_worker_core_job_running(const tide_worker_core_t *c, const char *job_id);
+/* The ids of the jobs with a running rank here (duplicates possible): up to max of them into ids
+ * (borrowed: valid until the next event the core handles). Returns how many there are in all. */
+size_t tide_worker_core_running_jobs(const tide_worker_core_t *c, const char **ids, size_t max);
 uint64_t tide_worker_core_max_epoch(const tide_worker_core_t *c);
 
 /* Exit code as reported: 0..255, or 128+N for signal N. */

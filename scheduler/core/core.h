@@ -406,6 +406,13 @@ struct tide_job {
                                       at a restore; resizes keep it); 0: not running since its last failure */
     int64_t restart_at;            /* mono: PENDING in its backoff, outside every queue until then; 0: none */
     int64_t restart_at_ms;         /* wall: the same moment, for readers */
+    /* Workers that may hold its hot checkpoints (ckpt_holders.h): every worker a rank of it was launched on
+     * (any generation, lent slots included) and every mirror peer chosen for a rank; ids in insertion
+     * order, no duplicates. Each gets TIDE_ACT_FORGET_CKPT when the job ends. */
+    char **ckpt_holders;
+    int32_t n_ckpt_holders;
+    int32_t cap_ckpt_holders;
+    struct tide_ckpt_holder *ckpt_holder_set; /* uthash set over ckpt_holders' strings */
     char **prev_src;               /* 2 per rank of the previous generation: its worker's id, its mirror's
                                       (NULL when none): where that rank's newest checkpoint may be */
     int32_t n_prev_src;            /* ranks of prev_src */
@@ -579,14 +586,18 @@ typedef enum tide_action_type {
                                 request_id (release id), max_tasks: ReleaseTasks */
     TIDE_ACT_GIVE_TASKS,     /* worker (the thief), job, generation, rank, task_kind, step,
                                 request_id (its steal id), task_ids/n_task_ids (may be 0): GiveTasks */
+    TIDE_ACT_FORGET_CKPT,    /* worker_id, job, job_id: the job ended; that worker drops the job's hot
+                                checkpoints and the mirrors it keeps for it (ForgetCheckpoints). One per
+                                job->ckpt_holders entry. worker and conn are set only when that worker is
+                                connected now (else NULL: it missed it; its --ckpt-hot-ttl covers that) */
 } tide_action_type_t;
 
 typedef struct tide_action {
     tide_action_type_t type;
     tide_job_t *job;       /* may be NULL */
     tide_worker_t *worker; /* may be NULL */
-    const char *job_id;    /* STOP, EVENT, DELETE_JOB: valid until actions_clear */
-    const char *worker_id; /* EVENT */
+    const char *job_id;    /* STOP, EVENT, DELETE_JOB, FORGET_CKPT: valid until actions_clear */
+    const char *worker_id; /* EVENT, FORGET_CKPT */
     int32_t generation;    /* LAUNCH, STOP */
     int32_t rank;          /* LAUNCH, STOP; LAUNCH with rank >= job->n_ranks: a lent (burst) slot */
     int32_t master_port;   /* LAUNCH */
@@ -702,6 +713,14 @@ typedef struct tide_job_record {
     int32_t restarts, restarts_in_row;
     const tide_generation_rec_t *generations; /* n_generations, oldest first; strings borrowed */
     int32_t n_generations;
+    const char *const *rank_mirror_ids;   /* NULL or n_workers entries: each rank's mirror peer (NULL/"": none) */
+    const char *const *restore_sources;   /* 2 per rank of the generation that wrote the newest checkpoint:
+                                             its worker, its mirror (NULL/"": none); see tide_job_t.prev_src */
+    int32_t n_restore_sources;            /* entries (even) */
+    int64_t restart_at_ms;                /* PENDING in its restart backoff: when it is queued again; 0: none */
+    bool recovering;                      /* PENDING to start again after a failure */
+    const char *const *ckpt_holders;      /* n_ckpt_holders: tide_job_t.ckpt_holders */
+    int32_t n_ckpt_holders;
 } tide_job_record_t;
 
 /* Restores a job after a restart (before workers register). A RUNNING job waits up to the reconnect

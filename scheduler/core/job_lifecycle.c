@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_holders.h"
 #include "core_private.h"
 #include "xmalloc.h"
 
@@ -168,6 +169,7 @@ void tide__job_free(tide_job_t *job)
     free(job->id);
     tide_job_spec_free(&job->spec);
     free_ranks(job);
+    tide__ckpt_holders_free(job);
     free(job->master_addr);
     free(job->message);
     free(job->last_ckpt.path);
@@ -272,6 +274,7 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
 
 static void emit_launch(tide_core_t *core, tide_job_t *job, int32_t rank)
 {
+    tide__ckpt_holder_add(job, job->ranks[rank].worker->id); /* its TIDE_CKPT_DIR is there from now on */
     tide__act_launch(core, job, job->ranks[rank].worker, rank);
 }
 
@@ -357,6 +360,8 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st)
     job->time_limit_at = job->launch_deadline = job->reconcile_deadline = 0;
     job->prune_at = core->now_mono + core->cfg.retention_ms;
     tide__job_rearm(core, job);
+    /* After the STOPs: a worker whose rank is still stopping drops the copies once it exited. */
+    tide__ckpt_holders_forget(core, job);
     tide__event(core, types[st], job, NULL, "job %s %s: %s", job->id, tide_job_state_name(st),
                 job->message ? job->message : "");
     core->need_schedule = true;
@@ -521,6 +526,7 @@ void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_
     for (int32_t r = 0; r < n; r++) {
         tide_worker_t *m = tide_core_mirror_peer(core, job, r);
         job->ranks[r].mirror_id = m ? tide_xstrdup(m->id) : NULL;
+        tide__ckpt_holder_add(job, job->ranks[r].mirror_id); /* keeps HOT/mirror/JOB for that rank */
     }
     tide__history_begin(core, job);
     tide__job_set_message(core, job, "starting generation %d on %d worker(s)", job->generation, n);
@@ -633,6 +639,7 @@ void tide__rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id,
     tide_job_rank_t *slot;
 
     if (tide__lent_slot_of(job, w, generation, rank)) {
+        tide__ckpt_holder_add(job, w->id); /* a lent (burst) rank gets TIDE_CKPT_DIR too */
         tide__lent_started(core, job, rank, pid);
         return;
     }
@@ -699,6 +706,7 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
     tide_job_rank_t *slot;
 
     if (tide__lent_slot_of(job, w, generation, rank)) {
+        tide__ckpt_holder_add(job, w->id); /* one that ended before its start was reported */
         tide__lent_exited(core, job, rank, exit_code, error);
         return;
     }
@@ -1003,6 +1011,28 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
     job->restarts = rec->restarts > 0 ? rec->restarts : 0;
     job->restarts_in_row = rec->restarts_in_row > 0 ? rec->restarts_in_row : 0;
     tide__history_restore(job, rec->generations, rec->n_generations);
+    if (rec->n_restore_sources > 0 && rec->n_restore_sources % 2 == 0 && rec->restore_sources) {
+        job->n_prev_src = rec->n_restore_sources / 2;
+        job->prev_src = tide_xcalloc((size_t)rec->n_restore_sources, sizeof(*job->prev_src));
+        for (int32_t i = 0; i < rec->n_restore_sources; i++)
+            job->prev_src[i] = rec->restore_sources[i] && rec->restore_sources[i][0]
+                                   ? tide_xstrdup(rec->restore_sources[i])
+                                   : NULL;
+    }
+    for (int32_t i = 0; i < rec->n_ckpt_holders && rec->ckpt_holders; i++)
+        tide__ckpt_holder_add(job, rec->ckpt_holders[i]);
+    if (rec->state == TIDE_JOB_PENDING) {
+        /* A restart keeps its place and its right to the spares, and a backoff its end (the monotonic clock
+         * started again with this process: the wall-clock moment is what was kept). */
+        job->recovering = rec->recovering || rec->restart_at_ms > 0;
+        if (rec->restart_at_ms > 0) {
+            int64_t left = rec->restart_at_ms - core->now_wall;
+            job->restart_at = core->now_mono + (left > 0 ? left : 0);
+            if (job->restart_at <= 0)
+                job->restart_at = 1;
+            job->restart_at_ms = rec->restart_at_ms;
+        }
+    }
     if (rec->target_workers >= rec->spec->min_workers && rec->target_workers <= rec->spec->max_workers)
         job->target_workers = rec->target_workers;
     if (rec->n_stopping > 0 && rec->stopping_workers && rec->stopping_generations && rec->stopping_ranks &&
@@ -1049,6 +1079,8 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
             tide_worker_t *w;
             slot->progress.step = -1;
             slot->worker_id = tide_xstrdup(rec->worker_ids[r]);
+            if (rec->rank_mirror_ids && rec->rank_mirror_ids[r] && rec->rank_mirror_ids[r][0])
+                slot->mirror_id = tide_xstrdup(rec->rank_mirror_ids[r]);
             slot->exit_code = rec->rank_exit_codes ? rec->rank_exit_codes[r] : 0;
             if (st == TIDE_RANK_EXITED || st == TIDE_RANK_LOST) {
                 slot->state = st;
@@ -1136,8 +1168,15 @@ void tide_core_restore_done(tide_core_t *core)
         restore_stopping(core, tide_list_entry(pos, tide_job_t, all_node));
     tide_list_for_each(pos, &core->jobs_by_seq) {
         tide_job_t *job = tide_list_entry(pos, tide_job_t, all_node);
-        if (job->state == TIDE_JOB_PENDING)
-            tide__queue_push(core, job, false);
+        if (job->state != TIDE_JOB_PENDING)
+            continue;
+        if (job->restart_at && job->restart_at > core->now_mono) {
+            job->queued_mono = core->now_mono;
+            tide__job_rearm(core, job); /* its backoff goes on: queued by its timer (tide__restart_due) */
+            continue;
+        }
+        job->restart_at = job->restart_at_ms = 0;
+        tide__queue_push(core, job, job->recovering);
     }
     core->restoring = false;
     core->need_schedule = true;

@@ -241,6 +241,7 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         jr->pid = slot->pid;
         jr->local_rank = slot->local_rank;
         jr->group_rank = slot->group_rank;
+        jr->mirror_worker_id = s(slot->mirror_id);
         if (core && slot->progress.sdk) /* progress lives in memory only: never in a record */
             jr->progress = conv_progress(&slot->progress, a);
         if (core) {
@@ -324,6 +325,13 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
     out->restarts = job->restarts;
     out->restarts_in_row = job->restarts_in_row;
     out->restart_at_ms = job->restart_at_ms;
+    out->recovering = job->state == TIDE_JOB_PENDING && job->recovering;
+    out->n_restore_sources = 2 * (size_t)job->n_prev_src;
+    out->restore_sources = tide_arena_calloc(a, out->n_restore_sources + 1, sizeof(char *));
+    for (size_t i = 0; i < out->n_restore_sources; i++)
+        out->restore_sources[i] = s(job->prev_src[i]);
+    out->n_ckpt_holders = (size_t)job->n_ckpt_holders;
+    out->ckpt_holders = job->ckpt_holders;
     out->n_generations = (size_t)job->n_history;
     out->generations = tide_arena_calloc(a, (size_t)job->n_history + 1, sizeof(*out->generations));
     for (int32_t i = 0; i < job->n_history; i++) {
@@ -495,6 +503,7 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     int rc = tide_conv_spec_from_pb(pb->spec, spec, a, err);
     size_t n = pb->n_ranks;
     const char **ids = tide_arena_calloc(a, n + 1, sizeof(*ids));
+    const char **mirrors = tide_arena_calloc(a, n + 1, sizeof(*mirrors));
     tide_rank_state_t *st = tide_arena_calloc(a, n + 1, sizeof(*st));
     int32_t *codes = tide_arena_calloc(a, n + 1, sizeof(*codes));
     int32_t *local = tide_arena_calloc(a, n + 1, sizeof(*local));
@@ -510,6 +519,7 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
             return -EINVAL;
         }
         ids[r] = jr->worker_id;
+        mirrors[r] = jr->mirror_worker_id;
         st[r] = (tide_rank_state_t)jr->phase;
         codes[r] = jr->exit_code;
         local[r] = jr->local_rank;
@@ -526,6 +536,7 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->rank_exit_codes = codes;
     rec->rank_local_ranks = local;
     rec->rank_group_ranks = group;
+    rec->rank_mirror_ids = mirrors;
     rec->master_addr = pb->master_addr;
     rec->master_port = pb->master_port;
     rec->message = pb->message;
@@ -550,6 +561,14 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->run_class = (int32_t)pb->effective_priority; /* the class it runs with or is queued in */
     rec->restarts = pb->restarts;
     rec->restarts_in_row = pb->restarts_in_row;
+    rec->restart_at_ms = pb->restart_at_ms;
+    rec->recovering = pb->recovering;
+    rec->ckpt_holders = (const char *const *)pb->ckpt_holders;
+    rec->n_ckpt_holders = (int32_t)pb->n_ckpt_holders;
+    if (pb->n_restore_sources > 0 && pb->n_restore_sources % 2 == 0) {
+        rec->restore_sources = (const char *const *)pb->restore_sources;
+        rec->n_restore_sources = (int32_t)pb->n_restore_sources;
+    }
     if (pb->n_generations > 0) {
         size_t k = pb->n_generations;
         tide_generation_rec_t *gs = tide_arena_calloc(a, k + 1, sizeof(*gs));

@@ -388,6 +388,22 @@ static void send_flush(tide_daemon_t *d, const tide_action_t *a)
     tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
 }
 
+/* The job ended (docs/fault-tolerance.md, "Checkpoint tiers"): that worker drops the job's hot copies and
+ * the mirrors it keeps for it. A worker that is not connected misses it; its --ckpt-hot-ttl covers that. */
+static void send_forget_ckpt(tide_daemon_t *d, const tide_action_t *a)
+{
+    Tide__V1__SchedulerMessage msg = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__ForgetCheckpoints fc = TIDE__V1__FORGET_CHECKPOINTS__INIT;
+
+    if (!a->conn)
+        return;
+    fc.job_id = (char *)a->job_id;
+    msg.epoch = d->epoch;
+    msg.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_FORGET_CHECKPOINTS;
+    msg.forget_checkpoints = &fc;
+    tide_daemon_to_worker(d, tide_conn_id(a->conn), &msg.base);
+}
+
 /* Work stealing (docs/work-stealing.md): ask a victim to release part of its deque's tail, or give a
  * thief the tasks released for it (none: nothing is left to steal). */
 static void send_release_tasks(tide_daemon_t *d, const tide_action_t *a)
@@ -491,6 +507,9 @@ void tide_daemon_absorb(tide_daemon_t *d)
             break;
         case TIDE_ACT_GIVE_TASKS:
             send_give_tasks(d, a);
+            break;
+        case TIDE_ACT_FORGET_CKPT:
+            send_forget_ckpt(d, a);
             break;
         case TIDE_ACT_CLOSE_STREAM: {
             out_t *o = out_new(d, OUT_WORKER_CLOSE);

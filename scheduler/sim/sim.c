@@ -97,6 +97,8 @@ void tide__sim_process_actions(tide_sim_t *s)
         case TIDE_ACT_EVENT:
             tide__workload_event(s, &a[i]);
             break;
+        case TIDE_ACT_FORGET_CKPT:
+            break; /* simulated workers keep no hot tier to clean up */
         default:
             break; /* PERSIST_*, DELETE_JOB, WELCOME, CLOSE_STREAM: nothing to simulate */
         }

@@ -1568,6 +1568,15 @@ void chk_on_restart(dst_t *d)
         if (job->target_workers != r->target_workers || job->resizes != r->resizes)
             dst_fail(d, "job %s restored with target %d and %d resize(s), its record has %d and %d", r->id,
                      job->target_workers, job->resizes, r->target_workers, r->resizes);
+        /* where the next generation looks for its checkpoints, and a restart's backoff, survive */
+        if (2 * job->n_prev_src != r->n_sources)
+            dst_fail(d, "job %s restored with %d restore source(s), its record has %d", r->id, 2 * job->n_prev_src,
+                     r->n_sources);
+        if (r->state == TIDE_JOB_PENDING && r->restart_at_ms > dst_wall(d) &&
+            (job->restart_at_ms != r->restart_at_ms || tide_list_linked(&job->queue_node)))
+            dst_fail(d, "job %s restored in its restart backoff until %lld: restart_at_ms %lld, %s", r->id,
+                     (long long)r->restart_at_ms, (long long)job->restart_at_ms,
+                     tide_list_linked(&job->queue_node) ? "queued" : "not queued");
     }
     HASH_ITER(hh, d->store->workers, sw, swt) {
         tide_worker_t *w = tide_core_worker_find(core, sw->id);
@@ -1603,11 +1612,17 @@ void chk_on_restart(dst_t *d)
         j->fit_since = -1;
         j->preempting_since = j->copying_since = j->release_due_since = -1;
         j->over_since = -1;
-        j->recovering = false;
         j->hangs = 0; /* the core's count starts again too (it is not in the store) */
         /* what the lost turn acknowledged is forgotten; the store's records are what the core knows */
         j->seen_ckpt = j->seen_durable = -1;
-        j->backoff_until = 0; /* a backoff is not in the store: the restored job is queued at once */
+        {
+            /* a restart waiting for its placement keeps its right to the spares, and its backoff (both in the
+             * record) */
+            store_job_t *sj = store_job_find(d->store, j->id);
+            bool pending = sj && sj->state == TIDE_JOB_PENDING;
+            j->recovering = pending && (sj->recovering || sj->restart_at_ms > 0);
+            j->backoff_until = pending && sj->restart_at_ms > 0 ? sj->restart_at_ms - (dst_wall(d) - d->now) : 0;
+        }
     }
 }
 
@@ -1876,8 +1891,8 @@ static void check_timers(dst_t *d, const tide_job_t *job, cjob_t *j)
 {
     const tide_core_config_t *cfg = tide_core_config(d->shell->core);
     int64_t wall = dst_wall(d), slack = 1000;
-    if (job->state == TIDE_JOB_PENDING && cfg->aging_ms > 0 && job->eff_priority < TIDE_PRIO_HIGH &&
-        d->now - job->queued_mono > cfg->aging_ms + slack) {
+    if (job->state == TIDE_JOB_PENDING && !job->restart_at && cfg->aging_ms > 0 && job->eff_priority < TIDE_PRIO_HIGH &&
+        d->now - job->queued_mono > cfg->aging_ms + slack) { /* (a restart's backoff is outside the queues) */
         const tide_list_t *q = &d->shell->core->queues[job->eff_priority];
         const tide_job_t *first = tide_list_entry(q->next, tide_job_t, queue_node);
         dst_fail(d, "job %s has waited %lld ms as %s; aging moves it up every %lld ms (the head of its queue, "

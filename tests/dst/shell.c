@@ -218,6 +218,8 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
             if (a->conn)
                 out_add(sh, OUT_CLOSE)->stream = (uint64_t)(uintptr_t)a->conn;
             break;
+        case TIDE_ACT_FORGET_CKPT:
+            break; /* simulated workers keep no hot tier */
         case TIDE_ACT_EVENT:
             if (sh->n_ev < SHELL_EVENTS_MAX) {
                 shell_event_t *e = &sh->ev[sh->n_ev++];

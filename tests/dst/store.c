@@ -54,8 +54,10 @@ store_job_t *store_job_snapshot(const tide_job_t *job)
     j->codes = tide_xcalloc((size_t)n + 1, sizeof(int32_t));
     j->local = tide_xcalloc((size_t)n + 1, sizeof(int32_t));
     j->group = tide_xcalloc((size_t)n + 1, sizeof(int32_t));
+    j->mirrors = tide_xcalloc((size_t)n + 1, sizeof(char *));
     for (int32_t r = 0; r < n; r++) {
         j->worker_ids[r] = tide_xstrdup(job->ranks[r].worker_id);
+        j->mirrors[r] = tide_xstrdup(job->ranks[r].mirror_id ? job->ranks[r].mirror_id : "");
         j->rank_states[r] = job->ranks[r].state;
         j->codes[r] = job->ranks[r].exit_code;
         j->local[r] = job->ranks[r].local_rank;
@@ -85,6 +87,12 @@ store_job_t *store_job_snapshot(const tide_job_t *job)
     j->run_class = (int32_t)(job->state == TIDE_JOB_PENDING ? job->eff_priority : job->run_priority) + 1;
     j->restarts = job->restarts;
     j->restarts_in_row = job->restarts_in_row;
+    j->restart_at_ms = job->restart_at_ms;
+    j->recovering = job->state == TIDE_JOB_PENDING && job->recovering;
+    j->n_sources = 2 * job->n_prev_src;
+    j->sources = tide_xcalloc((size_t)j->n_sources + 1, sizeof(char *));
+    for (int32_t i = 0; i < j->n_sources; i++)
+        j->sources[i] = tide_xstrdup(job->prev_src[i] ? job->prev_src[i] : "");
     j->n_gens = job->n_history;
     j->gens = tide_xcalloc((size_t)job->n_history + 1, sizeof(*j->gens));
     for (int32_t i = 0; i < job->n_history; i++) {
@@ -118,9 +126,15 @@ void store_job_free(store_job_t *j)
     if (!j)
         return;
     tide_job_spec_free(&j->spec);
-    for (int32_t r = 0; r < j->n_workers; r++)
+    for (int32_t r = 0; r < j->n_workers; r++) {
         free(j->worker_ids[r]);
+        free(j->mirrors[r]);
+    }
     free(j->worker_ids);
+    free(j->mirrors);
+    for (int32_t i = 0; i < j->n_sources; i++)
+        free(j->sources[i]);
+    free(j->sources);
     for (int32_t i = 0; i < j->n_stopping; i++)
         free(j->stopping_workers[i]);
     free(j->stopping_workers);
@@ -294,6 +308,11 @@ static int restore_job(tide_core_t *core, const store_job_t *j, tide_error_t *er
         .restarts_in_row = j->restarts_in_row,
         .generations = j->gens,
         .n_generations = j->n_gens,
+        .rank_mirror_ids = (const char *const *)j->mirrors,
+        .restore_sources = (const char *const *)j->sources,
+        .n_restore_sources = j->n_sources,
+        .restart_at_ms = j->restart_at_ms,
+        .recovering = j->recovering,
     };
     return tide_core_job_restore(core, &rec, err);
 }

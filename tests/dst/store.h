@@ -44,6 +44,11 @@ typedef struct store_job {
     int32_t restarts, restarts_in_row; /* as the daemon's record (restart.c) */
     tide_generation_rec_t *gens;       /* the history, n_gens, oldest first; strings owned */
     int32_t n_gens;
+    char **mirrors;                    /* n_workers: each rank's mirror peer ("": none) */
+    char **sources;                    /* n_sources (even): the restore sources (tide_job_t.prev_src; "": none) */
+    int32_t n_sources;
+    int64_t restart_at_ms;             /* as the daemon's record */
+    bool recovering;
     UT_hash_handle hh;
 } store_job_t;
 

@@ -79,10 +79,10 @@ static void i_trainer_command(void *ud, const Tide__V1__TrainerCommand *cmd)
 }
 
 /* flush and tasks NULL: a FlushCheckpoint and a ReleaseTasks take the core's own answer paths
- * (FlushDone ok=false, TasksReleased with no tasks). */
+ * (FlushDone ok=false, TasksReleased with no tasks); forget_checkpoints NULL: ignored after the id check. */
 static const tide_worker_core_ops_t inert_ops = {
     i_send,     i_spawn,      i_stop, i_forget, i_save_epoch, i_log_request,
-    i_welcomed, i_end_stream, i_trainer_command, NULL, NULL,
+    i_welcomed, i_end_stream, i_trainer_command, NULL, NULL, NULL,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -672,6 +672,114 @@ static void test_predicted_move_goes_before_the_queue(void **state)
     h_fini(&h);
 }
 
+/* A scheduler restart keeps what a restart needs: a job in its backoff stays out of the queues until the
+ * backoff's wall-clock end and then goes first with the spares; where its ranks' checkpoints are (each
+ * rank's worker and mirror) is kept for the next generation's restore; a running job keeps its mirrors. */
+static void test_restart_state_survives_a_scheduler_restart(void **state)
+{
+    h_t h, h2;
+    tide_core_config_t cfg = config();
+    tide_job_t *job, *j2, *other;
+    tide_job_record_t rec;
+    tide_error_t err;
+    const char *ids[2], *mirrors[2];
+    tide_rank_state_t st[2] = {TIDE_RANK_RUNNING, TIDE_RANK_RUNNING};
+    int32_t zero[2] = {0, 0}, group[2] = {0, 1};
+    int64_t end_mono;
+    (void)state;
+
+    cfg.quarantine_failures = 0;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 2, NULL, 0, NULL);
+    h_node(&h, "n2", 2, NULL, 0, NULL);
+    job = run(&h, 2);
+    for (int i = 0; i < 2; i++) {
+        h_ckpt(&h, job, 10 + i);
+        tide_core_worker_failed(h.core, job->ranks[0].worker, "xid 79");
+        h_stop_all(&h);
+        if (job->state == TIDE_JOB_RUNNING)
+            h_start_all(&h);
+    }
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    assert_true(job->restart_at > h.mono);
+    assert_true(job->n_prev_src == 2 && job->prev_src[0] && job->prev_src[1]);
+    end_mono = job->restart_at;
+
+    memset(&rec, 0, sizeof(rec));
+    rec.id = job->id;
+    rec.spec = &job->spec;
+    rec.state = job->state;
+    rec.generation = job->generation;
+    rec.last_ckpt = &job->last_ckpt;
+    rec.restarts = job->restarts;
+    rec.restarts_in_row = job->restarts_in_row;
+    rec.restore_sources = (const char *const *)job->prev_src;
+    rec.n_restore_sources = 2 * job->n_prev_src;
+    rec.restart_at_ms = job->restart_at_ms;
+    rec.recovering = job->recovering;
+
+    h_init(&h2, &cfg);
+    assert_int_equal(tide_core_job_restore(h2.core, &rec, &err), 0);
+    tide_core_restore_done(h2.core);
+    j2 = tide_core_job_find(h2.core, job->id);
+    assert_non_null(j2);
+    assert_int_equal(j2->n_prev_src, 2);
+    for (int i = 0; i < 4; i++)
+        assert_string_equal(j2->prev_src[i], job->prev_src[i]);
+    assert_int_equal(j2->restart_at_ms, job->restart_at_ms);
+    assert_int_equal(tide_core_job_queue_position(h2.core, j2), 0);
+    h_node(&h2, "n1", 2, NULL, 0, NULL);
+    h_node(&h2, "n2", 2, NULL, 0, NULL);
+    other = h_submit(&h2, 1, 1, TIDE_PRIO_NORMAL); /* free GPUs do not end the backoff early */
+    h_start_all(&h2);
+    assert_int_equal(other->state, TIDE_JOB_RUNNING);
+    h_jump(&h2, end_mono - 1 - h2.mono);
+    assert_int_equal(j2->state, TIDE_JOB_PENDING);
+    h_jump(&h2, 1);
+    assert_int_equal(j2->state, TIDE_JOB_RUNNING);
+    assert_true(j2->generation > job->generation);
+    h_check_invariants(&h2);
+    h_fini(&h2);
+
+    /* A running job keeps each rank's mirror peer. */
+    h_stop_all(&h);
+    h_jump(&h, end_mono - h.mono);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    h_start_all(&h);
+    assert_non_null(job->ranks[0].mirror_id);
+    for (int32_t r = 0; r < 2; r++) {
+        ids[r] = job->ranks[r].worker_id;
+        mirrors[r] = job->ranks[r].mirror_id;
+    }
+    memset(&rec, 0, sizeof(rec));
+    rec.id = job->id;
+    rec.spec = &job->spec;
+    rec.state = job->state;
+    rec.generation = job->generation;
+    rec.worker_ids = ids;
+    rec.n_workers = 2;
+    rec.rank_states = st;
+    rec.rank_exit_codes = zero;
+    rec.rank_local_ranks = zero;
+    rec.rank_group_ranks = group;
+    rec.rank_mirror_ids = mirrors;
+    rec.master_addr = job->master_addr;
+    rec.gen_start_ms = job->gen_start_ms;
+    h_init(&h2, &cfg);
+    assert_int_equal(tide_core_job_restore(h2.core, &rec, &err), 0);
+    tide_core_restore_done(h2.core);
+    j2 = tide_core_job_find(h2.core, job->id);
+    assert_int_equal(j2->state, TIDE_JOB_RUNNING);
+    for (int32_t r = 0; r < 2; r++) {
+        if (mirrors[r])
+            assert_string_equal(j2->ranks[r].mirror_id, mirrors[r]);
+        else
+            assert_null(j2->ranks[r].mirror_id);
+    }
+    h_fini(&h2);
+    h_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -688,6 +796,7 @@ int main(void)
         cmocka_unit_test(test_backoff_has_no_queue_position),
         cmocka_unit_test(test_hang_blame_and_fast_stop),
         cmocka_unit_test(test_predicted_move_goes_before_the_queue),
+        cmocka_unit_test(test_restart_state_survives_a_scheduler_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

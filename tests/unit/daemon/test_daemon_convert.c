@@ -381,6 +381,13 @@ static void test_record_keeps_stopping_ranks(void **state)
     assert_int_equal(out.restarts, 1);
     assert_int_equal(restored->restarts, 1);
     assert_int_equal(restored->restarts_in_row, 1);
+    assert_true(out.recovering); /* a restart keeps its right to the hot spares */
+    assert_true(restored->recovering);
+    /* ... and the workers to tell when it ends (ForgetCheckpoints), in their order */
+    assert_int_equal(out.n_ckpt_holders, 2);
+    assert_int_equal(restored->n_ckpt_holders, 2);
+    assert_string_equal(restored->ckpt_holders[0], job->ckpt_holders[0]);
+    assert_string_equal(restored->ckpt_holders[1], job->ckpt_holders[1]);
     assert_int_equal(restored->n_history, 1);
     assert_string_equal(restored->history[0].cause, "submitted");
     assert_int_equal(restored->history[0].number, 1);

@@ -1,9 +1,13 @@
 /* Unit tests of the worker's checkpoint tiers (worker/ckpt_tiers.c) on a real loop and threadpool
  * in a throwaway directory: which report paths are in the hot layout, a report becoming a manifest
  * in hot, a verified copy in warm and pruning of both tiers, a report whose sha does not match, the
- * restore search (tier order, a corrupt hot copy -> warm, the resume bound, nothing found), and a
- * free with work under way. Every test ends with uv_loop_close() == 0. */
+ * restore search (tier order, a corrupt hot copy -> warm, the resume bound, nothing found), a
+ * free with work under way, an ended job's forget (its hot and mirrored copies go, after its queued
+ * save; other jobs' stay) and the --ckpt-hot-ttl sweep (old copies of jobs not running here go; the
+ * age is faked with utimensat). Every test ends with uv_loop_close() == 0. */
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <openssl/evp.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -322,6 +327,135 @@ static void test_free_busy(void **state)
     assert_int_equal(uv_loop_init(&f->loop), 0); /* for teardown */
 }
 
+/* A file of a mirrored copy: HOT/mirror/job/step-S/rank-R/ckpt.bin. */
+static void write_mirror(fx_t *f, const char *job, int64_t step, int rank, const char *content)
+{
+    char *dir, *file;
+
+    assert_true(asprintf(&dir, "%s/mirror/%s/step-%lld/rank-%d", f->hot, job, (long long)step, rank) > 0);
+    mkdirs(dir);
+    assert_true(asprintf(&file, "%s/ckpt.bin", dir) > 0);
+    wt_write_file(file, content);
+    free(file);
+    free(dir);
+}
+
+/* The ended job's HOT/JOB and HOT/mirror/JOB go, after its save queued before; other jobs' copies, the
+ * mirror tier itself and bad ids are left alone. */
+static void test_forget(void **state)
+{
+    fx_t *f = *state;
+    uint64_t jobs = 0, bytes = 0;
+
+    save(f, "job-a", 1, "a1");
+    save(f, "job-a", 2, "a2");
+    save(f, "job-b", 1, "b1");
+    write_mirror(f, "job-a", 7, 1, "peer's a7");
+    write_mirror(f, "job-b", 7, 1, "peer's b7");
+    /* Queued behind the saves: they run first, so nothing of job-a is written after the forget. */
+    assert_int_equal(tide_ckpt_tiers_forget(f->t, "job-a"), 1);
+    assert_true(tide_ckpt_tiers_busy(f->t) >= 1);
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_false(exists("%s/job-a", f->hot));
+    assert_false(exists("%s/mirror/job-a", f->hot));
+    assert_true(exists("%s/job-b/step-1/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/mirror/job-b/step-7/rank-1/ckpt.bin", f->hot));
+    assert_true(exists("%s/job-a/step-2/rank-0/ckpt.bin", f->warm)); /* warm keeps its own retention */
+    tide_ckpt_tiers_forgotten(f->t, &jobs, &bytes);
+    assert_int_equal(jobs, 1);
+    assert_true(bytes >= strlen("a1") + strlen("a2") + strlen("peer's a7")); /* + the manifests */
+
+    /* A job id that is no file name builds no path; "mirror" never takes the mirror tier with it. */
+    assert_int_equal(tide_ckpt_tiers_forget(f->t, "../job-b"), -EINVAL);
+    assert_int_equal(tide_ckpt_tiers_forget(f->t, ".hidden"), -EINVAL);
+    assert_int_equal(tide_ckpt_tiers_forget(f->t, ""), -EINVAL);
+    assert_int_equal(tide_ckpt_tiers_forget(f->t, "mirror"), 1);
+    assert_int_equal(tide_ckpt_tiers_forget(f->t, "job-none"), 1);
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_true(exists("%s/mirror/job-b/step-7/rank-1/ckpt.bin", f->hot));
+    assert_true(exists("%s/job-b/step-1/rank-0/ckpt.bin", f->hot));
+}
+
+static struct timespec old_time;
+
+static int age_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    struct timespec ts[2] = {old_time, old_time};
+
+    (void)st;
+    (void)type;
+    (void)ftw;
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
+    return 0;
+}
+
+/* Every file and directory under path gets an mtime hours_ago in the past. */
+static void age_tree(const char *path, int hours_ago)
+{
+    clock_gettime(CLOCK_REALTIME, &old_time);
+    old_time.tv_sec -= (time_t)hours_ago * 3600;
+    old_time.tv_nsec = 0;
+    assert_int_equal(nftw(path, age_entry, 16, FTW_PHYS), 0);
+}
+
+/* The TTL backstop: copies (hot and mirrored) of jobs with no rank here whose newest file is older
+ * than the TTL go; a job with one newer file, a running job and the TTL 0 (never) keep theirs. */
+static void test_sweep_ttl(void **state)
+{
+    fx_t *f = *state;
+    const char *keep[] = {"job-run"};
+    char *p;
+    uint64_t jobs = 0;
+
+    save(f, "job-old", 3, "o3");
+    save(f, "job-new", 3, "n3");
+    save(f, "job-run", 3, "r3");
+    save(f, "job-mixed", 3, "m3");
+    write_mirror(f, "job-peer", 9, 0, "old mirrored");
+    write_mirror(f, "job-peerfresh", 9, 0, "new mirrored");
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_true(asprintf(&p, "%s/job-old", f->hot) > 0);
+    age_tree(p, 48);
+    free(p);
+    assert_true(asprintf(&p, "%s/job-run", f->hot) > 0);
+    age_tree(p, 48);
+    free(p);
+    assert_true(asprintf(&p, "%s/mirror/job-peer", f->hot) > 0);
+    age_tree(p, 30);
+    free(p);
+    assert_true(asprintf(&p, "%s/job-mixed", f->hot) > 0);
+    age_tree(p, 48);
+    free(p);
+    assert_true(asprintf(&p, "%s/job-mixed/step-3/rank-0/ckpt.bin", f->hot) > 0);
+    assert_int_equal(utimensat(AT_FDCWD, p, NULL, 0), 0); /* one file is new: the job stays */
+    free(p);
+    assert_true(asprintf(&p, "%s/.gone-job-x-1-1/step-1", f->hot) > 0);
+    mkdirs(p); /* a removal that a crash interrupted */
+    free(p);
+
+    assert_int_equal(tide_ckpt_tiers_sweep(f->t, 0, keep, 1), 0); /* 0: never */
+    assert_int_equal(tide_ckpt_tiers_sweep(f->t, -1, keep, 1), -EINVAL);
+    assert_int_equal(tide_ckpt_tiers_busy(f->t), 0);
+    assert_int_equal(tide_ckpt_tiers_sweep(f->t, 72LL * 3600 * 1000, keep, 1), 1); /* nothing that old */
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_true(exists("%s/job-old/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/mirror/job-peer/step-9/rank-0/ckpt.bin", f->hot));
+
+    assert_int_equal(tide_ckpt_tiers_sweep(f->t, 24LL * 3600 * 1000, keep, 1), 1);
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_false(exists("%s/job-old", f->hot));
+    assert_false(exists("%s/mirror/job-peer", f->hot));
+    assert_false(exists("%s/.gone-job-x-1-1", f->hot));
+    assert_true(exists("%s/job-new/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/job-run/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/job-mixed/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/mirror/job-peerfresh/step-9/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/mirror", f->hot));
+    assert_true(exists("%s/job-old/step-3/rank-0/ckpt.bin", f->warm)); /* warm is not the sweep's */
+    tide_ckpt_tiers_forgotten(f->t, &jobs, NULL);
+    assert_int_equal(jobs, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +464,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_save_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_ttl, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

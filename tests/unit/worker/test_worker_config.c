@@ -133,6 +133,21 @@ static void test_flags(void **state)
     assert_string_equal(cfg.ckpt_warm, "/tmp/dd/ckpt-warm");
     assert_int_equal(cfg.ckpt_keep_hot, 2);
     assert_int_equal(cfg.ckpt_keep_warm, 4);
+    assert_int_equal(cfg.ckpt_hot_ttl_ms, 24LL * 3600 * 1000);
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot-ttl", "90m"), 0);
+    assert_int_equal(cfg.ckpt_hot_ttl_ms, 90LL * 60 * 1000);
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot-ttl=0"), 0);
+    assert_int_equal(cfg.ckpt_hot_ttl_ms, 0);
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot-ttl", "2d"), 0);
+    assert_int_equal(cfg.ckpt_hot_ttl_ms, 2LL * 86400 * 1000);
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot-ttl", "3x"), -EINVAL);
+    assert_non_null(strstr(err.text, "--ckpt-hot-ttl"));
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot-ttl", "-1h"), -EINVAL);
     tide_worker_config_free(&cfg);
     assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot", "/mnt/hot", "--ckpt-warm=warm",
                            "--ckpt-keep-hot", "1", "--ckpt-keep-warm=9"),

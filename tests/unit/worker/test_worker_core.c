@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,8 @@ typedef struct fake {
     int tasks;      /* ReleaseTasks / GiveTasks handed to the op */
     int tasks_rc;   /* what the op returns */
     Tide__V1__SchedulerMessage__MsgCase last_tasks;
+    char forgotten_jobs[8][64]; /* ForgetCheckpoints handed to the op, in order */
+    size_t n_forgotten_jobs;
 } fake_t;
 
 static int f_send(void *ud, const Tide__V1__WorkerMessage *msg)
@@ -140,10 +143,18 @@ static int f_tasks(void *ud, const Tide__V1__SchedulerMessage *msg)
     return f->tasks_rc;
 }
 
+static void f_forget_checkpoints(void *ud, const char *job_id)
+{
+    fake_t *f = ud;
+
+    assert_true(f->n_forgotten_jobs < 8);
+    snprintf(f->forgotten_jobs[f->n_forgotten_jobs++], sizeof(f->forgotten_jobs[0]), "%s", job_id);
+}
+
 static const tide_worker_core_ops_t fake_ops = {
     f_send,    f_spawn,      f_stop,        f_forget,          f_save_epoch,
     f_log_request, f_welcomed, f_end_stream, f_trainer_command, f_flush,
-    f_tasks,
+    f_tasks,   f_forget_checkpoints,
 };
 
 static void fake_clear_sent(fake_t *f)
@@ -287,7 +298,64 @@ static void connect_welcome(fixture_t *fx)
     fake_clear_sent(&fx->f);
 }
 
+static int deliver_forget_ckpt(fixture_t *fx, uint64_t epoch, const char *job, tide_error_t *err)
+{
+    Tide__V1__SchedulerMessage m = TIDE__V1__SCHEDULER_MESSAGE__INIT;
+    Tide__V1__ForgetCheckpoints fc = TIDE__V1__FORGET_CHECKPOINTS__INIT;
+
+    fc.job_id = (char *)job;
+    m.epoch = epoch;
+    m.msg_case = TIDE__V1__SCHEDULER_MESSAGE__MSG_FORGET_CHECKPOINTS;
+    m.forget_checkpoints = &fc;
+    return tide_worker_core_handle(fx->core, &m, err);
+}
+
 /* --- tests --- */
+
+/* ForgetCheckpoints (an ended job's hot copies): handed to the op at once when no rank of the job runs
+ * here; while one runs (a cancelled job's rank still stopping) only after the last one exited, once; an
+ * invalid job id or a stale epoch never reaches the op. */
+static void test_forget_checkpoints(void **state)
+{
+    fixture_t *fx = *state;
+    tide_error_t err;
+
+    connect_welcome(fx);
+    assert_int_equal(deliver_forget_ckpt(fx, 5, "j-done", &err), 0);
+    assert_int_equal(fx->f.n_forgotten_jobs, 1);
+    assert_string_equal(fx->f.forgotten_jobs[0], "j-done");
+
+    assert_int_equal(deliver_forget_ckpt(fx, 5, "../etc", &err), -EINVAL);
+    assert_non_null(strstr(err.text, "not a valid job id"));
+    assert_int_equal(deliver_forget_ckpt(fx, 5, "", &err), -EINVAL);
+    assert_int_equal(deliver_forget_ckpt(fx, 4, "j-old", &err), -ESTALE);
+    assert_int_equal(fx->f.n_forgotten_jobs, 1);
+
+    /* Two ranks of j-run here (ids 1 and 2), one of j-other (3). */
+    assert_int_equal(deliver_launch(fx, 5, (launch_args_t){.job = "j-run", .gen = 1, .rank = 0, .world = 2}, NULL), 0);
+    assert_int_equal(deliver_launch(fx, 5, (launch_args_t){.job = "j-run", .gen = 1, .rank = 1, .world = 2, .master_port = 29400}, NULL), 0);
+    assert_int_equal(deliver_launch(fx, 5, (launch_args_t){.job = "j-other", .gen = 1, .rank = 0}, NULL), 0);
+    assert_true(tide_worker_core_job_running(fx->core, "j-run"));
+    assert_false(tide_worker_core_job_running(fx->core, "j-done"));
+    {
+        const char *ids[4];
+        assert_int_equal(tide_worker_core_running_jobs(fx->core, ids, 4), 3);
+        assert_int_equal(tide_worker_core_running_jobs(fx->core, ids, 1), 3); /* the count, not max */
+    }
+    assert_int_equal(deliver_forget_ckpt(fx, 5, "j-run", &err), 0);
+    assert_non_null(strstr(err.text, "once its ranks here exited"));
+    assert_int_equal(deliver_forget_ckpt(fx, 5, "j-run", &err), 0); /* repeated: still one */
+    assert_int_equal(fx->f.n_forgotten_jobs, 1);
+    tide_worker_core_rank_exited(fx->core, 1, 0, 15);
+    assert_int_equal(fx->f.n_forgotten_jobs, 1); /* rank 1 still runs */
+    tide_worker_core_rank_exited(fx->core, 3, 0, 0); /* another job's exit changes nothing */
+    assert_int_equal(fx->f.n_forgotten_jobs, 1);
+    tide_worker_core_rank_exited(fx->core, 2, 0, 15);
+    assert_int_equal(fx->f.n_forgotten_jobs, 2);
+    assert_string_equal(fx->f.forgotten_jobs[1], "j-run");
+    tide_worker_core_rank_exited(fx->core, 2, 0, 15); /* a repeat fires nothing */
+    assert_int_equal(fx->f.n_forgotten_jobs, 2);
+}
 
 static void test_hello_fields(void **state)
 {
@@ -1077,6 +1145,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_bytes_and_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_request_and_heartbeat, setup, teardown),
         cmocka_unit_test(test_helpers),
+        cmocka_unit_test_setup_teardown(test_forget_checkpoints, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
