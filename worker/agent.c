@@ -1101,6 +1101,14 @@ static void stop_io(tide_worker_agent_t *a)
     a->mirror_client = NULL;
     tide_ckpt_mirror_server_free(a->mirror);
     a->mirror = NULL;
+    if (a->cfg && a->cfg->ckpt_hot && a->cfg->ckpt_hot[0]) {
+        /* An empty hot tier does not outlive the worker (on tmpfs it is a directory in memory nobody
+         * would remove); anything still in it stays for the next worker's restores. */
+        char *m = tide_xasprintf("%s/mirror", a->cfg->ckpt_hot);
+        (void)rmdir(m);
+        (void)rmdir(a->cfg->ckpt_hot);
+        free(m);
+    }
     while (a->n_restores > 0)
         restore_free(a, a->restores[0]); /* searches that will never answer */
     free(a->restores);
@@ -1261,6 +1269,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         msc.worker_id = wc->id;
         msc.token = wc->token;
         msc.keep = wc->ckpt_keep_hot;
+        msc.min_free_pct = (uint32_t)wc->ckpt_mirror_min_free;
         rc = tide_ckpt_mirror_server_new(loop, &msc, &a->mirror, err);
         free(mdir);
         if (rc == 0) {

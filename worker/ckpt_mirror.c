@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -729,6 +730,7 @@ typedef struct xfer {
     Tide__V1__FetchCheckpointRequest *freq;
     tide_ckpt_found_t found;
     bool pinned;
+    uint64_t reserved; /* a put's declared bytes, counted in the server's receiving */
     /* client side */
     tide_rpc_client_t *rc;
     tide_rpc_client_call_t *ccall;
@@ -763,6 +765,8 @@ struct tide_ckpt_mirror_server {
     uint64_t max_bytes;
     uint32_t max_files, max_xfers, n_xfers;
     int keep;
+    uint32_t min_free_pct;   /* see the config */
+    uint64_t receiving;      /* declared bytes of the puts being received */
     tide_ckpt_mirror_authorize_cb authorize;
     void *ud;
     const void *key; /* what tide_rpc_call_server_data returns for our calls */
@@ -878,8 +882,10 @@ static void xfer_destroy(xfer_t *x)
         tide_list_remove(&x->wait);
     if (tide_list_linked(&x->serial))
         tide_list_remove(&x->serial);
-    if (x->kind == SRV_PUT || x->kind == SRV_FETCH)
+    if (x->kind == SRV_PUT || x->kind == SRV_FETCH) {
         ((tide_ckpt_mirror_server_t *)o)->n_xfers--;
+        ((tide_ckpt_mirror_server_t *)o)->receiving -= x->reserved;
+    }
     sink_clear(&x->sink);
     source_clear(&x->src);
     if (x->freq)
@@ -1057,6 +1063,26 @@ static void srv_end(xfer_t *x)
 }
 
 /* A put went wrong: drop the partial copy (threadpool), then answer. */
+/* Whether a put of bytes leaves min_free_pct of the mirror's filesystem free, the puts being received
+ * counted in (peers' copies must not take the memory a tmpfs hot tier shares with training). */
+static bool room_for(const tide_ckpt_mirror_server_t *ms, uint64_t bytes, tide_error_t *err)
+{
+    struct statvfs sv;
+    uint64_t avail, keep;
+
+    if (!ms->min_free_pct || statvfs(ms->dir, &sv) != 0)
+        return true;
+    avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    keep = (uint64_t)sv.f_blocks * sv.f_frsize / 100 * ms->min_free_pct;
+    if (avail >= keep && avail - keep >= ms->receiving && avail - keep - ms->receiving >= bytes)
+        return true;
+    tide_errprintf(err, "no room for a %llu-byte mirror copy: %llu bytes free, %u%% of the filesystem kept free, "
+                   "%llu bytes being received",
+                   (unsigned long long)bytes, (unsigned long long)avail, ms->min_free_pct,
+                   (unsigned long long)ms->receiving);
+    return false;
+}
+
 static void srv_put_abort(xfer_t *x, tide_grpc_code_t code, const char *msg)
 {
     xfer_fail(x, code, msg);
@@ -1109,10 +1135,14 @@ static void put_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         x->scall = call;
         tide_rpc_call_set_data(call, x);
         code = sink_begin(&x->sink, ms->dir, h, ms->max_bytes, ms->max_files, x->seq, &err);
+        if (code == TIDE_GRPC_OK && !room_for(ms, x->sink.bytes, &err))
+            code = TIDE_GRPC_RESOURCE_EXHAUSTED;
         if (code != TIDE_GRPC_OK) {
             srv_put_abort(x, code, err.text);
             goto done;
         }
+        x->reserved = x->sink.bytes;
+        ms->receiving += x->reserved;
         tide_debug("mirror: receiving job %s step %lld rank %d (generation %d, %zu files, %llu "
                    "bytes) from %s",
                    h->job_id, (long long)h->step, (int)h->rank, (int)h->generation, h->n_files,
@@ -1667,6 +1697,7 @@ int tide_ckpt_mirror_server_new(struct uv_loop_s *loop, const tide_ckpt_mirror_s
     ms->worker_id = tide_xstrdup(cfg->worker_id);
     ms->token = cfg->token && cfg->token[0] ? tide_xstrdup(cfg->token) : NULL;
     ms->max_bytes = cfg->max_bytes ? cfg->max_bytes : DEFAULT_MAX_BYTES;
+    ms->min_free_pct = cfg->min_free_pct < 100 ? cfg->min_free_pct : 99;
     ms->max_files = cfg->max_files ? cfg->max_files : DEFAULT_MAX_FILES;
     if (ms->max_files > TIDE_CKPT_MAX_FILES)
         ms->max_files = TIDE_CKPT_MAX_FILES;

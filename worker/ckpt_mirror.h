@@ -42,6 +42,8 @@ typedef struct tide_ckpt_mirror_server_config {
     uint32_t max_files;     /* of one copy; 0: 4096 (never above TIDE_CKPT_MAX_FILES) */
     int keep;               /* steps kept per (job, rank); 0: 2 */
     uint32_t max_transfers; /* puts and fetches at once; 0: 16. More: RESOURCE_EXHAUSTED */
+    uint32_t min_free_pct;  /* a put that would leave less than this % of dir's filesystem free (the
+                               copies being received counted in) is RESOURCE_EXHAUSTED; 0: no limit */
     tide_ckpt_mirror_authorize_cb authorize; /* NULL: the token alone authorises */
     void *ud;
 } tide_ckpt_mirror_server_config_t;

@@ -26,6 +26,7 @@
 #define KEEP_WARM_DEFAULT     4
 #define KEEP_MAX              100000
 #define HOT_TTL_DEFAULT_MS    (24LL * 3600 * 1000)
+#define MIRROR_MIN_FREE_DEFAULT 25 /* % of the hot tier's filesystem that peers' mirror copies leave free */
 #define HOT_TTL_MAX_S         (3650LL * 24 * 3600)
 
 static const char usage_text[] =
@@ -37,6 +38,7 @@ static const char usage_text[] =
     "                   [--storage-dev DISK,...] [--storage-capacity BYTES_PER_S] [--probe]\n"
     "                   [--ckpt-durable DIR] [--ckpt-hot DIR] [--ckpt-warm DIR]\n"
     "                   [--ckpt-keep-hot N] [--ckpt-keep-warm N] [--ckpt-hot-ttl DURATION]\n"
+    "                   [--ckpt-mirror-min-free PCT]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -80,6 +82,10 @@ static const char usage_text[] =
     "                         jobs with no rank here whose newest file is older: a backstop for\n"
     "                         an ended job's clean-up this worker missed (N[s|m|h|d]; default\n"
     "                         24h; 0: never)\n"
+    "  --ckpt-mirror-min-free PCT\n"
+    "                         refuse a peer's mirror copy that would leave less than PCT % of\n"
+    "                         the hot tier's filesystem free (default 25; 0: no limit); the\n"
+    "                         peer then relies on its other tiers\n"
     "  --probe                read the device and the node once, print it and exit\n"
     "  --help                 this text\n";
 
@@ -212,7 +218,7 @@ static const char *const value_flags[] = {
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
     "--perturb", "--peak-flops", "--net-dev", "--net-capacity", "--storage-dev",
     "--storage-capacity", "--ckpt-durable", "--ckpt-hot", "--ckpt-warm", "--ckpt-keep-hot",
-    "--ckpt-keep-warm", "--ckpt-hot-ttl",
+    "--ckpt-keep-warm", "--ckpt-hot-ttl", "--ckpt-mirror-min-free",
 };
 
 /* val made absolute against the current directory (ranks run elsewhere) into *dst. */
@@ -284,6 +290,7 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
     cfg->ckpt_keep_hot = KEEP_HOT_DEFAULT;
     cfg->ckpt_keep_warm = KEEP_WARM_DEFAULT;
     cfg->ckpt_hot_ttl_ms = HOT_TTL_DEFAULT_MS;
+    cfg->ckpt_mirror_min_free = MIRROR_MIN_FREE_DEFAULT;
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL, *eq;
@@ -405,6 +412,9 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
             cfg->ckpt_keep_warm = (int)n;
         } else if (strcmp(flag, "--ckpt-hot-ttl") == 0) {
             rc = parse_duration(flag, val, &cfg->ckpt_hot_ttl_ms, err);
+        } else if (strcmp(flag, "--ckpt-mirror-min-free") == 0) {
+            rc = parse_long(flag, val, 0, 90, &n, err);
+            cfg->ckpt_mirror_min_free = (int)n;
         } else if (strcmp(flag, "--perturb") == 0) {
             set_str(&cfg->perturb, val);
         } else if (strcmp(flag, "--listen") == 0) {

@@ -37,6 +37,8 @@ typedef struct tide_worker_config {
     int ckpt_keep_warm; /* --ckpt-keep-warm N (>= 1): the same in warm; 4 */
     int64_t ckpt_hot_ttl_ms; /* --ckpt-hot-ttl DURATION: at start and hourly, HOT/JOB and HOT/mirror/JOB
                                 of jobs with no rank here whose newest file is older go; 24 h; 0: never */
+    int ckpt_mirror_min_free; /* --ckpt-mirror-min-free PCT (0..90): peers' mirror copies leave this % of
+                                 the hot tier's filesystem free; 25; 0: no limit */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
     tide_log_level_t log_level;

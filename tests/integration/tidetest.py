@@ -153,8 +153,10 @@ class Cluster:
         p = self._spawn([os.path.join(BIN, "tide-worker"), "--scheduler", self.addr, "--node", node,
                          "--gpu-index", str(gpu), "--gpu", "sim:h100", "--advertise", "127.0.0.1",
                          "--data-dir", data, "--stop-grace-ms", "2000",
-                         # the hot checkpoint tier in the test's own directory, not /dev/shm (a test's extra wins)
-                         "--ckpt-hot", os.path.join(data, "hot"), *extra], log, env={"TIDE_TOKEN": self.token})
+                         # the hot checkpoint tier in the test's own directory, not /dev/shm, and on a disk whose
+                         # free space is not the test's to judge: no mirror room limit (a test's extra wins)
+                         "--ckpt-hot", os.path.join(data, "hot"), "--ckpt-mirror-min-free", "0", *extra], log,
+                        env={"TIDE_TOKEN": self.token})
         self.workers[wid] = p
         return p
 

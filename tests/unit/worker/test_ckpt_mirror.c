@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -222,6 +223,8 @@ static void on_done(void *ud, const tide_ckpt_mirror_result_t *res)
 
 /* --- fixture --- */
 
+static uint32_t mirror_min_free; /* the next start_mirror's min_free_pct */
+
 static void start_mirror(uint64_t max_bytes, uint32_t max_files, const char *token, int keep)
 {
     tide_ckpt_mirror_server_config_t mcfg = {0};
@@ -235,6 +238,8 @@ static void start_mirror(uint64_t max_bytes, uint32_t max_files, const char *tok
     mcfg.max_bytes = max_bytes;
     mcfg.max_files = max_files;
     mcfg.keep = keep;
+    mcfg.min_free_pct = mirror_min_free;
+    mirror_min_free = 0;
     assert_int_equal(tide_ckpt_mirror_server_new(&F.loop, &mcfg, &F.ms, &err), 0);
     /* As on the worker: the server's ud belongs to another service; the mirror is bound to it. */
     F.methods = tide_ckpt_mirror_methods_merge(NULL, 0, &n);
@@ -592,6 +597,39 @@ static void oversize_refused(void **state)
     tide_ckpt_meta_clear(&meta);
 }
 
+/* A copy that would leave less than min_free_pct of the filesystem free is refused, nothing of it kept. */
+static void no_room_refused(void **state)
+{
+    tide_ckpt_meta_t meta = {0};
+    struct statvfs sv;
+    uint64_t pct;
+    result_t r;
+    char *dir;
+
+    (void)state;
+    {
+        char parent[sizeof(F.mirror)];
+        snprintf(parent, sizeof(parent), "%s", F.mirror);
+        *strrchr(parent, '/') = '\0'; /* the mirror's directory is made by the server */
+        assert_int_equal(statvfs(parent, &sv), 0);
+    }
+    pct = (uint64_t)sv.f_bavail * 100 / (sv.f_blocks ? sv.f_blocks : 1) + 1; /* more than is free */
+    if (pct > 90) {
+        skip(); /* an almost empty filesystem: the largest setting (90 %) leaves room */
+        return;
+    }
+    mirror_min_free = (uint32_t)pct;
+    start_mirror(0, 0, NULL, 0);
+    start_client(NULL);
+    dir = make_ckpt(1, 1, 0, 4096, &meta);
+    do_put(dir, &meta, &r);
+    assert_int_equal(r.code, TIDE_GRPC_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(r.error, "no room"));
+    assert_mirror_empty();
+    free(dir);
+    tide_ckpt_meta_clear(&meta);
+}
+
 static void stale_generation_refused(void **state)
 {
     tide_ckpt_meta_t m3 = {0}, m2 = {0};
@@ -810,6 +848,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(truncated_stream_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(peer_not_listening, setup, teardown),
         cmocka_unit_test_setup_teardown(oversize_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(no_room_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_generation_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(fetch_missing_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(token_checked, setup, teardown),

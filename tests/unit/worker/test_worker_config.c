@@ -149,6 +149,16 @@ static void test_flags(void **state)
     tide_worker_config_free(&cfg);
     assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot-ttl", "-1h"), -EINVAL);
     tide_worker_config_free(&cfg);
+    /* the room peers' mirror copies leave free */
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-keep-hot", "2"), 0);
+    assert_int_equal(cfg.ckpt_mirror_min_free, 25);
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-mirror-min-free=0"), 0);
+    assert_int_equal(cfg.ckpt_mirror_min_free, 0);
+    tide_worker_config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, &err, "--ckpt-mirror-min-free", "91"), -EINVAL);
+    assert_non_null(strstr(err.text, "--ckpt-mirror-min-free"));
+    tide_worker_config_free(&cfg);
     assert_int_equal(PARSE(&cfg, &err, "--ckpt-hot", "/mnt/hot", "--ckpt-warm=warm",
                            "--ckpt-keep-hot", "1", "--ckpt-keep-warm=9"),
                      0);

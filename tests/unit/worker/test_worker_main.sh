@@ -30,9 +30,10 @@ grep -q -- "--bogus" "$TMP/out" || fail "--bogus not named: $(cat "$TMP/out")"
 [ $rc -eq 2 ] || fail "unknown model exited $rc"
 grep -q "sim:h100, sim:a100, sim:l4, sim:b200" "$TMP/out" || fail "known models not listed: $(cat "$TMP/out")"
 
-# Runs, creates its data dir 0700, and exits 0 on SIGTERM.
-"$BIN" --scheduler 127.0.0.1:1 --advertise 127.0.0.1 --node n1 --data-dir "$TMP/d1/x" \
-    --log-level debug >"$TMP/log" 2>&1 &
+# Runs, creates its data dir 0700 and its hot tier (with a token, a mirror too), and exits 0 on SIGTERM, its
+# empty hot tier removed.
+TIDE_TOKEN=t "$BIN" --scheduler 127.0.0.1:1 --advertise 127.0.0.1 --node n1 --data-dir "$TMP/d1/x" \
+    --ckpt-hot "$TMP/hot" --log-level debug >"$TMP/log" 2>&1 &
 PID=$!
 i=0
 until grep -q "connecting to 127.0.0.1:1" "$TMP/log"; do
@@ -42,9 +43,11 @@ until grep -q "connecting to 127.0.0.1:1" "$TMP/log"; do
 done
 [ "$(stat -c %a "$TMP/d1/x")" = 700 ] || fail "data dir mode $(stat -c %a "$TMP/d1/x")"
 [ -d "$TMP/d1/x/ranks" ] && [ -d "$TMP/d1/x/logs" ] || fail "data dir layout"
+[ -d "$TMP/hot/mirror" ] || fail "no hot tier with its mirror: $(ls -R "$TMP")"
 grep -q "worker n1/gpu0 (sim:h100, n1)" "$TMP/log" || fail "default id: $(cat "$TMP/log")"
 kill -TERM "$PID"
 wait "$PID"; rc=$?
 PID=
 [ $rc -eq 0 ] || fail "SIGTERM: exit $rc: $(cat "$TMP/log")"
+[ ! -e "$TMP/hot" ] || fail "the empty hot tier outlived the worker: $(find "$TMP/hot")"
 echo "ok"
