@@ -547,3 +547,42 @@ void h_check_invariants(h_t *h)
     }
     check_resize(core);
 }
+
+const tide_job_record_t *h_record_of(const tide_job_t *job, h_rec_t *hr)
+{
+    tide_job_record_t *rec = &hr->rec;
+
+    assert_true(job->n_ranks <= H_REC_RANKS);
+    memset(hr, 0, sizeof(*hr));
+    for (int32_t r = 0; r < job->n_ranks; r++) {
+        hr->ids[r] = job->ranks[r].worker_id;
+        hr->mirrors[r] = job->ranks[r].mirror_id;
+        hr->st[r] = job->ranks[r].state;
+        hr->codes[r] = job->ranks[r].exit_code;
+        hr->local[r] = job->ranks[r].local_rank;
+        hr->group[r] = job->ranks[r].group_rank;
+    }
+    rec->id = job->id;
+    rec->spec = &job->spec;
+    rec->state = job->state;
+    rec->generation = job->generation;
+    rec->worker_ids = hr->ids;
+    rec->n_workers = job->n_ranks;
+    rec->rank_states = hr->st;
+    rec->rank_exit_codes = hr->codes;
+    rec->rank_local_ranks = hr->local;
+    rec->rank_group_ranks = hr->group;
+    rec->rank_mirror_ids = hr->mirrors;
+    rec->master_addr = job->master_addr;
+    rec->gen_start_ms = job->gen_start_ms;
+    rec->last_ckpt = job->last_ckpt.step >= 0 ? &job->last_ckpt : NULL;
+    rec->ckpt_request = job->ckpt_request;
+    rec->ckpt_deadline_ms = job->ckpt_deadline_ms;
+    rec->restarts = job->restarts;
+    rec->restarts_in_row = job->restarts_in_row;
+    rec->restore_sources = (const char *const *)job->prev_src;
+    rec->n_restore_sources = 2 * job->n_prev_src;
+    rec->restart_at_ms = job->restart_at_ms;
+    rec->recovering = job->state == TIDE_JOB_PENDING && job->recovering;
+    return rec;
+}

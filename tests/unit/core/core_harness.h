@@ -74,4 +74,17 @@ void h_clear(h_t *h);
 /* Checks the core's internal invariants (counts, free index, bindings, resize bookkeeping). */
 void h_check_invariants(h_t *h);
 
+#define H_REC_RANKS 16
+/* A job record as the daemon would write it for a restore test (fields a test needs beyond these it sets
+ * itself). Strings are the job's, borrowed: the job must outlive the record's use. */
+typedef struct h_rec {
+    tide_job_record_t rec;
+    const char *ids[H_REC_RANKS], *mirrors[H_REC_RANKS];
+    tide_rank_state_t st[H_REC_RANKS];
+    int32_t codes[H_REC_RANKS], local[H_REC_RANKS], group[H_REC_RANKS];
+} h_rec_t;
+/* Fills hr from job: identity, state, its ranks (at most H_REC_RANKS, with their mirrors), checkpoints and
+ * request, restart counters, backoff and restore sources. Returns &hr->rec. */
+const tide_job_record_t *h_record_of(const tide_job_t *job, h_rec_t *hr);
+
 #endif

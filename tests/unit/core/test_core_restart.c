@@ -680,11 +680,8 @@ static void test_restart_state_survives_a_scheduler_restart(void **state)
     h_t h, h2;
     tide_core_config_t cfg = config();
     tide_job_t *job, *j2, *other;
-    tide_job_record_t rec;
+    h_rec_t hr;
     tide_error_t err;
-    const char *ids[2], *mirrors[2];
-    tide_rank_state_t st[2] = {TIDE_RANK_RUNNING, TIDE_RANK_RUNNING};
-    int32_t zero[2] = {0, 0}, group[2] = {0, 1};
     int64_t end_mono;
     (void)state;
 
@@ -705,21 +702,8 @@ static void test_restart_state_survives_a_scheduler_restart(void **state)
     assert_true(job->n_prev_src == 2 && job->prev_src[0] && job->prev_src[1]);
     end_mono = job->restart_at;
 
-    memset(&rec, 0, sizeof(rec));
-    rec.id = job->id;
-    rec.spec = &job->spec;
-    rec.state = job->state;
-    rec.generation = job->generation;
-    rec.last_ckpt = &job->last_ckpt;
-    rec.restarts = job->restarts;
-    rec.restarts_in_row = job->restarts_in_row;
-    rec.restore_sources = (const char *const *)job->prev_src;
-    rec.n_restore_sources = 2 * job->n_prev_src;
-    rec.restart_at_ms = job->restart_at_ms;
-    rec.recovering = job->recovering;
-
     h_init(&h2, &cfg);
-    assert_int_equal(tide_core_job_restore(h2.core, &rec, &err), 0);
+    assert_int_equal(tide_core_job_restore(h2.core, h_record_of(job, &hr), &err), 0);
     tide_core_restore_done(h2.core);
     j2 = tide_core_job_find(h2.core, job->id);
     assert_non_null(j2);
@@ -747,32 +731,14 @@ static void test_restart_state_survives_a_scheduler_restart(void **state)
     assert_int_equal(job->state, TIDE_JOB_RUNNING);
     h_start_all(&h);
     assert_non_null(job->ranks[0].mirror_id);
-    for (int32_t r = 0; r < 2; r++) {
-        ids[r] = job->ranks[r].worker_id;
-        mirrors[r] = job->ranks[r].mirror_id;
-    }
-    memset(&rec, 0, sizeof(rec));
-    rec.id = job->id;
-    rec.spec = &job->spec;
-    rec.state = job->state;
-    rec.generation = job->generation;
-    rec.worker_ids = ids;
-    rec.n_workers = 2;
-    rec.rank_states = st;
-    rec.rank_exit_codes = zero;
-    rec.rank_local_ranks = zero;
-    rec.rank_group_ranks = group;
-    rec.rank_mirror_ids = mirrors;
-    rec.master_addr = job->master_addr;
-    rec.gen_start_ms = job->gen_start_ms;
     h_init(&h2, &cfg);
-    assert_int_equal(tide_core_job_restore(h2.core, &rec, &err), 0);
+    assert_int_equal(tide_core_job_restore(h2.core, h_record_of(job, &hr), &err), 0);
     tide_core_restore_done(h2.core);
     j2 = tide_core_job_find(h2.core, job->id);
     assert_int_equal(j2->state, TIDE_JOB_RUNNING);
     for (int32_t r = 0; r < 2; r++) {
-        if (mirrors[r])
-            assert_string_equal(j2->ranks[r].mirror_id, mirrors[r]);
+        if (job->ranks[r].mirror_id)
+            assert_string_equal(j2->ranks[r].mirror_id, job->ranks[r].mirror_id);
         else
             assert_null(j2->ranks[r].mirror_id);
     }
