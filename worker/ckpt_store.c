@@ -601,11 +601,53 @@ static int check_files(int dirfd, const tide_ckpt_meta_t *m, const char *prefix,
     return rc;
 }
 
+/* Which copy a verification accepts beyond its checksums (NULL: any). */
+typedef struct want {
+    const char *job;
+    int32_t rank, generation; /* generation < 0: any */
+    int64_t step;
+} want_t;
+
+/* Reads and parses the manifest of the copy in dirfd, checks it is the wanted copy, then the manifest's
+ * own hash and every file's size and SHA-256. shown names the manifest and prefix the files in messages.
+ * Returns 0 with *m filled, or -errno (-ESTALE: another copy than wanted) with err; *m cleared then. */
+static int verify_copy(int dirfd, const char *shown, const char *prefix, const want_t *w, tide_ckpt_meta_t *m,
+                       tide_error_t *err)
+{
+    char *text = NULL;
+    int rc = read_manifest_text(dirfd, shown, &text, err);
+
+    if (rc < 0)
+        goto done;
+    rc = parse_manifest(text, shown, m, err);
+    if (rc < 0)
+        goto done;
+    rc = -ESTALE;
+    if (w && (strcmp(m->job, w->job) != 0 || m->rank != w->rank || m->step != w->step)) {
+        tide_errprintf(err, "%s: is of job %s step %lld rank %d", shown, m->job, (long long)m->step,
+                       (int)m->rank);
+        goto done;
+    }
+    if (w && w->generation >= 0 && m->generation > w->generation) {
+        tide_errprintf(err, "written by generation %d, not this lineage (generation %d)",
+                       (int)m->generation, (int)w->generation);
+        goto done;
+    }
+    rc = check_whole(m, shown, err);
+    if (rc < 0)
+        goto done;
+    rc = check_files(dirfd, m, prefix, err);
+done:
+    if (rc < 0)
+        tide_ckpt_meta_clear(m);
+    free(text);
+    return rc;
+}
+
 int tide_ckpt_verify(const char *dir, tide_ckpt_meta_t *out, tide_error_t *err)
 {
     char *shown = tide_xasprintf("%s/%s", dir, TIDE_CKPT_MANIFEST);
     char *prefix = tide_xasprintf("%s/", dir);
-    char *text = NULL;
     int dirfd, rc;
 
     memset(out, 0, sizeof(*out));
@@ -613,24 +655,10 @@ int tide_ckpt_verify(const char *dir, tide_ckpt_meta_t *out, tide_error_t *err)
     if (dirfd < 0) {
         rc = -errno;
         tide_errprintf(err, "%s: %s", dir, strerror(-rc));
-        goto done;
-    }
-    rc = read_manifest_text(dirfd, shown, &text, err);
-    if (rc < 0)
-        goto done;
-    rc = parse_manifest(text, shown, out, err);
-    if (rc < 0)
-        goto done;
-    rc = check_whole(out, shown, err);
-    if (rc < 0)
-        goto done;
-    rc = check_files(dirfd, out, prefix, err);
-done:
-    if (rc < 0)
-        tide_ckpt_meta_clear(out);
-    if (dirfd >= 0)
+    } else {
+        rc = verify_copy(dirfd, shown, prefix, NULL, out, err);
         close(dirfd);
-    free(text);
+    }
     free(shown);
     free(prefix);
     return rc;
@@ -804,7 +832,7 @@ static int try_cand(const tide_ckpt_search_t *s, const char *path, int64_t step,
 {
     char *shown = tide_xasprintf("rank-%d/%s", (int)s->rank, TIDE_CKPT_MANIFEST);
     char *prefix = tide_xasprintf("rank-%d/", (int)s->rank);
-    char *text = NULL;
+    want_t w = {.job = s->job, .rank = s->rank, .generation = s->generation, .step = step};
     int dirfd, rc;
 
     memset(m, 0, sizeof(*m));
@@ -815,35 +843,10 @@ static int try_cand(const tide_ckpt_search_t *s, const char *path, int64_t step,
             tide_errprintf(err, "no copy of rank %d", (int)s->rank);
         else
             tide_errprintf(err, "rank-%d: %s", (int)s->rank, strerror(-rc));
-        goto done;
-    }
-    rc = read_manifest_text(dirfd, shown, &text, err);
-    if (rc < 0)
-        goto done;
-    rc = parse_manifest(text, shown, m, err);
-    if (rc < 0)
-        goto done;
-    rc = -ESTALE;
-    if (strcmp(m->job, s->job) != 0 || m->rank != s->rank || m->step != step) {
-        tide_errprintf(err, "%s: is of job %s step %lld rank %d", shown, m->job, (long long)m->step,
-                       (int)m->rank);
-        goto done;
-    }
-    if (s->generation >= 0 && m->generation > s->generation) {
-        tide_errprintf(err, "written by generation %d, not this lineage (generation %d)",
-                       (int)m->generation, (int)s->generation);
-        goto done;
-    }
-    rc = check_whole(m, shown, err);
-    if (rc < 0)
-        goto done;
-    rc = check_files(dirfd, m, prefix, err);
-done:
-    if (rc < 0)
-        tide_ckpt_meta_clear(m);
-    if (dirfd >= 0)
+    } else {
+        rc = verify_copy(dirfd, shown, prefix, &w, m, err);
         close(dirfd);
-    free(text);
+    }
     free(shown);
     free(prefix);
     return rc;
