@@ -783,6 +783,19 @@ struct tide_ckpt_mirror_client {
     int64_t timeout_ms;
 };
 
+/* The data chunk of what the source read last (borrowing its buffer) into c and d. */
+static void src_chunk(const source_t *src, Tide__V1__CheckpointChunk *c, Tide__V1__CheckpointData *d)
+{
+    tide__v1__checkpoint_chunk__init(c);
+    tide__v1__checkpoint_data__init(d);
+    d->file_index = src->chunk_idx;
+    d->offset = src->chunk_off;
+    d->data.data = src->buf;
+    d->data.len = src->len;
+    c->chunk_case = TIDE__V1__CHECKPOINT_CHUNK__CHUNK_DATA;
+    c->data = d;
+}
+
 static void xfer_work(uv_work_t *w);
 static void xfer_after_work(uv_work_t *w, int status);
 
@@ -1347,14 +1360,9 @@ static void srv_after_work(xfer_t *x)
             return;
         }
         if (x->src.len) {
-            Tide__V1__CheckpointChunk c = TIDE__V1__CHECKPOINT_CHUNK__INIT;
-            Tide__V1__CheckpointData d = TIDE__V1__CHECKPOINT_DATA__INIT;
-            d.file_index = x->src.chunk_idx;
-            d.offset = x->src.chunk_off;
-            d.data.data = x->src.buf;
-            d.data.len = x->src.len;
-            c.chunk_case = TIDE__V1__CHECKPOINT_CHUNK__CHUNK_DATA;
-            c.data = &d;
+            Tide__V1__CheckpointChunk c;
+            Tide__V1__CheckpointData d;
+            src_chunk(&x->src, &c, &d);
             if (tide_rpc_call_send_pb(x->scall, &c.base) < 0) {
                 xfer_fail(x, TIDE_GRPC_INTERNAL, "could not queue a chunk");
                 srv_end(x);
@@ -1611,14 +1619,9 @@ static void cli_after_work(xfer_t *x)
             return;
         }
         if (x->src.len) {
-            Tide__V1__CheckpointChunk c = TIDE__V1__CHECKPOINT_CHUNK__INIT;
-            Tide__V1__CheckpointData d = TIDE__V1__CHECKPOINT_DATA__INIT;
-            d.file_index = x->src.chunk_idx;
-            d.offset = x->src.chunk_off;
-            d.data.data = x->src.buf;
-            d.data.len = x->src.len;
-            c.chunk_case = TIDE__V1__CHECKPOINT_CHUNK__CHUNK_DATA;
-            c.data = &d;
+            Tide__V1__CheckpointChunk c;
+            Tide__V1__CheckpointData d;
+            src_chunk(&x->src, &c, &d);
             if (tide_rpc_client_call_send_pb(x->ccall, &c.base) < 0)
                 return; /* its status is decided and on the way */
         }
