@@ -4,8 +4,11 @@ appear in its worker's hot tier and in the (shared) warm tier, each with a manif
 (--ckpt-keep-hot 2, --ckpt-keep-warm 3). Then rank 1 is frozen (SIGSTOP), the newest hot copy gets a flipped
 byte, and the hang detector restarts the job: the new generation restores that step from warm (naming the
 corrupt hot copy as skipped when rank 0 is back on the same worker) and ends bitwise equal to an uninterrupted
-run. Run with /usr/bin/python3; TIDE_BUILD_DIR names the build."""
+run. The same with --async-checkpoints (rank 0 saves in the background) and rank 0 killed: the new generation
+restores a reported step and ends bitwise equal too. Last, a job's hot copies (HOT/JOB, HOT/mirror/JOB) are gone from
+every worker once it SUCCEEDED (ForgetCheckpoints), while warm keeps its copies. Run with /usr/bin/python3; TIDE_BUILD_DIR names the build."""
 
+import glob
 import json
 import os
 import re
@@ -120,7 +123,76 @@ def main():
                   f"; warm kept {sorted(w)}")
             c.wait_workers(2)
 
-        tidetest.run([test_tiers_and_corrupt_hot])
+        def test_async_checkpoints_rank_killed():
+            # --async-checkpoints: rank 0 saves in the background while training goes on. SIGKILL of rank 0 (the
+            # saver, maybe with a save in flight) mid-run; --restart on-failure starts a new generation, which
+            # restores the newest reported step and ends bitwise equal to an uninterrupted run.
+            ref2 = subprocess.Popen([MLP, "--quiet"] + MLP_ARGS, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=env, start_new_session=True)
+            tidetest._live.append(ref2)
+            r = c.tidectl("-o", "json", "submit", "--launcher", "mpi", "--workers", "2", "--restart", "on-failure",
+                          "--", MLP, "--tiered-checkpoints", "--async-checkpoints", "--checkpoint-every", "50",
+                          "--simulated-compute", "3", *MLP_ARGS)
+            jid = json.loads(r.stdout)["id"]
+
+            def past(step):
+                j = c.job(jid)
+                ranks = j.get("ranks", [])
+                ok = j.get("state") == "JOB_STATE_RUNNING" and len(ranks) == 2 and all(
+                    int(x.get("progress", {}).get("step", -1)) >= step for x in ranks)
+                return j if ok else None
+            wait_for(lambda: past(260), 120, f"job {jid} past step 260")
+            pid = wait_for(lambda: rank_pid(jid, 1, 0), 10, "rank 0's process")
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: (lambda j: j if int(j.get("generation", 0)) >= 2 else None)(c.job(jid)), 90,
+                     "a new generation after the kill")
+            job = c.wait_job(jid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], timeout=240)
+            log = c.tidectl("logs", jid, "--rank", "0").stdout
+            assert job["state"] == "JOB_STATE_SUCCEEDED", (job, log[-3000:])
+            m = re.findall(r"^tide-mlp: restoring step (\d+) from the (\w+) tier$", log, re.M)
+            assert m and int(m[-1][0]) >= 199 and (int(m[-1][0]) + 1) % 50 == 0, (m, log[-3000:])
+            # the new generation reported every background save, in order, the final one included
+            saved = [int(x) for x in re.findall(r"^tide-mlp: checkpoint \S*/mlp-(\d+)\.ckpt \(\d+ bytes\)$", log,
+                                                 re.M)]
+            assert saved == list(range(int(m[-1][0]) + 51, STEPS + 1, 50)), (saved, log[-3000:])
+            stall = re.findall(r"^tide-mlp: checkpoints: (\d+) saved, training stalled ([0-9.]+) s of ([0-9.]+) s "
+                               r"\(([0-9.]+) %\)$", log, re.M)
+            assert stall and int(stall[-1][0]) >= 1, (stall, log[-3000:])
+            got = re.findall(r"^params-sha256 ([0-9a-f]{64})$", log, re.M)
+            out, err = ref2.communicate(timeout=120)
+            tidetest._live.remove(ref2)
+            assert ref2.returncode == 0, err
+            assert got and got[-1] == re.findall(r"^params-sha256 ([0-9a-f]{64})$", out, re.M)[-1], (got, out)
+            print(f"     rank 0 killed after step 260: restored step {m[-1][0]} from {m[-1][1]}, "
+                  f"{stall[-1][0]} saves after the restart, stalled {stall[-1][3]} %")
+            c.wait_workers(2)
+
+        def test_hot_copies_forgotten_at_the_end():
+            # Hot-tier retention (docs/fault-tolerance.md, "Checkpoint tiers"): while the job runs its hot copies
+            # are there; once it SUCCEEDED, ForgetCheckpoints removes HOT/JOB and HOT/mirror/JOB on every worker.
+            r = c.tidectl("-o", "json", "submit", "--launcher", "mpi", "--workers", "2", "--", MLP,
+                          "--tiered-checkpoints", "--checkpoint-every", "50", "--quiet", "--steps", "200",
+                          *MLP_ARGS[2:])
+            jid = json.loads(r.stdout)["id"]
+
+            def hot_dirs():
+                return [d for h in hots for d in (os.path.join(h, jid), os.path.join(h, "mirror", jid))
+                        if os.path.isdir(d)]
+            wait_for(lambda: any(steps_in(h, jid) for h in hots), 120, f"a hot checkpoint of job {jid}")
+            job = c.wait_job(jid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], timeout=180)
+            assert job["state"] == "JOB_STATE_SUCCEEDED", job
+            wait_for(lambda: not hot_dirs(), 30, f"job {jid}'s hot copies removed: {hot_dirs()}")
+            # The earlier cases' jobs ended too: no job directory is left in any hot tier.
+            left = [(h, n) for h in hots for n in (os.listdir(h) if os.path.isdir(h) else []) if n != "mirror"]
+            assert not left, left
+            line = rf"job {jid} ended: removed its hot checkpoints \((\d+) steps"
+            assert any(re.search(line, open(f).read()) for f in glob.glob(os.path.join(c.tmp, "worker-*.log"))), \
+                "no 'removed its hot checkpoints' line in the worker logs"
+            assert steps_in(warm, jid), "warm keeps its own retention"
+            print(f"     job {jid}: hot copies removed on every worker once it SUCCEEDED; warm kept")
+
+        tidetest.run([test_tiers_and_corrupt_hot, test_async_checkpoints_rank_killed,
+                      test_hot_copies_forgotten_at_the_end])
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
  * phases' shards it is handed (eval_tasks.h). Invariant: after each step all ranks hold the same
  * parameters, bitwise equal to those of any other world size and any assignment of micro-batches
  * (each counted exactly once, or the step is recomputed without stealing), and they agree on when
- * to checkpoint and to stop; evaluation never changes the parameters. */
+ * to checkpoint and to stop; evaluation never changes the parameters. With --async-checkpoints rank
+ * 0 saves a snapshot in the background (async_save.h) and every rank reports it to tide at the same
+ * step (CTL_SAVED, or a join point); the run never ends with a save in flight or unreported. */
 #include <errno.h>
 #include <inttypes.h>
 #include <mpi.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "async_save.h"
 #include "checkpoint.h"
 #include "eval.h"
 #include "eval_tasks.h"
@@ -54,8 +57,10 @@ const char *__lsan_default_suppressions(void)
 }
 #endif
 
-/* Control values that travel after the sums in the step's allreduce (summed over ranks). */
-enum { CTL_OVERFLOW, CTL_CHECKPOINT, CTL_STOP, CTL_ABORT, CTL_COUNT };
+/* Control values that travel after the sums in the step's allreduce (summed over ranks).
+ * CTL_SAVED (--async-checkpoints; only rank 0 puts one): the background save that finished since
+ * the last step, as its steps done (saved) or its negative errno (failed); 0: none finished. */
+enum { CTL_OVERFLOW, CTL_CHECKPOINT, CTL_STOP, CTL_ABORT, CTL_SAVED, CTL_COUNT };
 
 /* Step times kept for the end-of-run percentiles (a reservoir beyond that). */
 #define STEP_TIMES_KEPT 65536
@@ -140,6 +145,20 @@ typedef struct run {
     bool warned_no_dir;
     bool tiered; /* checkpoints go to the worker's hot tier (--tiered-checkpoints under tide) */
     tide_mlp_step_times_t *times;
+    /* --async-checkpoints (with a checkpoint directory or the hot tier): rank 0 saves a snapshot
+     * in the background. Every rank tracks the save it still owes tide a report of, so that all
+     * report it at the same step (the `pending` fields agree on every rank). */
+    bool async;
+    tide_mlp_async_save_t *saver; /* rank 0 */
+    bool pending;                 /* a save was started and not reported (or failed) yet */
+    uint64_t pending_steps;       /* its steps done */
+    int64_t pending_request;      /* the tide request it answers on this rank (0: none) */
+    int pending_rc;               /* rank 0: a failure known before any thread ran (0: none) */
+    tide_error_t pending_err;
+    /* Checkpoint accounting for the end-of-run line: saves reported, seconds the loop spent in
+     * checkpointing (sync: the whole save; async: the snapshot, joins and reports). */
+    uint64_t ckpt_saved;
+    double ckpt_stall;
     sdk_eval_t eval_sdk;
     tide_mlp_eval_phase_t *eval; /* NULL without --eval-every */
 } run_t;
@@ -313,7 +332,148 @@ static int checkpoint(run_t *r, bool requested)
         printf("tide-mlp: checkpoint %s (%" PRIu64 " bytes)\n", path, bytes);
         fflush(stdout);
     }
+    r->ckpt_saved++;
     return 0;
+}
+
+/* Whether tide asks for a checkpoint this rank has not answered yet. Under --async-checkpoints
+ * the request stays pending in the SDK until the save in flight that answers it is reported:
+ * that one is not asked for again. */
+static bool checkpoint_wanted(run_t *r)
+{
+    int64_t id = 0;
+
+    if (!tide_trainer_checkpoint_requested(r->sdk, &id, NULL))
+        return false;
+    return !(r->async && r->pending && id != 0 && id == r->pending_request);
+}
+
+/* All ranks, at a checkpoint step under --async-checkpoints (no save pending): rank 0 copies the
+ * state after r->steps_done steps and starts saving the copy in the background; every rank notes
+ * the save it now owes tide, with the request it answers (taken now, as checkpoint() does). What
+ * needs the SDK (the hot tier's path) is done here, on the training thread. A failure known at
+ * once is kept and comes out as the save's result. */
+static void save_start(run_t *r, bool requested)
+{
+    const tide_mlp_options_t *o = r->opt;
+    int64_t request = 0;
+
+    tide_trainer_phase(r->sdk, TIDE_PHASE_CHECKPOINT);
+    if (requested && !tide_trainer_checkpoint_requested(r->sdk, &request, NULL))
+        request = 0;
+    r->pending = true;
+    r->pending_steps = r->steps_done;
+    r->pending_request = request;
+    r->pending_rc = 0;
+    tide_error_clear(&r->pending_err);
+    if (r->rank == 0) {
+        tide_mlp_state_t st = {
+            .cfg = o->cfg,
+            .steps_done = r->steps_done,
+            .data_position = r->steps_done * o->cfg.batch,
+            .generation = r->generation,
+            .job = r->job,
+            .n_params = r->n,
+            .params = r->params,
+            .velocity = r->velocity,
+        };
+        char dir[TIDE_MLP_CKPT_PATH_MAX];
+        const char *into = o->checkpoint_dir;
+        uint32_t keep = o->checkpoint_keep;
+        int rc = 0;
+
+        if (r->tiered && r->steps_done == 0) {
+            rc = -EINVAL;
+            tide_errprintf(&r->pending_err, "no step done yet");
+        } else if (r->tiered) {
+            /* The worker's hot tier: one directory per step, pruned by the worker. */
+            rc = tide_trainer_ckpt_path(r->sdk, (int64_t)r->steps_done - 1, dir, sizeof(dir));
+            if (rc < 0)
+                tide_errprintf(&r->pending_err, "TIDE_CKPT_DIR: %s", strerror(-rc));
+            into = dir;
+            keep = 1;
+        }
+        if (rc == 0) {
+            rc = tide_mlp_async_save_start(r->saver, &st, into, keep);
+            if (rc)
+                tide_errprintf(&r->pending_err, "cannot start the background save: %s",
+                               strerror(-rc));
+        }
+        r->pending_rc = rc;
+    }
+    tide_trainer_phase(r->sdk, TIDE_PHASE_FORWARD);
+}
+
+/* Rank 0, once per step, as it fills the control values: whether the pending save has finished
+ * (its done flag is looked at once here; a finished thread is joined, its result goes to *res).
+ * Returns the value every rank then acts on (save_finish): the save's steps done, its negative
+ * errno, or 0 (none finished, or not rank 0). */
+static int64_t save_poll(run_t *r, tide_mlp_save_result_t *res)
+{
+    if (r->rank != 0 || !r->pending)
+        return 0;
+    if (r->pending_rc) {
+        res->rc = r->pending_rc;
+        res->steps_done = r->pending_steps;
+        res->err = r->pending_err;
+        return r->pending_rc;
+    }
+    if (tide_mlp_async_save_poll(r->saver, res) != 1)
+        return 0;
+    return res->rc == 0 ? (int64_t)res->steps_done : (int64_t)res->rc;
+}
+
+/* All ranks, with the same value (save_poll's on rank 0, shared by an allreduce or a broadcast):
+ * reports a finished save to tide as checkpoint() does (rank 0 with the file, the others without)
+ * or, for a failed one, has rank 0 say why. res is rank 0's. Returns 0 (none finished, or
+ * reported) or the failure's negative errno: -ESTALE, a later generation's checkpoint is there. */
+static int save_finish(run_t *r, int64_t value, const tide_mlp_save_result_t *res)
+{
+    const bool r0 = r->rank == 0;
+
+    if (value == 0)
+        return 0;
+    r->pending = false;
+    r->pending_rc = 0;
+    if (value < 0) {
+        if (r0 && value == -ESTALE)
+            fprintf(stderr, "tide-mlp: %s\n", res->err.text);
+        else if (r0)
+            fprintf(stderr, "tide-mlp: checkpoint after %" PRIu64 " steps failed: %s\n",
+                    r->pending_steps, res->err.text);
+        return (int)value;
+    }
+    /* The SDK's step is the index of the last finished step: steps done - 1. */
+    tide_trainer_checkpoint(r->sdk, (int64_t)r->pending_steps - 1, r0 ? res->path : "",
+                            r0 ? res->bytes : 0, r0 ? res->hex : "", r->pending_request);
+    if (r0 && !r->opt->quiet) {
+        printf("tide-mlp: checkpoint %s (%" PRIu64 " bytes)\n", res->path, res->bytes);
+        fflush(stdout);
+    }
+    r->ckpt_saved++;
+    return 0;
+}
+
+/* All ranks, at a join point (another checkpoint is due, the run ends): rank 0 waits for the
+ * pending save, broadcasts how it ended, and every rank reports it (save_finish). Returns as
+ * save_finish; 0 when no save is pending. */
+static int save_join(run_t *r)
+{
+    tide_mlp_save_result_t res;
+    int64_t value = 0;
+
+    if (!r->pending)
+        return 0; /* the same on every rank */
+    memset(&res, 0, sizeof(res));
+    if (r->rank == 0) {
+        value = save_poll(r, &res);
+        if (value == 0) {
+            tide_mlp_async_save_wait(r->saver, &res);
+            value = res.rc == 0 ? (int64_t)res.steps_done : (int64_t)res.rc;
+        }
+    }
+    MPI_Bcast(&value, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    return save_finish(r, value, &res);
 }
 
 /* Micro-batch m of step into the sums (unless the step already overflowed), counted once more. */
@@ -431,7 +591,8 @@ static int train(run_t *r)
     tide_trainer_phase(r->sdk, TIDE_PHASE_FORWARD); /* later steps say so in their step report */
     for (uint64_t step = r->steps_done; step < o->steps; step++) {
         double step_t0 = MPI_Wtime();
-        int64_t want_local, stop_local, times = 0;
+        int64_t want_local, stop_local, saved_local, times = 0;
+        tide_mlp_save_result_t saved; /* rank 0: the result behind saved_local */
         uint64_t eval_ran = 0;
         uint32_t mbs = 0, bad = 0;
         bool eval_step;
@@ -456,13 +617,29 @@ static int train(run_t *r)
             tide_trainer_phase(r->sdk, TIDE_PHASE_EVAL);
             tide_mlp_eval_phase_run(r->eval, o->eval_per_step, &eval_ran);
         }
-        want_local = tide_trainer_checkpoint_requested(r->sdk, NULL, NULL) ? 1 : 0;
+        if (r->async)
+            want_local = checkpoint_wanted(r) ? 1 : 0;
+        else
+            want_local = tide_trainer_checkpoint_requested(r->sdk, NULL, NULL) ? 1 : 0;
         stop_local = tide_trainer_should_stop(r->sdk, (int64_t)step) ? 1 : 0;
+        saved_local = save_poll(r, &saved); /* decided once: the value rank 0 acts on below */
         ctl[CTL_CHECKPOINT] = want_local;
         ctl[CTL_STOP] = stop_local;
+        ctl[CTL_SAVED] = saved_local;
         tide_trainer_phase(r->sdk, TIDE_PHASE_UPDATE);
         MPI_Allreduce(MPI_IN_PLACE, r->acc, (int)acc_count(r), MPI_INT64_T, MPI_SUM,
                       MPI_COMM_WORLD);
+        if (ctl[CTL_SAVED] != 0) {
+            /* A background save finished: every rank reports it now, whatever this step comes to
+             * (ctl[CTL_SAVED] is rank 0's saved_local, the only non-zero addend). */
+            double c0 = MPI_Wtime();
+            int src = save_finish(r, ctl[CTL_SAVED], &saved);
+            r->ckpt_stall += MPI_Wtime() - c0;
+            if (src == -ESTALE) {
+                rc = 1; /* a stale rank stops at once */
+                break;
+            }
+        }
         if (ctl[CTL_ABORT]) {
             if (r->rank == 0)
                 fprintf(stderr,
@@ -485,6 +662,7 @@ static int train(run_t *r)
             mbs = run_owned(r, sh, step);
             ctl[CTL_CHECKPOINT] = want_local;
             ctl[CTL_STOP] = stop_local;
+            ctl[CTL_SAVED] = 0; /* acted on after the first reduction */
             MPI_Allreduce(MPI_IN_PLACE, r->acc, (int)acc_count(r), MPI_INT64_T, MPI_SUM,
                           MPI_COMM_WORLD);
             if (!tide_mlp_task_counts_ok(ctl + CTL_COUNT, c->micro_batches, &bad, &times)) {
@@ -535,7 +713,22 @@ static int train(run_t *r)
             r->warned_no_dir = true;
         }
         if (want_ckpt && (o->checkpoint_dir || r->tiered)) {
-            int crc = checkpoint(r, ctl[CTL_CHECKPOINT] > 0);
+            double c0 = MPI_Wtime();
+            int crc;
+
+            if (!r->async) {
+                crc = checkpoint(r, ctl[CTL_CHECKPOINT] > 0);
+            } else {
+                /* The save still in flight first: joined and reported before this one starts
+                 * (its failure other than -ESTALE is said and training goes on, as in sync). */
+                crc = save_join(r);
+                if (crc != -ESTALE) {
+                    save_start(r, ctl[CTL_CHECKPOINT] > 0);
+                    /* The run ends here: its last state is saved and reported before it goes. */
+                    crc = stop || r->steps_done == o->steps ? save_join(r) : 0;
+                }
+            }
+            r->ckpt_stall += MPI_Wtime() - c0;
             /* a stale rank stops at once: it must not train on beside a newer generation */
             if (crc == -ESTALE || (crc != 0 && (stop || r->steps_done == o->steps))) {
                 rc = 1; /* the state we stop with is not saved: say so */
@@ -559,6 +752,13 @@ static int train(run_t *r)
             break;
         }
     }
+    if (r->pending) {
+        /* A run that ended on an error with a save in flight: finished and reported first. */
+        double c0 = MPI_Wtime();
+        if (save_join(r) == -ESTALE)
+            rc = 1;
+        r->ckpt_stall += MPI_Wtime() - c0;
+    }
     if (r->rank == 0 && !o->quiet && done_here) {
         double el = MPI_Wtime() - t0;
         double step_flops = flops_sample * (double)c->batch;
@@ -569,6 +769,9 @@ static int train(run_t *r)
                step_flops / 1e6, loss);
         tide_mlp_step_times_summary(r->times, &p50, &p90, &max);
         printf("tide-mlp: step time p50 %.3f ms p90 %.3f ms max %.3f ms\n", p50, p90, max);
+        printf("tide-mlp: checkpoints: %" PRIu64 " saved, training stalled %.3f s of %.2f s "
+               "(%.2f %%)\n",
+               r->ckpt_saved, r->ckpt_stall, el, el > 0 ? 100 * r->ckpt_stall / el : 0.0);
     }
 done:
     tide_mlp_shard_free(sh);
@@ -619,6 +822,9 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
     if (o->eval_every > 0)
         r.eval = tide_mlp_eval_phase_new(o, (uint32_t)rank, (uint32_t)world, &sdk_eval_ops,
                                          &r.eval_sdk, stderr);
+    r.async = o->async_checkpoints && (o->checkpoint_dir || r.tiered);
+    if (r.async && rank == 0)
+        r.saver = tide_mlp_async_save_new(r.n);
     if (o->checkpoint_dir || r.tiered)
         rc = resume(&r);
     if (rc == 0 && r.rank == 0 && !o->quiet)
@@ -632,6 +838,7 @@ static int run(const tide_mlp_options_t *o, int rank, int world)
         printf("params-sha256 %s\n", hex);
     }
     fflush(stdout);
+    tide_mlp_async_save_free(r.saver); /* idle: train() joined every save it started */
     tide_mlp_eval_phase_free(r.eval);
     tide_trainer_close(r.sdk);
     tide_mlp_step_times_free(r.times);

@@ -68,6 +68,9 @@ const char *tide_mlp_usage(void)
            "  --tiered-checkpoints  under tide (TIDE_CKPT_DIR set): save into the worker's hot\n"
            "                        tier and resume from its newest verified copy (hot, warm,\n"
            "                        cold); --checkpoint-every sets the cadence\n"
+           "  --async-checkpoints   rank 0 snapshots the state and saves it in the background,\n"
+           "                        while training goes on (one save in flight; the final one\n"
+           "                        and one on a stop are waited for)\n"
            "  --quiet               print only the final params-sha256 line\n"
            "  --help                this text\n";
 }
@@ -145,6 +148,7 @@ enum {
     OPT_EVAL_COMPUTE,
     OPT_QUIET,
     OPT_TIERED,
+    OPT_ASYNC,
     OPT_HELP,
 };
 
@@ -170,6 +174,7 @@ static const struct option long_options[] = {
     {"eval-compute", required_argument, NULL, OPT_EVAL_COMPUTE},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"tiered-checkpoints", no_argument, NULL, OPT_TIERED},
+    {"async-checkpoints", no_argument, NULL, OPT_ASYNC},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -271,6 +276,9 @@ int tide_mlp_options_parse(tide_mlp_options_t *o, int argc, char **argv, tide_er
             break;
         case OPT_TIERED:
             o->tiered = true;
+            break;
+        case OPT_ASYNC:
+            o->async_checkpoints = true;
             break;
         case OPT_HELP:
             o->help = true;

@@ -43,6 +43,8 @@ typedef struct tide_mlp_options {
     double eval_compute_ms;
     bool tiered; /* --tiered-checkpoints: under tide with TIDE_CKPT_DIR, rank 0 saves into the
                     worker's hot tier (tide_trainer_ckpt_path) and resumes via tide_trainer_restore */
+    bool async_checkpoints; /* --async-checkpoints: rank 0 copies the state at a checkpoint step and
+                               a background thread saves the copy (async_save.h) */
     bool quiet;                 /* only the final params-sha256 line */
     bool help;
 } tide_mlp_options_t;

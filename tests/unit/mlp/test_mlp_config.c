@@ -36,6 +36,7 @@ static void test_defaults_and_flags(void **state)
     assert_int_equal(o.checkpoint_keep, 2);
     assert_null(o.checkpoint_dir);
     assert_true(o.simulated_compute_ms == 0);
+    assert_false(o.async_checkpoints);
     assert_int_equal(tide_mlp_config_validate(&o.cfg, &err), 0);
 
     assert_int_equal(PARSE(&o, &err, "tide-mlp", "--steps", "7", "--width", "16", "--depth=5",
@@ -60,6 +61,8 @@ static void test_defaults_and_flags(void **state)
     assert_int_equal(o.log_every, 0);
     assert_true(o.quiet);
     assert_true(o.simulated_compute_ms == 2.5);
+    assert_int_equal(PARSE(&o, &err, "tide-mlp", "--async-checkpoints"), 0);
+    assert_true(o.async_checkpoints);
     /* it is not part of the trajectory: the checkpoint config does not change */
     assert_int_equal(PARSE(&o, &err, "tide-mlp", "--simulated-compute=0"), 0);
     assert_true(o.simulated_compute_ms == 0);
