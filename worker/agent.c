@@ -302,8 +302,10 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
                                      launch->rank);
         tide_trainer_server_rank_resume(a->trainer, id, launch->resume_step);
     }
-    if (rc == 0)
+    if (rc == 0) {
         peers_add(a, id, launch);
+        tide_ckpt_tiers_rank_started(a->tiers, id, launch->job_id); /* its copies stay while it runs */
+    }
     if (rc == 0 && a->flusher)
         tide_flusher_rank_started(a->flusher, launch->job_id, launch->generation, launch->rank,
                                   launch->workdir);
@@ -350,9 +352,24 @@ static void op_forget(void *ud, uint64_t id, const char *job_id, int32_t generat
 static void op_forget_checkpoints(void *ud, const char *job_id)
 {
     tide_worker_agent_t *a = ud;
+    size_t i = 0;
 
-    if (a->tiers && tide_ckpt_tiers_forget(a->tiers, job_id) < 0)
+    if (a->tiers && tide_ckpt_tiers_forget(a->tiers, job_id) < 0) {
         tide_warn("ForgetCheckpoints: job id '%.64s' is not valid: ignored", job_id);
+        return;
+    }
+    /* The job ended: its saves still on the tiers' queue go to no peer, and a peer's late copy is not
+     * kept here (tide_ckpt_mirror_server_forget). */
+    tide_ckpt_mirror_server_forget(a->mirror, job_id);
+    while (i < a->n_pending) {
+        if (strcmp(a->pending[i].job_id, job_id) != 0) {
+            i++;
+            continue;
+        }
+        pending_free(&a->pending[i]);
+        memmove(a->pending + i, a->pending + i + 1, (a->n_pending - i - 1) * sizeof(*a->pending));
+        a->n_pending--;
+    }
 }
 
 /* The backstop for a ForgetCheckpoints this worker missed (it was not connected when the job ended):
@@ -880,6 +897,7 @@ static void on_rank_exit(uint64_t id, int64_t exit_status, int term_signal, void
     if (a->mpi)
         tide_worker_mpi_rank_gone(a->mpi, id);
     peers_drop(a, id);
+    tide_ckpt_tiers_rank_ended(a->tiers, id);
     /* A rank that used the SDK: its last steps go out before its exit (a short run would otherwise
      * end between two heartbeats and show no progress at all), and so do its task completions
      * (the heartbeat flushes them), so the scheduler commits its last tasks before it hears of the

@@ -759,6 +759,8 @@ struct owner {
     void (*resume)(xfer_t *x); /* a waiting transfer may send again */
 };
 
+#define ENDED_MAX 256 /* ended jobs whose late puts are refused; job ids are never reused */
+
 struct tide_ckpt_mirror_server {
     owner_t own; /* first */
     char *dir, *worker_id, *token;
@@ -767,6 +769,8 @@ struct tide_ckpt_mirror_server {
     int keep;
     uint32_t min_free_pct;   /* see the config */
     uint64_t receiving;      /* declared bytes of the puts being received */
+    char *ended[ENDED_MAX];  /* jobs that ended (tide_ckpt_mirror_server_forget), a ring; NULL: free */
+    uint32_t ended_next;
     tide_ckpt_mirror_authorize_cb authorize;
     void *ud;
     const void *key; /* what tide_rpc_call_server_data returns for our calls */
@@ -1076,6 +1080,23 @@ static void srv_end(xfer_t *x)
 }
 
 /* A put went wrong: drop the partial copy (threadpool), then answer. */
+static bool ended(const tide_ckpt_mirror_server_t *ms, const char *job)
+{
+    for (uint32_t i = 0; i < ENDED_MAX; i++)
+        if (ms->ended[i] && strcmp(ms->ended[i], job) == 0)
+            return true;
+    return false;
+}
+
+void tide_ckpt_mirror_server_forget(tide_ckpt_mirror_server_t *ms, const char *job)
+{
+    if (!ms || !job || !job[0] || ended(ms, job))
+        return;
+    free(ms->ended[ms->ended_next]);
+    ms->ended[ms->ended_next] = tide_xstrdup(job);
+    ms->ended_next = (ms->ended_next + 1) % ENDED_MAX;
+}
+
 /* Whether a put of bytes leaves min_free_pct of the mirror's filesystem free, the puts being received
  * counted in (peers' copies must not take the memory a tmpfs hot tier shares with training). */
 static bool room_for(const tide_ckpt_mirror_server_t *ms, uint64_t bytes, tide_error_t *err)
@@ -1143,6 +1164,13 @@ static void put_message(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         if (!authorised(ms, call, h->job_id, h->generation, h->credential, h->worker_id) ||
             !admit(ms, call))
             goto done;
+        if (ended(ms, h->job_id)) {
+            /* a late put of a job that ended would sit in the hot tier until the TTL sweep */
+            char msg[160];
+            snprintf(msg, sizeof(msg), "job %.64s has ended: its checkpoints are not kept", h->job_id);
+            tide_rpc_call_finish(call, TIDE_GRPC_FAILED_PRECONDITION, msg);
+            goto done;
+        }
         x = xfer_new(&ms->own, SRV_PUT);
         ms->n_xfers++;
         x->scall = call;
@@ -1673,6 +1701,8 @@ static void server_destroy(owner_t *o)
     free(ms->dir);
     free(ms->worker_id);
     free(ms->token);
+    for (uint32_t i = 0; i < ENDED_MAX; i++)
+        free(ms->ended[i]);
     free(ms);
 }
 

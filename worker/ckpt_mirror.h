@@ -56,6 +56,11 @@ int tide_ckpt_mirror_server_new(struct uv_loop_s *loop, const tide_ckpt_mirror_s
  * and its handle are done (run the loop). NULL is fine. Either order with tide_rpc_server_free. */
 void tide_ckpt_mirror_server_free(tide_ckpt_mirror_server_t *ms);
 
+/* The job ended (ForgetCheckpoints): a later PutCheckpoint of it, a peer's last save still on its way,
+ * is refused with FAILED_PRECONDITION instead of stored (the newest 256 ended jobs are remembered). job is
+ * copied; NULL ms or job: nothing. */
+void tide_ckpt_mirror_server_forget(tide_ckpt_mirror_server_t *ms, const char *job);
+
 /* The service's methods read tide_rpc_call_server_data(call) and look the mirror up by it: by
  * default the key is ms itself (an rpc server whose ud is ms); bind makes it server_ud (borrowed)
  * instead, so the methods can share a server whose ud belongs to another service (the worker's,

@@ -15,6 +15,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,14 @@ struct tide_ckpt_tiers {
     uint64_t forgotten, forgotten_bytes; /* jobs whose hot copies were removed; their bytes */
     uint64_t seq;
     bool freeing;
+    /* The ranks running here and their jobs (tide_ckpt_tiers_rank_started): a removal on the threadpool
+     * looks under live_mu, just before its rename, so a job that starts here meanwhile keeps its copies. */
+    pthread_mutex_t live_mu;
+    struct live_rank {
+        uint64_t id;
+        char *job;
+    } *live;
+    size_t n_live;
 };
 
 static void start_next_save(tide_ckpt_tiers_t *t);
@@ -119,8 +128,48 @@ static void maybe_release(tide_ckpt_tiers_t *t)
         free(t->warm);
         free(t->cold);
         free(t->mirror);
+        for (size_t i = 0; i < t->n_live; i++)
+            free(t->live[i].job);
+        free(t->live);
+        pthread_mutex_destroy(&t->live_mu);
         free(t);
     }
+}
+
+void tide_ckpt_tiers_rank_started(tide_ckpt_tiers_t *t, uint64_t id, const char *job_id)
+{
+    if (!t || !job_id)
+        return;
+    pthread_mutex_lock(&t->live_mu);
+    t->live = tide_xrealloc(t->live, (t->n_live + 1) * sizeof(*t->live));
+    t->live[t->n_live].id = id;
+    t->live[t->n_live].job = tide_xstrdup(job_id);
+    t->n_live++;
+    pthread_mutex_unlock(&t->live_mu);
+}
+
+void tide_ckpt_tiers_rank_ended(tide_ckpt_tiers_t *t, uint64_t id)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->live_mu);
+    for (size_t i = 0; i < t->n_live; i++) {
+        if (t->live[i].id != id)
+            continue;
+        free(t->live[i].job);
+        t->live[i] = t->live[--t->n_live];
+        break;
+    }
+    pthread_mutex_unlock(&t->live_mu);
+}
+
+/* Under live_mu. */
+static bool job_live(const tide_ckpt_tiers_t *t, const char *job)
+{
+    for (size_t i = 0; i < t->n_live; i++)
+        if (strcmp(t->live[i].job, job) == 0)
+            return true;
+    return false;
 }
 
 bool tide_ckpt_tiers_in_layout(const char *hot, const char *job, int64_t step, int32_t rank,
@@ -441,18 +490,23 @@ static uint64_t count_steps(const char *dir)
  * writer that comes later (a mirror commit, a fetch into hot) find either all of it or nothing and a
  * commit under way fails instead of landing in a half-removed tree; then removed. steps and bytes get
  * what it held. Returns 1 when something was removed, 0 when there was nothing. */
-static int remove_job_dir(const char *tier, const char *job, uint64_t seq, uint64_t *steps,
+static int remove_job_dir(tide_ckpt_tiers_t *t, const char *tier, const char *job, uint64_t seq, uint64_t *steps,
                           uint64_t *bytes)
 {
     char *dir = tide_xasprintf("%s/%s", tier, job);
     char *gone = tide_xasprintf("%s/" GONE_PREFIX "%s-%ld-%" PRIu64, tier, job, (long)getpid(), seq);
     tree_stat_t ts = {0, 0};
     struct stat st;
+    bool moved;
     int rc = 0;
 
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         goto done;
-    if (rename(dir, gone) != 0)
+    /* A rank of the job started here since this removal was decided (a sweep's job relaunched): keep. */
+    pthread_mutex_lock(&t->live_mu);
+    moved = !job_live(t, job) && rename(dir, gone) == 0;
+    pthread_mutex_unlock(&t->live_mu);
+    if (!moved)
         goto done;
     *steps += count_steps(gone);
     tree_walk(AT_FDCWD, gone, 0, &ts);
@@ -482,8 +536,8 @@ static void forget_one(job_t *j, removed_t *r)
     tide_ckpt_tiers_t *t = j->t;
 
     if (strcmp(r->job, MIRROR_NAME) != 0)
-        (void)remove_job_dir(t->hot, r->job, j->seq, &r->steps, &r->bytes);
-    (void)remove_job_dir(t->mirror, r->job, j->seq, &r->mirror_steps, &r->mirror_bytes);
+        (void)remove_job_dir(t, t->hot, r->job, j->seq, &r->steps, &r->bytes);
+    (void)remove_job_dir(t, t->mirror, r->job, j->seq, &r->mirror_steps, &r->mirror_bytes);
 }
 
 static bool kept(const job_t *j, const char *job)
@@ -492,6 +546,18 @@ static bool kept(const job_t *j, const char *job)
         if (strcmp(j->keep[i], job) == 0)
             return true;
     return false;
+}
+
+#define MIRROR_TTL_FACTOR 7 /* a week at the default --ckpt-hot-ttl */
+
+static bool numeric(const char *name)
+{
+    if (!name[0] || strlen(name) > 20)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return true;
 }
 
 /* The jobs in tier whose newest file is older than the TTL (and none of whose ranks runs here);
@@ -512,8 +578,9 @@ static void sweep_tier(job_t *j, const char *tier, bool is_hot, int64_t now_s)
             free(p);
             continue;
         }
-        if (!tide_worker_job_id_valid(e->d_name) || (is_hot && strcmp(e->d_name, MIRROR_NAME) == 0) ||
-            kept(j, e->d_name))
+        /* Only what tide put there: job directories, named by the scheduler's job numbers (a hot tier on
+         * a shared path keeps everything else). */
+        if (!numeric(e->d_name) || kept(j, e->d_name))
             continue;
         names = tide_xrealloc(names, (n + 1) * sizeof(*names));
         names[n++] = tide_xstrdup(e->d_name);
@@ -526,7 +593,9 @@ static void sweep_tier(job_t *j, const char *tier, bool is_hot, int64_t now_s)
             tree_walk(tfd, names[i], 0, &ts);
             close(tfd);
         }
-        if (tfd >= 0 && ts.newest_s > 0 && (now_s - ts.newest_s) * 1000 > j->ttl_ms) {
+        /* A mirror copy is of a job running elsewhere, which this worker cannot see: it goes only after
+         * MIRROR_TTL_FACTOR times the TTL without a new checkpoint. */
+        if (tfd >= 0 && ts.newest_s > 0 && (now_s - ts.newest_s) * 1000 > j->ttl_ms * (is_hot ? 1 : MIRROR_TTL_FACTOR)) {
             removed_t *r = NULL;
             for (size_t k = 0; k < j->n_removed; k++)
                 if (strcmp(j->removed[k].job, names[i]) == 0)
@@ -536,9 +605,9 @@ static void sweep_tier(job_t *j, const char *tier, bool is_hot, int64_t now_s)
             if (now_s - ts.newest_s > r->age_s)
                 r->age_s = now_s - ts.newest_s;
             if (is_hot)
-                (void)remove_job_dir(tier, names[i], j->seq, &r->steps, &r->bytes);
+                (void)remove_job_dir(j->t, tier, names[i], j->seq, &r->steps, &r->bytes);
             else
-                (void)remove_job_dir(tier, names[i], j->seq, &r->mirror_steps, &r->mirror_bytes);
+                (void)remove_job_dir(j->t, tier, names[i], j->seq, &r->mirror_steps, &r->mirror_bytes);
         }
         free(names[i]);
     }
@@ -729,6 +798,7 @@ void tide_ckpt_tiers_new(uv_loop_t *loop, const tide_ckpt_tiers_config_t *cfg,
     t->saved_cb = cfg->saved;
     t->ud = cfg->ud;
     tide_list_init(&t->saves);
+    pthread_mutex_init(&t->live_mu, NULL);
     *out = t;
 }
 

@@ -73,11 +73,16 @@ void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t g
 int tide_ckpt_tiers_forget(tide_ckpt_tiers_t *t, const char *job_id);
 /* The backstop for a missed ForgetCheckpoints: queues (like a forget) a sweep of the hot and mirror
  * tiers that removes, as a forget does, each job directory whose newest file (or directory) is older
- * than ttl_ms and that is not one of keep's n_keep job ids (the jobs with a rank running here; copied),
- * and leftovers of an interrupted removal. Returns 1 (queued), 0 (no hot tier, or ttl_ms 0: never)
+ * than ttl_ms (a mirror copy: 7 x ttl_ms, its job runs elsewhere) and that is not one of keep's n_keep
+ * job ids (the jobs with a rank running here; copied); only directories named by job numbers, and
+ * leftovers of an interrupted removal. Returns 1 (queued), 0 (no hot tier, or ttl_ms 0: never)
  * or -EINVAL (ttl_ms < 0). */
 int tide_ckpt_tiers_sweep(tide_ckpt_tiers_t *t, int64_t ttl_ms, const char *const *keep,
                           size_t n_keep);
+/* Rank process id of job_id (copied) started here / ended (id unknown: nothing). A forget or sweep never
+ * removes the copies of a job with a rank started and not ended. Loop thread; NULL t: nothing. */
+void tide_ckpt_tiers_rank_started(tide_ckpt_tiers_t *t, uint64_t id, const char *job_id);
+void tide_ckpt_tiers_rank_ended(tide_ckpt_tiers_t *t, uint64_t id);
 /* Jobs whose hot copies forgets and sweeps removed since start, and their bytes (NULL: not wanted). */
 void tide_ckpt_tiers_forgotten(const tide_ckpt_tiers_t *t, uint64_t *jobs, uint64_t *bytes);
 

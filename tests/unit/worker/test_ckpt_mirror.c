@@ -630,6 +630,27 @@ static void no_room_refused(void **state)
     tide_ckpt_meta_clear(&meta);
 }
 
+/* A put of a job that ended (its ForgetCheckpoints came first) is refused and nothing of it stored. */
+static void ended_job_refused(void **state)
+{
+    tide_ckpt_meta_t meta = {0};
+    result_t r;
+    char *dir;
+
+    (void)state;
+    start_mirror(0, 0, NULL, 0);
+    start_client(NULL);
+    tide_ckpt_mirror_server_forget(F.ms, JOB);
+    tide_ckpt_mirror_server_forget(F.ms, JOB); /* twice: still one entry */
+    dir = make_ckpt(1, 1, 0, 4096, &meta);
+    do_put(dir, &meta, &r);
+    assert_int_equal(r.code, TIDE_GRPC_FAILED_PRECONDITION);
+    assert_non_null(strstr(r.error, "ended"));
+    assert_mirror_empty();
+    free(dir);
+    tide_ckpt_meta_clear(&meta);
+}
+
 static void stale_generation_refused(void **state)
 {
     tide_ckpt_meta_t m3 = {0}, m2 = {0};
@@ -849,6 +870,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(peer_not_listening, setup, teardown),
         cmocka_unit_test_setup_teardown(oversize_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(no_room_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(ended_job_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_generation_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(fetch_missing_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(token_checked, setup, teardown),

@@ -403,30 +403,46 @@ static void age_tree(const char *path, int hours_ago)
 static void test_sweep_ttl(void **state)
 {
     fx_t *f = *state;
-    const char *keep[] = {"job-run"};
+    const char *keep[] = {"13"};
     char *p;
     uint64_t jobs = 0;
 
-    save(f, "job-old", 3, "o3");
-    save(f, "job-new", 3, "n3");
-    save(f, "job-run", 3, "r3");
-    save(f, "job-mixed", 3, "m3");
-    write_mirror(f, "job-peer", 9, 0, "old mirrored");
-    write_mirror(f, "job-peerfresh", 9, 0, "new mirrored");
+    save(f, "11", 3, "o3");
+    save(f, "12", 3, "n3");
+    save(f, "13", 3, "r3");
+    save(f, "14", 3, "m3");
+    write_mirror(f, "15", 9, 0, "old mirrored");
+    write_mirror(f, "16", 9, 0, "new mirrored");
     assert_true(wt_run_until(&f->loop, idle, f, 20000));
-    assert_true(asprintf(&p, "%s/job-old", f->hot) > 0);
+    assert_true(asprintf(&p, "%s/11", f->hot) > 0);
     age_tree(p, 48);
     free(p);
-    assert_true(asprintf(&p, "%s/job-run", f->hot) > 0);
+    assert_true(asprintf(&p, "%s/13", f->hot) > 0);
     age_tree(p, 48);
     free(p);
-    assert_true(asprintf(&p, "%s/mirror/job-peer", f->hot) > 0);
+    assert_true(asprintf(&p, "%s/mirror/15", f->hot) > 0);
+    age_tree(p, 200); /* a mirrored job (it runs elsewhere) goes after 7 x the TTL */
+    free(p);
+    write_mirror(f, "17", 9, 0, "mirrored, a day and more old");
+    assert_true(asprintf(&p, "%s/mirror/17", f->hot) > 0);
     age_tree(p, 30);
     free(p);
-    assert_true(asprintf(&p, "%s/job-mixed", f->hot) > 0);
+    save(f, "18", 3, "l3");
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_true(asprintf(&p, "%s/18", f->hot) > 0);
     age_tree(p, 48);
     free(p);
-    assert_true(asprintf(&p, "%s/job-mixed/step-3/rank-0/ckpt.bin", f->hot) > 0);
+    tide_ckpt_tiers_rank_started(f->t, 77, "18"); /* started after the keep list was taken */
+    assert_true(asprintf(&p, "%s/notes/old", f->hot) > 0);
+    mkdirs(p); /* not tide's: only job numbers are swept */
+    free(p);
+    assert_true(asprintf(&p, "%s/notes", f->hot) > 0);
+    age_tree(p, 48);
+    free(p);
+    assert_true(asprintf(&p, "%s/14", f->hot) > 0);
+    age_tree(p, 48);
+    free(p);
+    assert_true(asprintf(&p, "%s/14/step-3/rank-0/ckpt.bin", f->hot) > 0);
     assert_int_equal(utimensat(AT_FDCWD, p, NULL, 0), 0); /* one file is new: the job stays */
     free(p);
     assert_true(asprintf(&p, "%s/.gone-job-x-1-1/step-1", f->hot) > 0);
@@ -438,22 +454,30 @@ static void test_sweep_ttl(void **state)
     assert_int_equal(tide_ckpt_tiers_busy(f->t), 0);
     assert_int_equal(tide_ckpt_tiers_sweep(f->t, 72LL * 3600 * 1000, keep, 1), 1); /* nothing that old */
     assert_true(wt_run_until(&f->loop, idle, f, 20000));
-    assert_true(exists("%s/job-old/step-3/rank-0/ckpt.bin", f->hot));
-    assert_true(exists("%s/mirror/job-peer/step-9/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/11/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/mirror/15/step-9/rank-0/ckpt.bin", f->hot));
 
     assert_int_equal(tide_ckpt_tiers_sweep(f->t, 24LL * 3600 * 1000, keep, 1), 1);
     assert_true(wt_run_until(&f->loop, idle, f, 20000));
-    assert_false(exists("%s/job-old", f->hot));
-    assert_false(exists("%s/mirror/job-peer", f->hot));
+    assert_false(exists("%s/11", f->hot));
+    assert_false(exists("%s/mirror/15", f->hot));
     assert_false(exists("%s/.gone-job-x-1-1", f->hot));
-    assert_true(exists("%s/job-new/step-3/rank-0/ckpt.bin", f->hot));
-    assert_true(exists("%s/job-run/step-3/rank-0/ckpt.bin", f->hot));
-    assert_true(exists("%s/job-mixed/step-3/rank-0/ckpt.bin", f->hot));
-    assert_true(exists("%s/mirror/job-peerfresh/step-9/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/12/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/13/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/14/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/mirror/16/step-9/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/mirror/17/step-9/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/18/step-3/rank-0/ckpt.bin", f->hot));
+    assert_true(exists("%s/notes/old", f->hot));
     assert_true(exists("%s/mirror", f->hot));
-    assert_true(exists("%s/job-old/step-3/rank-0/ckpt.bin", f->warm)); /* warm is not the sweep's */
+    assert_true(exists("%s/11/step-3/rank-0/ckpt.bin", f->warm)); /* warm is not the sweep's */
     tide_ckpt_tiers_forgotten(f->t, &jobs, NULL);
     assert_int_equal(jobs, 2);
+    /* Its rank ended: the next sweep takes it. */
+    tide_ckpt_tiers_rank_ended(f->t, 77);
+    assert_int_equal(tide_ckpt_tiers_sweep(f->t, 24LL * 3600 * 1000, keep, 1), 1);
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_false(exists("%s/18", f->hot));
 }
 
 int main(void)
