@@ -4,7 +4,7 @@
  * deadlock — and its generation ends as a failure: restarted within the job's restart policy (restart.c),
  * resuming from the newest checkpoint, or failed. Invariants: a rank is judged only after its first step report
  * (advanced_mono > 0) and only while RUNNING; a check is O(ranks log ranks) on the job's timer, never
- * per heartbeat. */
+ * per heartbeat, at most a period apart and at the moment the quietest rank would pass the limit. */
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -42,7 +42,7 @@ static int64_t limit_ms(tide_core_t *core, const tide_job_t *job)
 
 void tide__hang_check(tide_core_t *core, tide_job_t *job)
 {
-    int64_t lim, idle, worst = 0;
+    int64_t lim, idle, worst = 0, due = INT64_MAX;
     int32_t hung = -1, same = 0;
     char others[96] = "";
 
@@ -60,8 +60,11 @@ void tide__hang_check(tide_core_t *core, tide_job_t *job)
             slot->progress.phase == 5 /* TRAINER_PHASE_CHECKPOINT */)
             continue;
         idle = core->now_mono - slot->advanced_mono;
-        if (idle <= lim)
+        if (idle <= lim) {
+            if (slot->advanced_mono + lim + 1 < due)
+                due = slot->advanced_mono + lim + 1; /* when it would be hung without a report */
             continue;
+        }
         if (hung < 0 || slot->progress.step < job->ranks[hung].progress.step ||
             (slot->progress.step == job->ranks[hung].progress.step && idle > worst)) {
             worst = idle;
@@ -69,7 +72,11 @@ void tide__hang_check(tide_core_t *core, tide_job_t *job)
         }
     }
     if (hung < 0) {
+        /* Next look: when the quietest rank would pass the limit, at the latest one period on (the limit
+         * may shrink with the median meanwhile). */
         job->hang_check_at = core->now_mono + period(core);
+        if (due < job->hang_check_at)
+            job->hang_check_at = due > core->now_mono ? due : core->now_mono + 1;
         return;
     }
     for (int32_t r = 0; r < job->n_ranks; r++) {

@@ -104,6 +104,27 @@ static void test_frozen_rank_is_hung_after_the_minimum(void **state)
     h_fini(&h);
 }
 
+/* The hang is found when the limit passes, not at the next periodic look (every 5 s here). */
+static void test_found_when_the_limit_passes(void **state)
+{
+    tide_core_config_t cfg = config(30000, 3);
+    h_t h;
+    tide_job_t *job;
+    (void)state;
+
+    h_init(&h, &cfg);
+    job = run2(&h);
+    report(&h, job, 0, 1, 1.0, 0);
+    report(&h, job, 1, 1, 1.0, 0);
+    for (int i = 0; i < 30; i++)
+        h_jump(&h, 1000); /* the core's timer runs at each second */
+    assert_int_equal(h_count_event(&h, "job.hung"), 0); /* quiet for exactly the limit */
+    h_jump(&h, 1);
+    assert_int_equal(h_count_event(&h, "job.hung"), 1);
+    assert_contains(h_event_text(&h, "job.hung", 0), "made no progress for 30.0 s");
+    h_fini(&h);
+}
+
 /* Slow steps: the limit is 10 x the median step time when that is above the minimum. */
 static void test_limit_follows_the_step_time(void **state)
 {
@@ -193,6 +214,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_before_the_first_report),
         cmocka_unit_test(test_frozen_rank_is_hung_after_the_minimum),
+        cmocka_unit_test(test_found_when_the_limit_passes),
         cmocka_unit_test(test_limit_follows_the_step_time),
         cmocka_unit_test(test_checkpoint_phase_is_not_a_hang),
         cmocka_unit_test(test_too_many_hangs_fail_the_job),
