@@ -79,7 +79,8 @@ def main():
             m = re.search(r"job\.hung.*rank \d+ on \S+ made no progress for ([\d.]+) s \(step (\d+); limit ([\d.]+) s",
                           ev)
             assert m, ev[-3000:]
-            assert float(m.group(1)) > float(m.group(3)) and int(m.group(2)) >= frozen_at - 1, m.groups()
+            # found once the limit passed (both in tenths of a second: found right at the limit they print equal)
+            assert float(m.group(1)) >= float(m.group(3)) and int(m.group(2)) >= frozen_at - 1, m.groups()
             assert "resumes from checkpoint step" in ev, ev[-3000:]
             job = c.wait_job(jid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], timeout=240)
             assert job["state"] == "JOB_STATE_SUCCEEDED", (job, c.tidectl("logs", jid, check=False).stdout[-3000:])
