@@ -1388,6 +1388,17 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     }
     tide_info("worker %s (%s, %s) data dir %s, max epoch %llu, MPI launcher on %s", wc->id,
               gi->device, wc->node, wc->data_dir, (unsigned long long)epoch, a->launcher_address);
+    if (wc->slurm) {
+        /* what srun gave this task, as it registers (its slurm.* labels) */
+        const char *job = "?", *task = "?";
+        for (size_t i = 0; i < wc->n_labels; i++) {
+            if (strcmp(wc->labels[i].key, "slurm.job_id") == 0)
+                job = wc->labels[i].value;
+            else if (strcmp(wc->labels[i].key, "slurm.procid") == 0)
+                task = wc->labels[i].value;
+        }
+        tide_info("in Slurm job %s as task %s: GPU %d of node %s", job, task, (int)wc->gpu_index, wc->node);
+    }
     connect_now(a);
     *out = a;
 done:

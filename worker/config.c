@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "slurm.h"
 #include "token.h"
 #include "xmalloc.h"
 
@@ -195,6 +196,37 @@ done:
     return rc;
 }
 
+/* Under srun (docs/slurm.md): the task's GPU unless --gpu-index says otherwise, the Slurm node name
+ * unless --node does, and the slurm.* labels unless --labels sets those keys. */
+static int apply_slurm(tide_worker_config_t *cfg, bool gpu_index_given, tide_error_t *err)
+{
+    tide_worker_slurm_t s;
+    const char *keys[TIDE_SLURM_LABELS], *values[TIDE_SLURM_LABELS];
+    char vbuf[TIDE_SLURM_LABELS * 24];
+    int n, rc = tide_worker_slurm_detect(NULL, &s, err);
+
+    if (rc < 0 || !s.present)
+        return rc;
+    if (!gpu_index_given && s.gpu_index >= 0)
+        cfg->gpu_index = s.gpu_index;
+    if (!cfg->node && s.node[0])
+        cfg->node = tide_xstrdup(s.node);
+    n = tide_worker_slurm_labels(&s, keys, values, vbuf);
+    for (int i = 0; i < n; i++) {
+        bool set = false;
+        for (size_t k = 0; k < cfg->n_labels && !set; k++)
+            set = strcmp(cfg->labels[k].key, keys[i]) == 0;
+        if (set)
+            continue;
+        cfg->labels = tide_xrealloc(cfg->labels, (cfg->n_labels + 1) * sizeof(*cfg->labels));
+        cfg->labels[cfg->n_labels].key = tide_xstrdup(keys[i]);
+        cfg->labels[cfg->n_labels].value = tide_xstrdup(values[i]);
+        cfg->n_labels++;
+    }
+    cfg->slurm = true;
+    return 0;
+}
+
 /* A non-negative number up to max ("25e9"); 0 only where zero_ok. */
 static int parse_double(const char *flag, const char *v, bool zero_ok, double max, double *out,
                         tide_error_t *err)
@@ -280,6 +312,7 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
     char host[HOST_NAME_MAX + 1];
     char *token_file = NULL;
     const char *env;
+    bool gpu_index_given = false;
     long n = 0;
     int rc = 0;
 
@@ -347,6 +380,7 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         } else if (strcmp(flag, "--gpu-index") == 0) {
             rc = parse_long(flag, val, 0, 1023, &n, err);
             cfg->gpu_index = (int32_t)n;
+            gpu_index_given = true;
         } else if (strcmp(flag, "--gpu") == 0) {
             set_str(&cfg->gpu, val);
         } else if (strcmp(flag, "--labels") == 0) {
@@ -444,6 +478,9 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
             cfg->scheduler = tide_xstrdup(SCHEDULER_DEFAULT);
         }
     }
+    rc = apply_slurm(cfg, gpu_index_given, err);
+    if (rc < 0)
+        goto done;
     if (gethostname(host, sizeof(host)) < 0 || !host[0])
         snprintf(host, sizeof(host), "localhost");
     host[sizeof(host) - 1] = '\0';

@@ -27,6 +27,7 @@ typedef struct tide_worker_config {
     char *storage_devs;      /* --storage-dev: disks; NULL: every whole disk */
     double storage_capacity; /* --storage-capacity bytes/s; 0: busy-time fraction */
     bool probe;              /* --probe: print one reading and exit (probe.h) */
+    bool slurm;              /* started by srun (SLURM_JOB_ID): GPU, node and slurm.* labels from Slurm (slurm.h) */
     char *ckpt_durable; /* --ckpt-durable DIR (absolute): where checkpoint copies go, instead
                            of the scheduler's directory; NULL: the scheduler's (flush.h) */
     char *ckpt_hot;  /* --ckpt-hot DIR (absolute): the hot tier (ckpt_tiers.h); default

@@ -31,7 +31,60 @@ static int clear_env(void **state)
     unsetenv("TIDE_SCHEDULER");
     unsetenv("TIDE_TOKEN");
     unsetenv("TIDE_TOKEN_FILE");
+    /* a developer may run the tests inside an allocation */
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("SLURM_STEP_ID");
+    unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_LOCALID");
+    unsetenv("SLURM_NODEID");
+    unsetenv("SLURMD_NODENAME");
+    unsetenv("SLURM_STEP_GPUS");
     return 0;
+}
+
+static const char *label(const tide_worker_config_t *cfg, const char *key)
+{
+    for (size_t i = 0; i < cfg->n_labels; i++)
+        if (strcmp(cfg->labels[i].key, key) == 0)
+            return cfg->labels[i].value;
+    return NULL;
+}
+
+/* Started by srun: the task's GPU of the step, the Slurm node name, slurm.* labels; flags win. */
+static void test_slurm(void **state)
+{
+    tide_worker_config_t cfg;
+    tide_error_t err;
+    (void)state;
+
+    setenv("SLURM_JOB_ID", "4242", 1);
+    setenv("SLURM_PROCID", "5", 1);
+    setenv("SLURM_LOCALID", "1", 1);
+    setenv("SLURMD_NODENAME", "gpunode2", 1);
+    setenv("SLURM_STEP_GPUS", "2,3", 1);
+    assert_int_equal(PARSE(&cfg, &err, "--data-dir", "/tmp/x"), 0);
+    assert_true(cfg.slurm);
+    assert_int_equal(cfg.gpu_index, 3);
+    assert_string_equal(cfg.node, "gpunode2");
+    assert_string_equal(cfg.id, "gpunode2/gpu3");
+    assert_string_equal(label(&cfg, "slurm.job_id"), "4242");
+    assert_string_equal(label(&cfg, "slurm.procid"), "5");
+    assert_string_equal(label(&cfg, "slurm.node"), "gpunode2");
+    tide_worker_config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, &err, "--gpu-index", "0", "--node", "n9", "--labels", "slurm.node=mine,rack=r1"), 0);
+    assert_int_equal(cfg.gpu_index, 0);
+    assert_string_equal(cfg.node, "n9");
+    assert_string_equal(label(&cfg, "slurm.node"), "mine");
+    assert_string_equal(label(&cfg, "rack"), "r1");
+    assert_string_equal(label(&cfg, "slurm.job_id"), "4242");
+    tide_worker_config_free(&cfg);
+
+    setenv("SLURM_LOCALID", "2", 1); /* more tasks than the step's GPUs */
+    assert_int_equal(PARSE(&cfg, &err, "--data-dir", "/tmp/x"), -EINVAL);
+    assert_non_null(strstr(err.text, "SLURM_STEP_GPUS"));
+    tide_worker_config_free(&cfg);
+    clear_env(NULL);
 }
 
 static void test_defaults(void **state)
@@ -281,6 +334,7 @@ int main(void)
         cmocka_unit_test_setup(test_flags, clear_env),
         cmocka_unit_test_setup(test_bad_flags, clear_env),
         cmocka_unit_test_setup(test_token_sources, clear_env),
+        cmocka_unit_test_setup(test_slurm, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 # transport is the fake (it never answers, so the worker stays unregistered). $1: that binary.
 set -u
 BIN=$1
+unset SLURM_JOB_ID SLURM_STEP_ID SLURM_PROCID SLURM_LOCALID SLURM_NODEID SLURMD_NODENAME SLURM_STEP_GPUS
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tide-worker-main-XXXXXX")
 PID=
 cleanup() {
@@ -29,6 +30,10 @@ grep -q -- "--bogus" "$TMP/out" || fail "--bogus not named: $(cat "$TMP/out")"
 "$BIN" --gpu sim:h999 --data-dir "$TMP/d0" >"$TMP/out" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "unknown model exited $rc"
 grep -q "sim:h100, sim:a100, sim:l4, sim:b200" "$TMP/out" || fail "known models not listed: $(cat "$TMP/out")"
+
+# Under srun with a malformed Slurm environment: exit 2, the variable named, nothing started.
+SLURM_JOB_ID=9 SLURM_LOCALID=2 SLURM_STEP_GPUS=0,1 "$BIN" --data-dir "$TMP/ds" >"$TMP/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "SLURM_STEP_GPUS" "$TMP/out" || fail "bad Slurm environment: $rc $(cat "$TMP/out")"
 
 # Runs, creates its data dir 0700 and its hot tier (with a token, a mirror too), and exits 0 on SIGTERM, its
 # empty hot tier removed.
