@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,85 +22,27 @@
 
 #include "ckpt_store.h"
 #include "flush.h"
+#include "worker_test_util.h"
 
 /* --- files --- */
 
-static char root[512];
-static char *pool[512]; /* at()'s strings */
-static size_t n_pool;
-
-static int rm_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)type;
-    (void)ftw;
-    return remove(path);
-}
-
 static int setup(void **state)
 {
-    const char *tmp = getenv("TMPDIR");
-
     (void)state;
-    snprintf(root, sizeof(root), "%s/tide-test-ckpt-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    assert_non_null(mkdtemp(root));
+    wt_scratch_begin("ckpt");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    for (size_t i = 0; i < n_pool; i++)
-        free(pool[i]);
-    n_pool = 0;
+    wt_scratch_end();
     return 0;
-}
-
-/* root/REL as a string that lives until the test's teardown. */
-static char *at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *at(const char *fmt, ...)
-{
-    char rel[400], *out;
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(rel, sizeof(rel), fmt, ap);
-    va_end(ap);
-    assert_true(n_pool < sizeof(pool) / sizeof(pool[0]));
-    assert_true(asprintf(&out, "%s/%s", root, rel) > 0);
-    pool[n_pool++] = out;
-    return out;
-}
-
-static void mkdir_p(const char *path)
-{
-    char p[600];
-
-    snprintf(p, sizeof(p), "%s", path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        assert_true(mkdir(p, 0755) == 0 || errno == EEXIST);
-        *s = '/';
-    }
-    assert_true(mkdir(p, 0755) == 0 || errno == EEXIST);
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
 }
 
 static void write_str(const char *path, const char *s)
 {
-    write_file(path, s, strlen(s));
+    wt_write_bytes(path, s, strlen(s));
 }
 
 static bool exists(const char *path)
@@ -141,19 +82,19 @@ typedef struct content {
     const char *data;
 } content_t;
 
-/* Makes root/TIER/JOB/step-STEP/rank-RANK (TIER relative to root) with the given files and a
+/* Makes ROOT/TIER/JOB/step-STEP/rank-RANK (TIER relative to the scratch root) with the given files and a
  * manifest for them. Returns the rank directory (lives until teardown). */
 static char *make_copy(const char *tier, const char *job, int32_t gen, int64_t step, int32_t rank,
                        const content_t *files, size_t n)
 {
-    char *dir = at("%s/%s/step-%lld/rank-%d", tier, job, (long long)step, (int)rank);
+    char *dir = wt_at("%s/%s/step-%lld/rank-%d", tier, job, (long long)step, (int)rank);
     tide_ckpt_meta_t meta;
     tide_error_t err = {{0}};
 
-    mkdir_p(dir);
+    wt_mkdirs(dir);
     for (size_t i = 0; i < n; i++)
         write_str(
-            at("%s/%s/step-%lld/rank-%d/%s", tier, job, (long long)step, (int)rank, files[i].name),
+            wt_at("%s/%s/step-%lld/rank-%d/%s", tier, job, (long long)step, (int)rank, files[i].name),
             files[i].data);
     assert_int_equal(tide_ckpt_meta_scan(dir, job, gen, step, rank, NULL, &meta, &err), 0);
     assert_int_equal(tide_ckpt_manifest_write(dir, &meta, &err), 0);
@@ -174,7 +115,7 @@ static char *make_one(const char *tier, const char *job, int32_t gen, int64_t st
 
 static char *write_manifest_text(const char *dir, const char *text)
 {
-    char *p = at("%s/%s", dir + strlen(root) + 1, TIDE_CKPT_MANIFEST);
+    char *p = wt_at("%s/%s", dir + strlen(wt_scratch_root()) + 1, TIDE_CKPT_MANIFEST);
 
     write_str(p, text);
     return p;
@@ -185,15 +126,15 @@ static char *write_manifest_text(const char *dir, const char *text)
 static void test_round_trip(void **state)
 {
     const char *data = "0123456789abcdef-checkpoint";
-    char *dir = at("hot/job-a/step-300/rank-0");
+    char *dir = wt_at("hot/job-a/step-300/rank-0");
     tide_ckpt_file_t file = {"ckpt.bin", 0, ""};
     tide_ckpt_meta_t meta = {0}, back;
     tide_error_t err = {{0}};
     char hex[65], upper[65];
 
     (void)state;
-    mkdir_p(dir);
-    write_str(at("hot/job-a/step-300/rank-0/ckpt.bin"), data);
+    wt_mkdirs(dir);
+    write_str(wt_at("hot/job-a/step-300/rank-0/ckpt.bin"), data);
     sha_hex(data, strlen(data), hex);
     /* The caller's sha in upper case is stored lowercased. */
     for (int i = 0; i < 65; i++)
@@ -209,7 +150,7 @@ static void test_round_trip(void **state)
     memcpy(meta.sha256, upper, sizeof(meta.sha256));
     meta.time_ms = 1700000000123;
     assert_int_equal(tide_ckpt_manifest_write(dir, &meta, &err), 0);
-    assert_true(exists(at("hot/job-a/step-300/rank-0/" TIDE_CKPT_MANIFEST)));
+    assert_true(exists(wt_at("hot/job-a/step-300/rank-0/" TIDE_CKPT_MANIFEST)));
 
     assert_int_equal(tide_ckpt_verify(dir, &back, &err), 0);
     assert_string_equal(back.job, "job-a");
@@ -267,14 +208,14 @@ static void test_round_trip(void **state)
 
 static void test_write_refuses_bad_meta(void **state)
 {
-    char *dir = at("d");
+    char *dir = wt_at("d");
     tide_ckpt_file_t files[2] = {{"ok.bin", 3, ""}, {"ok2.bin", 3, ""}};
     tide_ckpt_meta_t m = {.job = "job", .step = 1, .files = files, .n_files = 1};
     tide_error_t err = {{0}};
     const char *bad_names[] = {"../evil", "a/b", "..", ".", "", TIDE_CKPT_MANIFEST};
 
     (void)state;
-    mkdir_p(dir);
+    wt_mkdirs(dir);
     sha_hex("abc", 3, files[0].sha256);
     sha_hex("abc", 3, files[1].sha256);
     assert_int_equal(tide_ckpt_manifest_write(dir, &m, &err), 0);
@@ -304,7 +245,7 @@ static void test_write_refuses_bad_meta(void **state)
     /* The manifest written first is still the one there. */
     {
         tide_ckpt_meta_t back;
-        write_str(at("d/ok.bin"), "abc");
+        write_str(wt_at("d/ok.bin"), "abc");
         assert_int_equal(tide_ckpt_verify(dir, &back, &err), 0);
         assert_string_equal(back.files[0].name, "ok.bin");
         tide_ckpt_meta_clear(&back);
@@ -312,7 +253,7 @@ static void test_write_refuses_bad_meta(void **state)
     /* A directory that does not exist. */
     files[0].sha256[0] = '\0';
     sha_hex("abc", 3, files[0].sha256);
-    assert_int_equal(tide_ckpt_manifest_write(at("nope"), &m, &err), -ENOENT);
+    assert_int_equal(tide_ckpt_manifest_write(wt_at("nope"), &m, &err), -ENOENT);
 }
 
 static void test_verify_corrupt_byte(void **state)
@@ -324,7 +265,7 @@ static void test_verify_corrupt_byte(void **state)
     (void)state;
     assert_int_equal(tide_ckpt_verify(dir, &m, &err), 0);
     tide_ckpt_meta_clear(&m);
-    corrupt(at("hot/j/step-300/rank-0/ckpt.bin"), 5);
+    corrupt(wt_at("hot/j/step-300/rank-0/ckpt.bin"), 5);
     assert_int_equal(tide_ckpt_verify(dir, &m, &err), -EBADMSG);
     assert_null(m.job);
     assert_non_null(strstr(err.text, "ckpt.bin"));
@@ -339,41 +280,41 @@ static void test_verify_truncated(void **state)
     tide_error_t err = {{0}};
 
     (void)state;
-    assert_int_equal(truncate(at("hot/j/step-300/rank-0/ckpt.bin"), 7), 0);
+    assert_int_equal(truncate(wt_at("hot/j/step-300/rank-0/ckpt.bin"), 7), 0);
     assert_int_equal(tide_ckpt_verify(dir, &m, &err), -EBADMSG);
     assert_non_null(strstr(err.text, "ckpt.bin: 7 bytes, manifest says"));
     assert_non_null(strstr(err.text, "truncated"));
     /* Gone entirely. */
-    assert_int_equal(unlink(at("hot/j/step-300/rank-0/ckpt.bin")), 0);
+    assert_int_equal(unlink(wt_at("hot/j/step-300/rank-0/ckpt.bin")), 0);
     assert_int_equal(tide_ckpt_verify(dir, &m, &err), -EBADMSG);
     assert_non_null(strstr(err.text, "missing"));
     /* Replaced by a link to a file with the right content: not a copy of ours. */
     {
         char same[300];
         snprintf(same, sizeof(same), "weights of j step 300 rank 0 gen 1 in hot");
-        write_str(at("elsewhere"), same);
+        write_str(wt_at("elsewhere"), same);
     }
-    assert_int_equal(symlink(at("elsewhere"), at("hot/j/step-300/rank-0/ckpt.bin")), 0);
+    assert_int_equal(symlink(wt_at("elsewhere"), wt_at("hot/j/step-300/rank-0/ckpt.bin")), 0);
     assert_int_equal(tide_ckpt_verify(dir, &m, &err), -EBADMSG);
 }
 
 static void test_verify_missing_manifest(void **state)
 {
-    char *dir = at("hot/j/step-1/rank-0");
+    char *dir = wt_at("hot/j/step-1/rank-0");
     tide_ckpt_meta_t m;
     tide_error_t err = {{0}};
 
     (void)state;
-    mkdir_p(dir);
-    write_str(at("hot/j/step-1/rank-0/ckpt.bin"), "data");
+    wt_mkdirs(dir);
+    write_str(wt_at("hot/j/step-1/rank-0/ckpt.bin"), "data");
     assert_int_equal(tide_ckpt_verify(dir, &m, &err), -ENOENT);
     assert_non_null(strstr(err.text, "no manifest"));
-    assert_int_equal(tide_ckpt_verify(at("none"), &m, &err), -ENOENT);
+    assert_int_equal(tide_ckpt_verify(wt_at("none"), &m, &err), -ENOENT);
 }
 
 static void test_verify_bad_manifests(void **state)
 {
-    char *dir = at("hot/j/step-1/rank-0");
+    char *dir = wt_at("hot/j/step-1/rank-0");
     char sha[65], good[2048];
     tide_ckpt_meta_t m;
     tide_error_t err = {{0}};
@@ -427,8 +368,8 @@ static void test_verify_bad_manifests(void **state)
     };
 
     (void)state;
-    mkdir_p(dir);
-    write_str(at("hot/j/step-1/rank-0/ckpt.bin"), "data");
+    wt_mkdirs(dir);
+    write_str(wt_at("hot/j/step-1/rank-0/ckpt.bin"), "data");
     sha_hex("data", 4, sha);
     /* The well-formed text verifies, so each failure below is the one change in it. */
     snprintf(good, sizeof(good),
@@ -471,15 +412,15 @@ static void test_path_traversal_refused(void **state)
 {
     const char *names[] = {"../outside.bin", "../../outside.bin", "..", "sub/inner.bin",
                            "/abs.bin"};
-    char *dir = at("hot/j/step-1/rank-0");
+    char *dir = wt_at("hot/j/step-1/rank-0");
     char sha[65];
 
     (void)state;
-    mkdir_p(dir);
-    mkdir_p(at("hot/j/step-1/rank-0/sub"));
-    write_str(at("hot/j/step-1/outside.bin"), "secret");
-    write_str(at("hot/j/outside.bin"), "secret");
-    write_str(at("hot/j/step-1/rank-0/sub/inner.bin"), "secret");
+    wt_mkdirs(dir);
+    wt_mkdirs(wt_at("hot/j/step-1/rank-0/sub"));
+    write_str(wt_at("hot/j/step-1/outside.bin"), "secret");
+    write_str(wt_at("hot/j/outside.bin"), "secret");
+    write_str(wt_at("hot/j/step-1/rank-0/sub/inner.bin"), "secret");
     sha_hex("secret", 6, sha);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char text[1024];
@@ -518,7 +459,7 @@ static int find(const char *job, int32_t rank, int64_t resume, int32_t gen, tide
                 skips_t *sk)
 {
     tide_ckpt_tier_t tiers[] = {
-        {"hot", at("hot")}, {"mirror", NULL}, {"warm", at("warm")}, {"cold", at("cold")}};
+        {"hot", wt_at("hot")}, {"mirror", NULL}, {"warm", wt_at("warm")}, {"cold", wt_at("cold")}};
     tide_ckpt_search_t s = {tiers, 4, job, rank, resume, gen, on_skip, sk};
     tide_error_t err = {{0}};
     int rc;
@@ -546,11 +487,11 @@ static void test_find_corrupt_uses_older_step(void **state)
     assert_int_equal(find("j", 0, -1, -1, &f, &sk), 0);
     assert_int_equal(f.meta.step, 300);
     assert_int_equal(f.tier, 0);
-    assert_string_equal(f.path, at("hot/j/step-300/rank-0"));
+    assert_string_equal(f.path, wt_at("hot/j/step-300/rank-0"));
     assert_int_equal(f.n_skipped, 0);
     tide_ckpt_found_clear(&f);
 
-    corrupt(at("hot/j/step-300/rank-0/ckpt.bin"), 0);
+    corrupt(wt_at("hot/j/step-300/rank-0/ckpt.bin"), 0);
     assert_int_equal(find("j", 0, -1, -1, &f, &sk), 0);
     assert_int_equal(f.meta.step, 200);
     assert_int_equal(f.n_skipped, 1);
@@ -563,7 +504,7 @@ static void test_find_corrupt_uses_older_step(void **state)
     tide_ckpt_found_clear(NULL);
 
     /* Truncated too: nothing left. */
-    assert_int_equal(truncate(at("hot/j/step-200/rank-0/ckpt.bin"), 3), 0);
+    assert_int_equal(truncate(wt_at("hot/j/step-200/rank-0/ckpt.bin"), 3), 0);
     assert_int_equal(find("j", 0, -1, -1, &f, &sk), -ENOENT);
     assert_null(f.path);
     assert_int_equal(f.n_skipped, 2);
@@ -581,18 +522,18 @@ static void test_find_missing_and_bad_manifests_skipped(void **state)
     make_one("hot", "j", 1, 100, 0);
     /* step 400: no manifest; 300: bad JSON; 250: another rank's copy in our place; 200: only rank
      * 1 there. */
-    mkdir_p(at("hot/j/step-400/rank-0"));
-    write_str(at("hot/j/step-400/rank-0/ckpt.bin"), "x");
+    wt_mkdirs(wt_at("hot/j/step-400/rank-0"));
+    write_str(wt_at("hot/j/step-400/rank-0/ckpt.bin"), "x");
     make_one("hot", "j", 1, 300, 0);
-    write_str(at("hot/j/step-300/rank-0/" TIDE_CKPT_MANIFEST), "{not json");
+    write_str(wt_at("hot/j/step-300/rank-0/" TIDE_CKPT_MANIFEST), "{not json");
     make_one("hot", "j", 1, 250, 1);
-    assert_int_equal(rename(at("hot/j/step-250/rank-1"), at("hot/j/step-250/rank-0")), 0);
+    assert_int_equal(rename(wt_at("hot/j/step-250/rank-1"), wt_at("hot/j/step-250/rank-0")), 0);
     make_one("hot", "j", 1, 200, 1);
     /* Not steps: ignored without a word. */
-    mkdir_p(at("hot/j/.step-500"));
-    mkdir_p(at("hot/j/step-0500"));
-    mkdir_p(at("hot/j/step-x"));
-    write_str(at("hot/j/notes"), "n");
+    wt_mkdirs(wt_at("hot/j/.step-500"));
+    wt_mkdirs(wt_at("hot/j/step-0500"));
+    wt_mkdirs(wt_at("hot/j/step-x"));
+    write_str(wt_at("hot/j/notes"), "n");
 
     assert_int_equal(find("j", 0, -1, -1, &f, &sk), 0);
     assert_int_equal(f.meta.step, 100);
@@ -659,16 +600,16 @@ static void test_find_tier_order_same_step(void **state)
     assert_int_equal(f.tier, 0);
     tide_ckpt_found_clear(&f);
     /* Hot's copy of 300 is bad: warm's 300, not hot's 200 (and not cold's). */
-    corrupt(at("hot/j/step-300/rank-0/ckpt.bin"), 3);
+    corrupt(wt_at("hot/j/step-300/rank-0/ckpt.bin"), 3);
     assert_int_equal(find("j", 0, -1, -1, &f, &sk), 0);
     assert_int_equal(f.meta.step, 300);
     assert_int_equal(f.tier, 2);
-    assert_string_equal(f.path, at("warm/j/step-300/rank-0"));
+    assert_string_equal(f.path, wt_at("warm/j/step-300/rank-0"));
     assert_int_equal(f.n_skipped, 1);
     assert_string_equal(f.skipped[0].tier, "hot");
     tide_ckpt_found_clear(&f);
     /* Warm's too: cold's. */
-    assert_int_equal(unlink(at("warm/j/step-300/rank-0/ckpt.bin")), 0);
+    assert_int_equal(unlink(wt_at("warm/j/step-300/rank-0/ckpt.bin")), 0);
     assert_int_equal(find("j", 0, -1, -1, &f, &sk), 0);
     assert_int_equal(f.meta.step, 300);
     assert_int_equal(f.tier, 3);
@@ -757,32 +698,32 @@ static void test_find_bad_search(void **state)
 static void test_prune(void **state)
 {
     const int64_t steps[] = {1, 2, 10, 100, 9};
-    char *tier = at("warm");
+    char *tier = wt_at("warm");
     tide_error_t err = {{0}};
 
     (void)state;
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
         make_one("warm", "j", 1, steps[i], 0);
     make_one("warm", "k", 1, 1, 0);
-    mkdir_p(at("warm/j/.step-500.tmp")); /* being written */
-    mkdir_p(at("warm/j/.step-7"
+    wt_mkdirs(wt_at("warm/j/.step-500.tmp")); /* being written */
+    wt_mkdirs(wt_at("warm/j/.step-7"
                ".del-1-1/rank-0")); /* a removal a crash interrupted */
-    write_str(at("warm/j/notes"), "kept");
+    write_str(wt_at("warm/j/notes"), "kept");
 
     assert_int_equal(tide_ckpt_prune(tier, "j", 2, &err), 0);
     /* Numeric order: 100 and 10 stay (not "9", which sorts after "10" as text). */
-    assert_true(exists(at("warm/j/step-100/rank-0/ckpt.bin")));
-    assert_true(exists(at("warm/j/step-10/rank-0/ckpt.bin")));
-    assert_false(exists(at("warm/j/step-9")));
-    assert_false(exists(at("warm/j/step-2")));
-    assert_false(exists(at("warm/j/step-1")));
-    assert_false(exists(at("warm/j/.step-7.del-1-1")));
-    assert_true(exists(at("warm/j/.step-500.tmp")));
-    assert_true(exists(at("warm/j/notes")));
-    assert_true(exists(at("warm/k/step-1/rank-0/ckpt.bin"))); /* another job */
+    assert_true(exists(wt_at("warm/j/step-100/rank-0/ckpt.bin")));
+    assert_true(exists(wt_at("warm/j/step-10/rank-0/ckpt.bin")));
+    assert_false(exists(wt_at("warm/j/step-9")));
+    assert_false(exists(wt_at("warm/j/step-2")));
+    assert_false(exists(wt_at("warm/j/step-1")));
+    assert_false(exists(wt_at("warm/j/.step-7.del-1-1")));
+    assert_true(exists(wt_at("warm/j/.step-500.tmp")));
+    assert_true(exists(wt_at("warm/j/notes")));
+    assert_true(exists(wt_at("warm/k/step-1/rank-0/ckpt.bin"))); /* another job */
     /* Nothing else under j: no leftovers of the removal. */
     {
-        DIR *d = opendir(at("warm/j"));
+        DIR *d = opendir(wt_at("warm/j"));
         struct dirent *de;
         int n = 0;
         while ((de = readdir(d)))
@@ -792,11 +733,11 @@ static void test_prune(void **state)
     }
     /* Again: nothing to do. keep 5 > present. */
     assert_int_equal(tide_ckpt_prune(tier, "j", 5, &err), 0);
-    assert_true(exists(at("warm/j/step-10")));
+    assert_true(exists(wt_at("warm/j/step-10")));
     assert_int_equal(tide_ckpt_prune(tier, "j", 0, &err), 0);
-    assert_false(exists(at("warm/j/step-100")));
-    assert_false(exists(at("warm/j/step-10")));
-    assert_true(exists(at("warm/j/.step-500.tmp")));
+    assert_false(exists(wt_at("warm/j/step-100")));
+    assert_false(exists(wt_at("warm/j/step-10")));
+    assert_true(exists(wt_at("warm/j/.step-500.tmp")));
     /* A job with nothing in the tier, and bad arguments. */
     assert_int_equal(tide_ckpt_prune(tier, "none", 1, &err), 0);
     assert_int_equal(tide_ckpt_prune(tier, "../j", 1, &err), -EINVAL);
@@ -809,7 +750,7 @@ static void test_directory_checkpoint(void **state)
 {
     const content_t files[] = {
         {"model.pt", "model weights"}, {".metadata", "torch dcp index"}, {"optim.pt", "adam"}};
-    char *src = at("trainer/step-40");
+    char *src = wt_at("trainer/step-40");
     char *dir, expect[65], lines[1024] = "", sorted_hex[3][65];
     const char *sorted[] = {".metadata", "model.pt", "optim.pt"};
     const char *data_of[] = {"torch dcp index", "model weights", "adam"};
@@ -830,11 +771,11 @@ static void test_directory_checkpoint(void **state)
     sha_hex(lines, strlen(lines), expect);
 
     /* flush_copy's sha of the trainer's directory agrees. */
-    mkdir_p(src);
+    wt_mkdirs(src);
     for (int i = 0; i < 3; i++)
-        write_str(at("trainer/step-40/%s", files[i].name), files[i].data);
+        write_str(wt_at("trainer/step-40/%s", files[i].name), files[i].data);
     req.src = src;
-    req.dest_dir = at("scratch");
+    req.dest_dir = wt_at("scratch");
     assert_int_equal(tide_flush_copy(&req, &res, &err), 0);
     assert_string_equal(res.sha256, expect);
     tide_flush_result_clear(&res);
@@ -857,13 +798,13 @@ static void test_directory_checkpoint(void **state)
     assert_int_equal(f.meta.n_files, 3);
     tide_ckpt_found_clear(&f);
     /* One of the three damaged: the copy is skipped, and the message names it. */
-    corrupt(at("warm/j/step-40/rank-1/optim.pt"), 2);
+    corrupt(wt_at("warm/j/step-40/rank-1/optim.pt"), 2);
     assert_int_equal(find("j", 1, -1, -1, &f, &sk), -ENOENT);
     assert_non_null(strstr(f.skipped[0].reason, "rank-1/optim.pt"));
     tide_ckpt_found_clear(&f);
     /* An extra file the manifest does not list does not matter; a subdirectory is not scanned. */
-    corrupt(at("warm/j/step-40/rank-1/optim.pt"), 2);
-    write_str(at("warm/j/step-40/rank-1/extra"), "e");
+    corrupt(wt_at("warm/j/step-40/rank-1/optim.pt"), 2);
+    write_str(wt_at("warm/j/step-40/rank-1/extra"), "e");
     assert_int_equal(tide_ckpt_verify(dir, &back, &err), 0);
     tide_ckpt_meta_clear(&back);
 }

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -26,63 +25,22 @@
 
 #include "ckpt_store.h"
 #include "flush.h"
+#include "worker_test_util.h"
 
 /* --- files --- */
-
-static char root[256];
-static char *pool[512]; /* at()'s strings */
-static size_t n_pool;
-
-static int rm_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)type;
-    (void)ftw;
-    return remove(path);
-}
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(root, sizeof(root), "/tmp/tide-test-flush-XXXXXX");
-    assert_non_null(mkdtemp(root));
+    wt_scratch_begin("flush");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    for (size_t i = 0; i < n_pool; i++)
-        free(pool[i]);
-    n_pool = 0;
+    wt_scratch_end();
     return 0;
-}
-
-/* root/REL as a string that lives until the test's teardown. */
-static char *at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static char *at(const char *fmt, ...)
-{
-    char rel[400], *out;
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(rel, sizeof(rel), fmt, ap);
-    va_end(ap);
-    assert_true(n_pool < sizeof(pool) / sizeof(pool[0]));
-    assert_true(asprintf(&out, "%s/%s", root, rel) > 0);
-    pool[n_pool++] = out;
-    return out;
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
 }
 
 /* A file of n pseudo-random bytes (seeded). */
@@ -159,16 +117,16 @@ static void test_copy_file(void **state)
     tide_error_t err;
 
     (void)state;
-    assert_int_equal(mkdir(at("local"), 0755), 0);
-    write_file(at("local/mlp-000000000005.ckpt"), data, n);
+    assert_int_equal(mkdir(wt_at("local"), 0755), 0);
+    wt_write_bytes(wt_at("local/mlp-000000000005.ckpt"), data, n);
     sha_hex(data, n, hex);
     for (int i = 0; i < 65; i++)
         upper[i] = (char)(hex[i] >= 'a' && hex[i] <= 'f' ? hex[i] - 32 : hex[i]);
-    req.src = at("local/mlp-000000000005.ckpt");
-    req.dest_dir = at("durable/job-1/step-5"); /* three levels to create */
+    req.src = wt_at("local/mlp-000000000005.ckpt");
+    req.dest_dir = wt_at("durable/job-1/step-5"); /* three levels to create */
     req.expect_sha256 = upper;                 /* either case */
     assert_int_equal(tide_flush_copy(&req, &res, &err), 0);
-    assert_string_equal(res.path, at("durable/job-1/step-5/mlp-000000000005.ckpt"));
+    assert_string_equal(res.path, wt_at("durable/job-1/step-5/mlp-000000000005.ckpt"));
     assert_int_equal(res.bytes, n);
     assert_int_equal(res.files, 1);
     assert_string_equal(res.sha256, hex);
@@ -176,13 +134,13 @@ static void test_copy_file(void **state)
     assert_non_null(back);
     assert_int_equal(got, n);
     assert_memory_equal(back, data, n);
-    assert_int_equal(hidden_entries(at("durable/job-1/step-5")), 0);
+    assert_int_equal(hidden_entries(wt_at("durable/job-1/step-5")), 0);
     free(back);
     tide_flush_result_clear(&res);
 
     /* Again, over the existing copy, with other content: replaced; no sha to compare. */
     data[0] ^= 1;
-    write_file(at("local/mlp-000000000005.ckpt"), data, 10);
+    wt_write_bytes(wt_at("local/mlp-000000000005.ckpt"), data, 10);
     req.expect_sha256 = NULL;
     assert_int_equal(tide_flush_copy(&req, &res, &err), 0);
     sha_hex(data, 10, hex);
@@ -194,8 +152,8 @@ static void test_copy_file(void **state)
     tide_flush_result_clear(&res);
 
     /* An empty file is a checkpoint too. */
-    write_file(at("local/empty"), "", 0);
-    req.src = at("local/empty");
+    wt_write_bytes(wt_at("local/empty"), "", 0);
+    req.src = wt_at("local/empty");
     assert_int_equal(tide_flush_copy(&req, &res, &err), 0);
     assert_int_equal(res.bytes, 0);
     assert_string_equal(res.sha256,
@@ -215,33 +173,33 @@ static void test_copy_atomic_on_failure(void **state)
     tide_error_t err;
 
     (void)state;
-    write_file(at("ck"), data, n);
-    assert_int_equal(mkdir(at("d"), 0755), 0);
-    req.src = at("ck");
-    req.dest_dir = at("d");
+    wt_write_bytes(wt_at("ck"), data, n);
+    assert_int_equal(mkdir(wt_at("d"), 0755), 0);
+    req.src = wt_at("ck");
+    req.dest_dir = wt_at("d");
     req.fail_after = (1u << 20) + 5; /* inside the second buffer */
 
     /* No copy there before: none after. */
     assert_int_equal(tide_flush_copy(&req, &res, &err), -EIO);
-    assert_non_null(strstr(err.text, at("d/ck")));
+    assert_non_null(strstr(err.text, wt_at("d/ck")));
     assert_non_null(strstr(err.text, strerror(EIO)));
-    assert_false(exists(at("d/ck")));
-    assert_int_equal(hidden_entries(at("d")), 0);
+    assert_false(exists(wt_at("d/ck")));
+    assert_int_equal(hidden_entries(wt_at("d")), 0);
     assert_null(res.path);
 
     /* An older copy there: it stays, byte for byte. */
-    write_file(at("d/ck"), old, 100);
+    wt_write_bytes(wt_at("d/ck"), old, 100);
     assert_int_equal(tide_flush_copy(&req, &res, &err), -EIO);
-    back = read_file(at("d/ck"), &got);
+    back = read_file(wt_at("d/ck"), &got);
     assert_int_equal(got, 100);
     assert_memory_equal(back, old, 100);
-    assert_int_equal(hidden_entries(at("d")), 0);
+    assert_int_equal(hidden_entries(wt_at("d")), 0);
     free(back);
 
     /* Failing at the very first byte too. */
     req.fail_after = 1;
     assert_int_equal(tide_flush_copy(&req, &res, &err), -EIO);
-    assert_int_equal(hidden_entries(at("d")), 0);
+    assert_int_equal(hidden_entries(wt_at("d")), 0);
     free(old);
     free(data);
 }
@@ -255,16 +213,16 @@ static void test_copy_sha_mismatch(void **state)
     tide_error_t err;
 
     (void)state;
-    write_file(at("ck"), data, 5000);
+    wt_write_bytes(wt_at("ck"), data, 5000);
     sha_hex(data, 4999, hex); /* the trainer hashed something else */
-    req.src = at("ck");
-    req.dest_dir = at("d/j/step-1");
+    req.src = wt_at("ck");
+    req.dest_dir = wt_at("d/j/step-1");
     req.expect_sha256 = hex;
     assert_int_equal(tide_flush_copy(&req, &res, &err), -EBADMSG);
     assert_non_null(strstr(err.text, "differs from the trainer's"));
-    assert_non_null(strstr(err.text, at("ck")));
-    assert_false(exists(at("d/j/step-1/ck")));
-    assert_int_equal(hidden_entries(at("d/j/step-1")), 0);
+    assert_non_null(strstr(err.text, wt_at("ck")));
+    assert_false(exists(wt_at("d/j/step-1/ck")));
+    assert_int_equal(hidden_entries(wt_at("d/j/step-1")), 0);
     assert_null(res.path);
     free(data);
 }
@@ -284,14 +242,14 @@ static void test_copy_directory(void **state)
     uint8_t *back;
 
     (void)state;
-    assert_int_equal(mkdir(at("ckdir"), 0755), 0);
-    assert_int_equal(mkdir(at("ckdir/sub"), 0755), 0); /* skipped: one level only */
-    write_file(at("ckdir/sub/x"), "x", 1);
+    assert_int_equal(mkdir(wt_at("ckdir"), 0755), 0);
+    assert_int_equal(mkdir(wt_at("ckdir/sub"), 0755), 0); /* skipped: one level only */
+    wt_write_bytes(wt_at("ckdir/sub/x"), "x", 1);
     for (int i = 0; i < 3; i++) {
         parts[i] = make_data(sizes[i], 10 + (uint32_t)i);
-        write_file(at("ckdir/%s", names[i]), parts[i], sizes[i]);
+        wt_write_bytes(wt_at("ckdir/%s", names[i]), parts[i], sizes[i]);
     }
-    assert_int_equal(symlink("/nonexistent", at("ckdir/dangling")), 0); /* skipped */
+    assert_int_equal(symlink("/nonexistent", wt_at("ckdir/dangling")), 0); /* skipped */
     /* sorted by name: a, b, c */
     for (int k = 0, order[3] = {1, 0, 2}; k < 3; k++) {
         int i = order[k];
@@ -301,41 +259,41 @@ static void test_copy_directory(void **state)
     }
     sha_hex(manifest, strlen(manifest), mhex);
 
-    req.src = at("ckdir/"); /* a trailing slash names the same directory */
-    req.dest_dir = at("dur/j/step-9");
+    req.src = wt_at("ckdir/"); /* a trailing slash names the same directory */
+    req.dest_dir = wt_at("dur/j/step-9");
     req.expect_sha256 = mhex;
     assert_int_equal(tide_flush_copy(&req, &res, &err), 0);
-    assert_string_equal(res.path, at("dur/j/step-9/ckdir"));
+    assert_string_equal(res.path, wt_at("dur/j/step-9/ckdir"));
     assert_string_equal(res.sha256, mhex);
     assert_int_equal(res.files, 3);
     assert_int_equal(res.bytes, sizes[0] + sizes[1] + sizes[2]);
     for (int i = 0; i < 3; i++) {
-        back = read_file(at("dur/j/step-9/ckdir/%s", names[i]), &got);
+        back = read_file(wt_at("dur/j/step-9/ckdir/%s", names[i]), &got);
         assert_non_null(back);
         assert_int_equal(got, sizes[i]);
         assert_memory_equal(back, parts[i], sizes[i]);
         free(back);
     }
-    assert_false(exists(at("dur/j/step-9/ckdir/sub")));
-    assert_false(exists(at("dur/j/step-9/ckdir/dangling")));
-    assert_int_equal(hidden_entries(at("dur/j/step-9")), 0);
+    assert_false(exists(wt_at("dur/j/step-9/ckdir/sub")));
+    assert_false(exists(wt_at("dur/j/step-9/ckdir/dangling")));
+    assert_int_equal(hidden_entries(wt_at("dur/j/step-9")), 0);
     tide_flush_result_clear(&res);
 
     /* A failed second copy leaves the first whole. */
-    unlink(at("ckdir/a.bin"));
+    unlink(wt_at("ckdir/a.bin"));
     req.expect_sha256 = NULL;
     req.fail_after = 80000;
     assert_int_equal(tide_flush_copy(&req, &res, &err), -EIO);
-    assert_true(exists(at("dur/j/step-9/ckdir/a.bin")));
-    assert_int_equal(hidden_entries(at("dur/j/step-9")), 0);
+    assert_true(exists(wt_at("dur/j/step-9/ckdir/a.bin")));
+    assert_int_equal(hidden_entries(wt_at("dur/j/step-9")), 0);
 
     /* A good second copy replaces it as a whole (a.bin gone). */
     req.fail_after = 0;
     assert_int_equal(tide_flush_copy(&req, &res, &err), 0);
     assert_int_equal(res.files, 2);
-    assert_false(exists(at("dur/j/step-9/ckdir/a.bin")));
-    assert_true(exists(at("dur/j/step-9/ckdir/c.bin")));
-    assert_int_equal(hidden_entries(at("dur/j/step-9")), 0);
+    assert_false(exists(wt_at("dur/j/step-9/ckdir/a.bin")));
+    assert_true(exists(wt_at("dur/j/step-9/ckdir/c.bin")));
+    assert_int_equal(hidden_entries(wt_at("dur/j/step-9")), 0);
     tide_flush_result_clear(&res);
     for (int i = 0; i < 3; i++)
         free(parts[i]);
@@ -350,12 +308,12 @@ static void test_copy_bad_sources(void **state)
     uint8_t *data = make_data(100, 4);
 
     (void)state;
-    req.src = at("missing.ckpt");
-    req.dest_dir = at("d");
+    req.src = wt_at("missing.ckpt");
+    req.dest_dir = wt_at("d");
     assert_int_equal(tide_flush_copy(&req, &res, &err), -ENOENT);
-    assert_non_null(strstr(err.text, at("missing.ckpt")));
+    assert_non_null(strstr(err.text, wt_at("missing.ckpt")));
     assert_non_null(strstr(err.text, "No such file or directory"));
-    assert_false(exists(at("d/missing.ckpt")));
+    assert_false(exists(wt_at("d/missing.ckpt")));
 
     req.src = "/";
     assert_int_equal(tide_flush_copy(&req, &res, &err), -EINVAL);
@@ -366,19 +324,19 @@ static void test_copy_bad_sources(void **state)
     assert_non_null(strstr(err.text, "not a regular file or a directory"));
 
     /* A durable directory that cannot be made (a file is in the way). */
-    write_file(at("ck"), data, 100);
-    write_file(at("file"), "x", 1);
-    req.src = at("ck");
-    req.dest_dir = at("file/j/step-1");
+    wt_write_bytes(wt_at("ck"), data, 100);
+    wt_write_bytes(wt_at("file"), "x", 1);
+    req.src = wt_at("ck");
+    req.dest_dir = wt_at("file/j/step-1");
     assert_int_equal(tide_flush_copy(&req, &res, &err), -ENOTDIR);
-    assert_non_null(strstr(err.text, at("file/j/step-1")));
+    assert_non_null(strstr(err.text, wt_at("file/j/step-1")));
 
     /* Cancelled (the worker is stopping): nothing left. */
-    req.dest_dir = at("d");
+    req.dest_dir = wt_at("d");
     req.cancel = &cancel;
     assert_int_equal(tide_flush_copy(&req, &res, &err), -ECANCELED);
-    assert_false(exists(at("d/ck")));
-    assert_int_equal(hidden_entries(at("d")), 0);
+    assert_false(exists(wt_at("d/ck")));
+    assert_int_equal(hidden_entries(wt_at("d")), 0);
     free(data);
 }
 
@@ -486,7 +444,7 @@ typedef struct rig {
 
 static void rig_start_hot(rig_t *r, const char *durable_override, uint64_t fail_after, const char *hot)
 {
-    tide_flusher_config_t cfg = {durable_override, root, fail_after, hot};
+    tide_flusher_config_t cfg = {durable_override, wt_scratch_root(), fail_after, hot};
     tide_flusher_ops_t ops = {sink_send};
 
     memset(r, 0, sizeof(*r));
@@ -496,7 +454,7 @@ static void rig_start_hot(rig_t *r, const char *durable_override, uint64_t fail_
 
 static void rig_start(rig_t *r, const char *durable_override, uint64_t fail_after)
 {
-    tide_flusher_config_t cfg = {durable_override, root, fail_after, NULL};
+    tide_flusher_config_t cfg = {durable_override, wt_scratch_root(), fail_after, NULL};
     tide_flusher_ops_t ops = {sink_send};
 
     memset(r, 0, sizeof(*r));
@@ -522,18 +480,18 @@ static void test_flusher_answers(void **state)
     const Tide__V1__FlushDone *d;
 
     (void)state;
-    assert_int_equal(mkdir(at("wd"), 0755), 0);
-    assert_int_equal(mkdir(at("wd/ck"), 0755), 0);
-    write_file(at("wd/ck/model.ckpt"), data, 200000);
+    assert_int_equal(mkdir(wt_at("wd"), 0755), 0);
+    assert_int_equal(mkdir(wt_at("wd/ck"), 0755), 0);
+    wt_write_bytes(wt_at("wd/ck/model.ckpt"), data, 200000);
     sha_hex(data, 200000, hex);
     rig_start(&r, NULL, 0);
-    tide_flusher_rank_started(r.f, "job-1", 1, 0, at("wd"));
+    tide_flusher_rank_started(r.f, "job-1", 1, 0, wt_at("wd"));
     for (int64_t s = 1; s <= 6; s++) /* only the newest few are kept */
         tide_flusher_saved(r.f, "job-1", 1, 0, s, "ck/model.ckpt", 200000, hex); /* relative */
     tide_flusher_saved(r.f, "job-1", 1, 1, 6, "", 0, "");
 
-    request(r.f, "job-1", 1, 0, 6, at("durable"));
-    request(r.f, "job-1", 1, 1, 6, at("durable"));
+    request(r.f, "job-1", 1, 0, 6, wt_at("durable"));
+    request(r.f, "job-1", 1, 1, 6, wt_at("durable"));
     assert_int_equal(r.sink.n, 1); /* rank 1 at once; rank 0 once its copy ends */
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 2);
@@ -548,20 +506,20 @@ static void test_flusher_answers(void **state)
     assert_int_equal(d->generation, 1);
     assert_int_equal(d->step, 6);
     assert_true(d->ok);
-    assert_string_equal(d->durable_path, at("durable/job-1/step-6/rank-0/model.ckpt"));
+    assert_string_equal(d->durable_path, wt_at("durable/job-1/step-6/rank-0/model.ckpt"));
     assert_int_equal(d->bytes, 200000);
     assert_string_equal(d->sha256, hex);
-    assert_true(exists(at("durable/job-1/step-6/rank-0/model.ckpt")));
+    assert_true(exists(wt_at("durable/job-1/step-6/rank-0/model.ckpt")));
     sink_clear(&r.sink);
 
     /* Refusals, each answered once with a reason. */
-    request(r.f, "job-1", 1, 0, 1, at("durable")); /* fell out of the history */
-    request(r.f, "job-1", 2, 0, 6, at("durable")); /* another generation */
-    request(r.f, "job-9", 1, 0, 6, at("durable")); /* never reported here */
-    request(r.f, "../etc", 1, 0, 6, at("durable"));
+    request(r.f, "job-1", 1, 0, 1, wt_at("durable")); /* fell out of the history */
+    request(r.f, "job-1", 2, 0, 6, wt_at("durable")); /* another generation */
+    request(r.f, "job-9", 1, 0, 6, wt_at("durable")); /* never reported here */
+    request(r.f, "../etc", 1, 0, 6, wt_at("durable"));
     request(r.f, "job-1", 1, 0, 6, "relative/dir");
     request(r.f, "job-1", 1, 0, 6, "");
-    request(r.f, "job-1", 1, -1, 6, at("durable"));
+    request(r.f, "job-1", 1, -1, 6, wt_at("durable"));
     assert_int_equal(r.sink.n, 7);
     for (size_t i = 0; i < 7; i++)
         assert_false(r.sink.done[i]->ok);
@@ -593,28 +551,28 @@ static void test_flusher_tiered_layout(void **state)
     const char *rank_dir;
 
     (void)state;
-    assert_int_equal(mkdir(at("hot"), 0755), 0);
-    assert_int_equal(mkdir(at("hot/job-1"), 0755), 0);
-    assert_int_equal(mkdir(at("hot/job-1/step-6"), 0755), 0);
-    rank_dir = at("hot/job-1/step-6/rank-0");
+    assert_int_equal(mkdir(wt_at("hot"), 0755), 0);
+    assert_int_equal(mkdir(wt_at("hot/job-1"), 0755), 0);
+    assert_int_equal(mkdir(wt_at("hot/job-1/step-6"), 0755), 0);
+    rank_dir = wt_at("hot/job-1/step-6/rank-0");
     assert_int_equal(mkdir(rank_dir, 0755), 0);
-    write_file(at("hot/job-1/step-6/rank-0/model.ckpt"), data, 100000);
+    wt_write_bytes(wt_at("hot/job-1/step-6/rank-0/model.ckpt"), data, 100000);
     sha_hex(data, 100000, hex);
     memset(&meta, 0, sizeof(meta));
     assert_int_equal(tide_ckpt_meta_scan(rank_dir, "job-1", 1, 6, 0, NULL, &meta, &err), 0);
     assert_int_equal(tide_ckpt_manifest_write(rank_dir, &meta, &err), 0);
     tide_ckpt_meta_clear(&meta);
-    rig_start_hot(&r, NULL, 0, at("hot"));
-    tide_flusher_rank_started(r.f, "job-1", 1, 0, at("wd"));
-    tide_flusher_saved(r.f, "job-1", 1, 0, 6, at("hot/job-1/step-6/rank-0/model.ckpt"), 100000, hex);
-    request(r.f, "job-1", 1, 0, 6, at("durable"));
+    rig_start_hot(&r, NULL, 0, wt_at("hot"));
+    tide_flusher_rank_started(r.f, "job-1", 1, 0, wt_at("wd"));
+    tide_flusher_saved(r.f, "job-1", 1, 0, 6, wt_at("hot/job-1/step-6/rank-0/model.ckpt"), 100000, hex);
+    request(r.f, "job-1", 1, 0, 6, wt_at("durable"));
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 1);
     assert_true(r.sink.done[0]->ok);
-    assert_string_equal(r.sink.done[0]->durable_path, at("durable/job-1/step-6/rank-0"));
-    assert_true(exists(at("durable/job-1/step-6/rank-0/model.ckpt")));
-    assert_true(exists(at("durable/job-1/step-6/rank-0/tide-manifest.json")));
-    cold.dir = at("durable");
+    assert_string_equal(r.sink.done[0]->durable_path, wt_at("durable/job-1/step-6/rank-0"));
+    assert_true(exists(wt_at("durable/job-1/step-6/rank-0/model.ckpt")));
+    assert_true(exists(wt_at("durable/job-1/step-6/rank-0/tide-manifest.json")));
+    cold.dir = wt_at("durable");
     memset(&s, 0, sizeof(s));
     s.tiers = &cold;
     s.n_tiers = 1;
@@ -637,35 +595,35 @@ static void test_flusher_failures(void **state)
     char hex[65];
 
     (void)state;
-    write_file(at("a.ckpt"), "abc", 3);
+    wt_write_bytes(wt_at("a.ckpt"), "abc", 3);
     sha_hex("abd", 3, hex);
     rig_start(&r, NULL, 0);
-    tide_flusher_saved(r.f, "j", 3, 0, 10, at("a.ckpt"), 3, hex);
-    tide_flusher_saved(r.f, "j", 3, 0, 11, at("gone.ckpt"), 3, hex);
-    request(r.f, "j", 3, 0, 10, at("dur"));
-    request(r.f, "j", 3, 0, 11, at("dur"));
+    tide_flusher_saved(r.f, "j", 3, 0, 10, wt_at("a.ckpt"), 3, hex);
+    tide_flusher_saved(r.f, "j", 3, 0, 11, wt_at("gone.ckpt"), 3, hex);
+    request(r.f, "j", 3, 0, 10, wt_at("dur"));
+    request(r.f, "j", 3, 0, 11, wt_at("dur"));
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 2);
     assert_false(r.sink.done[0]->ok);
     assert_int_equal(r.sink.done[0]->step, 10);
     assert_non_null(strstr(r.sink.done[0]->error, "differs from the trainer's"));
-    assert_false(exists(at("dur/j/step-10/rank-0/a.ckpt")));
+    assert_false(exists(wt_at("dur/j/step-10/rank-0/a.ckpt")));
     assert_false(r.sink.done[1]->ok);
-    assert_non_null(strstr(r.sink.done[1]->error, at("gone.ckpt")));
+    assert_non_null(strstr(r.sink.done[1]->error, wt_at("gone.ckpt")));
     assert_non_null(strstr(r.sink.done[1]->error, "No such file or directory"));
     rig_stop(&r);
 
     /* The worker's own --ckpt-durable wins over the scheduler's; an injected failure is reported.
      */
-    rig_start(&r, at("mine"), 2);
-    tide_flusher_saved(r.f, "j", 1, 0, 1, at("a.ckpt"), 3, "");
-    request(r.f, "j", 1, 0, 1, at("theirs"));
+    rig_start(&r, wt_at("mine"), 2);
+    tide_flusher_saved(r.f, "j", 1, 0, 1, wt_at("a.ckpt"), 3, "");
+    request(r.f, "j", 1, 0, 1, wt_at("theirs"));
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 1);
     assert_false(r.sink.done[0]->ok);
-    assert_non_null(strstr(r.sink.done[0]->error, at("mine/j/step-1/rank-0/a.ckpt")));
-    assert_false(exists(at("theirs")));
-    assert_int_equal(hidden_entries(at("mine/j/step-1")), 0);
+    assert_non_null(strstr(r.sink.done[0]->error, wt_at("mine/j/step-1/rank-0/a.ckpt")));
+    assert_false(exists(wt_at("theirs")));
+    assert_int_equal(hidden_entries(wt_at("mine/j/step-1")), 0);
     rig_stop(&r);
 }
 
@@ -678,14 +636,14 @@ static void test_flusher_queue_and_resend(void **state)
     uint8_t *data = make_data(4u << 20, 6);
 
     (void)state;
-    write_file(at("big"), data, 4u << 20);
-    write_file(at("small"), "s", 1);
+    wt_write_bytes(wt_at("big"), data, 4u << 20);
+    wt_write_bytes(wt_at("small"), "s", 1);
     rig_start(&r, NULL, 0);
-    tide_flusher_saved(r.f, "j", 1, 0, 1, at("big"), 0, "");
-    tide_flusher_saved(r.f, "j", 1, 0, 2, at("small"), 0, "");
-    request(r.f, "j", 1, 0, 1, at("dur"));
-    request(r.f, "j", 1, 0, 2, at("dur"));
-    request(r.f, "j", 1, 0, 1, at("dur")); /* a duplicate of the running one */
+    tide_flusher_saved(r.f, "j", 1, 0, 1, wt_at("big"), 0, "");
+    tide_flusher_saved(r.f, "j", 1, 0, 2, wt_at("small"), 0, "");
+    request(r.f, "j", 1, 0, 1, wt_at("dur"));
+    request(r.f, "j", 1, 0, 2, wt_at("dur"));
+    request(r.f, "j", 1, 0, 1, wt_at("dur")); /* a duplicate of the running one */
     assert_int_equal(tide_flusher_busy(r.f), 2);
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 2);
@@ -697,7 +655,7 @@ static void test_flusher_queue_and_resend(void **state)
 
     /* No stream when the copy ends: the answer waits for the next welcome. */
     r.sink.fail = -ENOTCONN;
-    request(r.f, "j", 1, 0, 2, at("dur"));
+    request(r.f, "j", 1, 0, 2, wt_at("dur"));
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 0);
     tide_flusher_resend(r.f);
@@ -720,20 +678,20 @@ static void test_flusher_free_while_copying(void **state)
     uint8_t *data = make_data(8u << 20, 8);
 
     (void)state;
-    write_file(at("big"), data, 8u << 20);
+    wt_write_bytes(wt_at("big"), data, 8u << 20);
     rig_start(&r, NULL, 0);
     for (int32_t rank = 0; rank < 6; rank++) {
-        tide_flusher_saved(r.f, "j", 1, rank, 1, at("big"), 0, "");
-        tide_flusher_saved(r.f, "j", 1, rank, 2, at("big"), 0, "");
-        request(r.f, "j", 1, rank, 1, at("dur%d", rank));
-        request(r.f, "j", 1, rank, 2, at("dur%d", rank));
+        tide_flusher_saved(r.f, "j", 1, rank, 1, wt_at("big"), 0, "");
+        tide_flusher_saved(r.f, "j", 1, rank, 2, wt_at("big"), 0, "");
+        request(r.f, "j", 1, rank, 1, wt_at("dur%d", rank));
+        request(r.f, "j", 1, rank, 2, wt_at("dur%d", rank));
     }
     assert_int_equal(tide_flusher_busy(r.f), 12);
     rig_stop(&r); /* frees, runs the loop dry, closes it */
     assert_int_equal(r.sink.n, 0);
     for (int rank = 0; rank < 6; rank++) {
-        assert_int_equal(hidden_entries(at("dur%d/j/step-1", rank)), 0);
-        assert_false(exists(at("dur%d/j/step-2", rank)));
+        assert_int_equal(hidden_entries(wt_at("dur%d/j/step-1", rank)), 0);
+        assert_false(exists(wt_at("dur%d/j/step-2", rank)));
     }
     free(data);
 }

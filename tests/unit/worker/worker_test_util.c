@@ -5,12 +5,20 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
+
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
 
 #include "datadir.h"
 
@@ -144,4 +152,69 @@ bool wt_cond_file_contains(void *arg)
 
     free(s);
     return ok;
+}
+
+static char scratch_root[512];
+static char *scratch_paths[1024]; /* wt_at's strings */
+static size_t n_scratch_paths;
+
+void wt_scratch_begin(const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    snprintf(scratch_root, sizeof(scratch_root), "%s/tide-test-%s-XXXXXX",
+             tmp && tmp[0] ? tmp : "/tmp", name);
+    assert_non_null(mkdtemp(scratch_root));
+}
+
+const char *wt_scratch_root(void)
+{
+    return scratch_root;
+}
+
+char *wt_at(const char *fmt, ...)
+{
+    char rel[400], *out;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof(rel), fmt, ap);
+    va_end(ap);
+    assert_true(n_scratch_paths < sizeof(scratch_paths) / sizeof(scratch_paths[0]));
+    assert_true(asprintf(&out, "%s/%s", scratch_root, rel) > 0);
+    scratch_paths[n_scratch_paths++] = out;
+    return out;
+}
+
+void wt_scratch_end(void)
+{
+    wt_rmrf(scratch_root);
+    for (size_t i = 0; i < n_scratch_paths; i++)
+        free(scratch_paths[i]);
+    n_scratch_paths = 0;
+    scratch_root[0] = '\0';
+}
+
+void wt_mkdirs(const char *path)
+{
+    char p[600];
+
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        assert_true(mkdir(p, 0755) == 0 || errno == EEXIST);
+        *s = '/';
+    }
+    assert_true(mkdir(p, 0755) == 0 || errno == EEXIST);
+}
+
+void wt_write_bytes(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
 }

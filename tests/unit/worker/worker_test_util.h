@@ -4,6 +4,7 @@
 #define TIDE_WORKER_TEST_UTIL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,6 +18,17 @@ void wt_rmrf(const char *path);
 char *wt_read_file(const char *path);
 /* Creates path with content. */
 void wt_write_file(const char *path, const char *content);
+
+/* The test's scratch directory, one at a time: wt_scratch_begin makes $TMPDIR/tide-test-NAME-XXXXXX (or
+ * under /tmp), wt_at gives paths in it that live until wt_scratch_end, which removes the tree. */
+void wt_scratch_begin(const char *name);
+const char *wt_scratch_root(void);
+char *wt_at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void wt_scratch_end(void);
+/* mkdir -p path (0755). */
+void wt_mkdirs(const char *path);
+/* Creates path with len bytes of data. */
+void wt_write_bytes(const char *path, const void *data, size_t len);
 
 /* Runs loop until cond(arg) holds or timeout_ms passes; returns cond's last value. A private timer
  * keeps the loop waking up, so conditions set outside callbacks are seen too. */
