@@ -275,6 +275,22 @@ static int resume(run_t *r)
     return 0;
 }
 
+/* The state after r->steps_done steps, as a checkpoint holds it (params and velocity borrowed). */
+static tide_mlp_state_t state_now(const run_t *r)
+{
+    tide_mlp_state_t st = {
+        .cfg = r->opt->cfg,
+        .steps_done = r->steps_done,
+        .data_position = r->steps_done * r->opt->cfg.batch,
+        .generation = r->generation,
+        .job = r->job,
+        .n_params = r->n,
+        .params = r->params,
+        .velocity = r->velocity,
+    };
+    return st;
+}
+
 /* All ranks: rank 0 writes the checkpoint of the state after r->steps_done steps, every rank
  * reports its part to tide. Returns 0 or, on every rank, the negative errno of the failure (rank 0
  * said why): -ESTALE when the directory holds a later generation's checkpoint of this job. */
@@ -288,16 +304,7 @@ static int checkpoint(run_t *r, bool requested)
 
     tide_trainer_phase(r->sdk, TIDE_PHASE_CHECKPOINT);
     if (r->rank == 0) {
-        tide_mlp_state_t st = {
-            .cfg = o->cfg,
-            .steps_done = r->steps_done,
-            .data_position = r->steps_done * o->cfg.batch,
-            .generation = r->generation,
-            .job = r->job,
-            .n_params = r->n,
-            .params = r->params,
-            .velocity = r->velocity,
-        };
+        tide_mlp_state_t st = state_now(r);
         tide_error_t err = {{0}};
         char dir[TIDE_MLP_CKPT_PATH_MAX];
         if (!r->tiered) {
@@ -367,16 +374,7 @@ static void save_start(run_t *r, bool requested)
     r->pending_rc = 0;
     tide_error_clear(&r->pending_err);
     if (r->rank == 0) {
-        tide_mlp_state_t st = {
-            .cfg = o->cfg,
-            .steps_done = r->steps_done,
-            .data_position = r->steps_done * o->cfg.batch,
-            .generation = r->generation,
-            .job = r->job,
-            .n_params = r->n,
-            .params = r->params,
-            .velocity = r->velocity,
-        };
+        tide_mlp_state_t st = state_now(r);
         char dir[TIDE_MLP_CKPT_PATH_MAX];
         const char *into = o->checkpoint_dir;
         uint32_t keep = o->checkpoint_keep;
