@@ -722,8 +722,10 @@ static int train(run_t *r)
                 crc = save_join(r);
                 if (crc != -ESTALE) {
                     save_start(r, ctl[CTL_CHECKPOINT] > 0);
-                    /* The run ends here: its last state is saved and reported before it goes. */
-                    crc = stop || r->steps_done == o->steps ? save_join(r) : 0;
+                    /* The run ends here: its last state is saved and reported before it goes. An
+                     * evaluation phase opens on a written checkpoint (its lent processes read the file),
+                     * as without the flag. */
+                    crc = stop || r->steps_done == o->steps || eval_step ? save_join(r) : 0;
                 }
             }
             r->ckpt_stall += MPI_Wtime() - c0;
