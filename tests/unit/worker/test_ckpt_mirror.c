@@ -27,6 +27,7 @@
 #include "rpc_client.h"
 #include "rpc_server.h"
 #include "tide/v1/worker_service.pb-c.h"
+#include "worker_test_util.h"
 
 #define WAIT_MS 30000
 #define JOB     "job-m1"
@@ -154,43 +155,10 @@ static char *make_ckpt(int32_t generation, int64_t step, int32_t rank, size_t bi
 
 /* --- the loop --- */
 
-typedef struct waiter {
-    bool (*cond)(void *);
-    void *arg;
-    bool expired;
-} waiter_t;
-
-static void on_watchdog(uv_timer_t *t)
-{
-    ((waiter_t *)t->data)->expired = true;
-    uv_stop(t->loop);
-}
-
-static void on_prepare(uv_prepare_t *p)
-{
-    waiter_t *w = p->data;
-    if (w->cond(w->arg))
-        uv_stop(p->loop);
-}
-
+/* Runs the loop until cond(arg) holds or WAIT_MS pass (worker_test_util's, on the fixture's loop). */
 static bool run_until(bool (*cond)(void *), void *arg)
 {
-    uv_timer_t dog;
-    uv_prepare_t prep;
-    waiter_t w = {cond, arg, false};
-
-    uv_timer_init(&F.loop, &dog);
-    dog.data = &w;
-    uv_timer_start(&dog, on_watchdog, WAIT_MS, 0);
-    uv_prepare_init(&F.loop, &prep);
-    prep.data = &w;
-    uv_prepare_start(&prep, on_prepare);
-    while (!cond(arg) && !w.expired)
-        uv_run(&F.loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&dog, NULL);
-    uv_close((uv_handle_t *)&prep, NULL);
-    uv_run(&F.loop, UV_RUN_NOWAIT);
-    return cond(arg);
+    return wt_run_until(&F.loop, cond, arg, WAIT_MS);
 }
 
 static bool is_done(void *arg)
