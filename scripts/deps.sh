@@ -16,6 +16,8 @@ PKGS=(
     python3-torch
     # fuzzing (clang's libFuzzer runtime) and sanitizers
     clang libclang-rt-14-dev
+    # deployment tests: etcd for the store and HA schedulers, Slurm daemons for the sbatch template
+    etcd-server etcd-client slurm-wlm munge unzip
 )
 
 missing=()
@@ -24,7 +26,9 @@ for p in "${PKGS[@]}"; do
     [ "$st" = installed ] || missing+=("$p")
 done
 
+here=$(dirname "$0")
 if [ ${#missing[@]} -eq 0 ]; then
+    "$here/helm.sh"
     exit 0
 fi
 
@@ -37,3 +41,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || true
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+"$here/helm.sh"
