@@ -11,7 +11,7 @@ PKGS=(
     # MPI jobs and the reference trainer (tide-mlp)
     libopenmpi-dev openmpi-bin libssl-dev
     # tests
-    libcmocka-dev python3-grpcio python3-protobuf python3-grpc-tools prometheus
+    libcmocka-dev python3-grpcio python3-protobuf python3-grpc-tools python3-yaml prometheus
     # an unmodified PyTorch DDP job (integration tests; CPU build, gloo)
     python3-torch
     # fuzzing (clang's libFuzzer runtime) and sanitizers
