@@ -10,7 +10,9 @@
 
 #include <uv.h>
 
+#include "addr_list.h"
 #include "config.h"
+#include "grpc/health/v1/health.pb-c.h"
 #include "token.h"
 #include "table.h"
 #include "rpc_client.h"
@@ -54,6 +56,140 @@ static void on_state(tide_rpc_client_t *client, int status, const char *text, vo
     snprintf(c->conn_text, sizeof(c->conn_text), "%s", text ? text : "");
 }
 
+/* --- finding the leader among several replicas --- */
+
+#define LEADER_WAIT_MS 10000 /* while some replica answers as a standby (an election is under way) */
+#define PROBE_TIMEOUT_MS 3000
+
+typedef struct probe {
+    tide_rpc_client_t *client;
+    const char *addr;
+    bool done, serving, standby;
+    char why[200];
+} probe_t;
+
+static void probe_on_message(tide_rpc_client_call_t *call, const uint8_t *data, size_t len, void *ud)
+{
+    probe_t *p = ud;
+    Grpc__Health__V1__HealthCheckResponse *r = grpc__health__v1__health_check_response__unpack(NULL, len, data);
+
+    (void)call;
+    if (!r)
+        return;
+    p->serving = r->status == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    p->standby = r->status == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+    grpc__health__v1__health_check_response__free_unpacked(r, NULL);
+}
+
+static void probe_on_status(tide_rpc_client_call_t *call, tide_grpc_code_t code, const char *message, void *ud)
+{
+    probe_t *p = ud;
+
+    (void)call;
+    p->done = true;
+    if (p->standby)
+        snprintf(p->why, sizeof(p->why), "standby");
+    else if (code != TIDE_GRPC_OK || !p->serving)
+        snprintf(p->why, sizeof(p->why), "%s%s%s", tide_grpc_code_name(code), message && *message ? ": " : "",
+                 message ? message : "");
+}
+
+static void probe_on_state(tide_rpc_client_t *client, int status, const char *text, void *ud)
+{
+    probe_t *p = ud;
+
+    (void)client;
+    if (status < 0 && !p->done)
+        snprintf(p->why, sizeof(p->why), "%s", text && *text ? text : uv_strerror(status));
+}
+
+/* One round: asks every address at once whether it serves tide.v1.JobService (the leader does, a
+ * standby says NOT_SERVING). Returns the index of the first that serves, or -1 with *standbys set to
+ * how many answered as standbys and why filled with each one's answer. */
+static int probe_round(uv_loop_t *loop, const tide_addr_list_t *l, const char *token, size_t *standbys,
+                       char *why, size_t why_size)
+{
+    static const tide_rpc_client_call_cbs_t cbs = {probe_on_message, probe_on_status};
+    Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+    probe_t probes[TIDE_ADDR_LIST_MAX];
+    size_t pending = 0;
+    int found = -1;
+
+    memset(probes, 0, sizeof(probes));
+    req.service = "tide.v1.JobService";
+    for (size_t i = 0; i < l->n; i++) {
+        tide_rpc_client_config_t cfg = {0};
+        tide_error_t err = {{0}};
+        probe_t *p = &probes[i];
+
+        p->addr = l->addrs[i];
+        cfg.hostport = p->addr;
+        cfg.token = token;
+        cfg.connect_timeout_ms = PROBE_TIMEOUT_MS;
+        cfg.on_state = probe_on_state;
+        cfg.ud = p;
+        if (tide_rpc_client_new(loop, &cfg, &p->client, &err) < 0 ||
+            tide_rpc_client_unary(p->client, "/grpc.health.v1.Health/Check", &req.base, PROBE_TIMEOUT_MS, &cbs,
+                                  p, NULL) < 0) {
+            p->done = true;
+            snprintf(p->why, sizeof(p->why), "%s", err.text[0] ? err.text : "cannot connect");
+            continue;
+        }
+        pending++;
+    }
+    while (found < 0 && pending > 0) {
+        uv_run(loop, UV_RUN_ONCE);
+        pending = 0;
+        for (size_t i = 0; i < l->n; i++) {
+            if (probes[i].done && probes[i].serving && found < 0)
+                found = (int)i;
+            pending += !probes[i].done;
+        }
+    }
+    *standbys = 0;
+    why[0] = '\0';
+    for (size_t i = 0; i < l->n; i++) {
+        size_t used = strlen(why);
+        *standbys += probes[i].standby;
+        snprintf(why + used, why_size - used, "%s%s: %s", i ? "; " : "", probes[i].addr,
+                 probes[i].why[0] ? probes[i].why : "no answer");
+        tide_rpc_client_free(probes[i].client); /* closes through the loop */
+    }
+    return found;
+}
+
+static void pause_done(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* The leader among the addresses: waits while an election is under way (some replica answers as a
+ * standby), at most LEADER_WAIT_MS. Returns 0 with *chosen (owned), or -1 with why filled. */
+static int find_leader(uv_loop_t *loop, const tide_addr_list_t *l, const char *token, char **chosen, char *why,
+                       size_t why_size)
+{
+    uint64_t deadline = uv_hrtime() + (uint64_t)LEADER_WAIT_MS * 1000000;
+    uv_timer_t pause;
+    int idx = -1;
+
+    uv_timer_init(loop, &pause);
+    for (;;) {
+        size_t standbys = 0;
+
+        idx = probe_round(loop, l, token, &standbys, why, why_size);
+        if (idx >= 0 || standbys == 0 || uv_hrtime() >= deadline)
+            break;
+        uv_timer_start(&pause, pause_done, 250, 0);
+        while (uv_is_active((uv_handle_t *)&pause))
+            uv_run(loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&pause, NULL);
+    if (idx < 0)
+        return -1;
+    *chosen = tide_xstrdup(l->addrs[idx]);
+    return 0;
+}
+
 int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
 {
     tide_rpc_client_config_t cfg;
@@ -77,6 +213,23 @@ int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
     if (rc < 0) {
         tide_cli_errorf(cli, "cannot start an event loop: %s", uv_strerror(rc));
         goto fail;
+    }
+    if (strchr(address, ',')) {
+        tide_addr_list_t l;
+        char why[1024], *chosen = NULL;
+
+        if (tide_addr_list_parse(address, NULL, &l, &err) < 0 ||
+            find_leader(&c->loop, &l, token, &chosen, why, sizeof(why)) < 0) {
+            tide_cli_errorf(cli, "UNAVAILABLE: no scheduler leads among %s (%s)", address,
+                            l.n ? why : err.text);
+            tide_addr_list_free(&l);
+            uv_run(&c->loop, UV_RUN_DEFAULT);
+            uv_loop_close(&c->loop);
+            goto fail;
+        }
+        tide_addr_list_free(&l);
+        free(c->address);
+        c->address = address = chosen;
     }
     memset(&cfg, 0, sizeof(cfg));
     cfg.hostport = address;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "addr_list.h"
 #include "ckpt_mirror.h"
 #include "ckpt_tiers.h"
 #include "clock.h"
@@ -117,6 +118,9 @@ struct tide_worker_agent {
     char *launcher_address;
     tide_rpc_client_t *client;
     tide_rpc_client_call_t *call; /* the current stream, or NULL */
+    tide_addr_list_t schedulers;  /* --scheduler's replicas; cur is the one tried now */
+    size_t cur;
+    size_t misses; /* addresses tried since the last Welcome: a full round backs off */
 
     uv_timer_t heartbeat, reconnect, welcome, finish;
     uv_timer_t hot_sweep; /* --ckpt-hot-ttl: old hot copies of jobs nobody told us ended */
@@ -136,6 +140,9 @@ struct tide_worker_agent {
     int exit_code;
     uint64_t first_signal_ms; /* loop time of the first SIGTERM/SIGINT; 0: none yet */
 };
+
+/* The scheduler address tried or connected now. */
+#define SCHED(a) ((a)->schedulers.addrs[(a)->cur])
 
 static void stop_io(tide_worker_agent_t *a);
 static void finish_soon(tide_worker_agent_t *a, int exit_code);
@@ -602,7 +609,7 @@ static void op_welcomed(void *ud, uint32_t interval_ms)
     tide_worker_agent_t *a = ud;
 
     uv_timer_stop(&a->welcome);
-    tide_info("registered with %s as %s (heartbeat every %u ms)", a->cfg->scheduler, a->cfg->id,
+    tide_info("registered with %s as %s (heartbeat every %u ms)", SCHED(a), a->cfg->id,
               interval_ms);
     uv_timer_start(&a->heartbeat, on_heartbeat, interval_ms, interval_ms);
     if (a->flusher)
@@ -615,7 +622,7 @@ static void op_end_stream(void *ud, const char *why)
 {
     tide_worker_agent_t *a = ud;
 
-    tide_warn("ending the stream to %s: %s", a->cfg->scheduler, why);
+    tide_warn("ending the stream to %s: %s", SCHED(a), why);
     if (a->call)
         tide_rpc_client_call_cancel(a->call); /* on_status(CANCELLED) follows from the loop */
 }
@@ -966,19 +973,30 @@ static void on_status(tide_rpc_client_call_t *call, tide_grpc_code_t code, const
     next = tide_worker_core_stream_ended(a->core, code, message, &delay);
     switch (next) {
     case TIDE_WORKER_FATAL:
-        tide_err("scheduler %s refused this worker: %s: %s", a->cfg->scheduler,
+        tide_err("scheduler %s refused this worker: %s: %s", SCHED(a),
                  tide_grpc_code_name(code), message ? message : "");
         finish_soon(a, 1);
         break;
     case TIDE_WORKER_STAY_DOWN:
-        tide_info("stream to %s ended: %s %s", a->cfg->scheduler, tide_grpc_code_name(code),
+        tide_info("stream to %s ended: %s %s", SCHED(a), tide_grpc_code_name(code),
                   message ? message : "");
         if (a->finishing)
             finish_soon(a, a->exit_code);
         break;
     case TIDE_WORKER_RECONNECT:
+        /* Several replicas: the next one may lead (a standby refuses with UNAVAILABLE). Each is tried at
+         * once until a whole round failed; then the backoff applies. */
+        if (a->schedulers.n > 1) {
+            a->cur = (a->cur + 1) % a->schedulers.n;
+            if (was_welcomed)
+                a->misses = 0;
+            if (++a->misses < a->schedulers.n)
+                delay = 0;
+            else
+                a->misses = 0;
+        }
         tide_log(was_welcomed ? TIDE_LOG_WARN : TIDE_LOG_INFO,
-                 "stream to %s ended: %s %s; reconnecting in %lld ms", a->cfg->scheduler,
+                 "stream to %s ended: %s %s; reconnecting in %lld ms", SCHED(a),
                  tide_grpc_code_name(code), message ? message : "", (long long)delay);
         uv_timer_start(&a->reconnect, on_reconnect, (uint64_t)delay, 0);
         break;
@@ -992,9 +1010,9 @@ static void on_client_state(tide_rpc_client_t *c, int status, const char *text, 
     if (c != a->client || a->done)
         return;
     if (status == 0)
-        tide_debug("connected to %s", a->cfg->scheduler);
+        tide_debug("connected to %s", SCHED(a));
     else
-        tide_debug("connection to %s: %s", a->cfg->scheduler, text ? text : uv_strerror(status));
+        tide_debug("connection to %s: %s", SCHED(a), text ? text : uv_strerror(status));
 }
 
 static void on_welcome_timeout(uv_timer_t *t)
@@ -1014,7 +1032,7 @@ static void connect_now(tide_worker_agent_t *a)
     tide_rpc_client_free(a->client); /* the previous attempt's, outside its callbacks */
     a->client = NULL;
     memset(&cc, 0, sizeof(cc));
-    cc.hostport = a->cfg->scheduler;
+    cc.hostport = SCHED(a);
     cc.token = a->cfg->token;
     cc.on_state = on_client_state;
     cc.ud = a;
@@ -1026,7 +1044,7 @@ static void connect_now(tide_worker_agent_t *a)
         int64_t delay = 0;
         tide_worker_next_t next;
 
-        tide_warn("cannot connect to %s: %s", a->cfg->scheduler,
+        tide_warn("cannot connect to %s: %s", SCHED(a),
                   err.text[0] ? err.text : uv_strerror(rc));
         a->call = NULL;
         next = tide_worker_core_stream_ended(a->core, TIDE_GRPC_UNAVAILABLE, NULL, &delay);
@@ -1034,7 +1052,7 @@ static void connect_now(tide_worker_agent_t *a)
             uv_timer_start(&a->reconnect, on_reconnect, (uint64_t)delay, 0);
         return;
     }
-    tide_debug("connecting to %s", a->cfg->scheduler);
+    tide_debug("connecting to %s", SCHED(a));
     tide_worker_core_stream_opened(a->core);
     uv_timer_start(&a->welcome, on_welcome_timeout, a->welcome_timeout_ms, 0);
 }
@@ -1076,18 +1094,24 @@ static void finish_soon(tide_worker_agent_t *a, int exit_code)
     uv_timer_start(&a->finish, on_finish_timer, 0, 0);
 }
 
+/* The agent's own memory, once its handles are closed. */
+static void agent_release(tide_worker_agent_t *a)
+{
+    tide_worker_core_free(a->core);
+    free(a->exec_helper);
+    free(a->launcher_address);
+    free(a->server_methods);
+    free(a->held);
+    tide_addr_list_free(&a->schedulers);
+    free(a);
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
     tide_worker_agent_t *a = h->data;
 
-    if (--a->open_handles == 0 && a->free_requested) {
-        tide_worker_core_free(a->core);
-        free(a->exec_helper);
-        free(a->launcher_address);
-        free(a->server_methods);
-        free(a->held);
-        free(a);
-    }
+    if (--a->open_handles == 0 && a->free_requested)
+        agent_release(a);
 }
 
 static void stop_io(tide_worker_agent_t *a)
@@ -1231,6 +1255,10 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     rank_exec = sibling(cfg->exec_helper, cfg->rank_exec, "tide-rank-exec");
     shim = sibling(cfg->exec_helper, cfg->mpi_shim, "tide-mpi-shim");
     a = tide_xcalloc(1, sizeof(*a));
+    if ((rc = tide_addr_list_parse(wc->scheduler, NULL, &a->schedulers, err)) < 0) {
+        free(a);
+        goto done;
+    }
     sock_path = tide_xasprintf("%s/%s", wc->data_dir, AGENT_SOCK_NAME);
     memset(&tc, 0, sizeof(tc));
     tc.path = sock_path;
@@ -1239,6 +1267,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     rc = tide_trainer_server_new(loop, &tc, &trainer_ops, a, &trainer, err);
     free(sock_path);
     if (rc < 0) {
+        tide_addr_list_free(&a->schedulers);
         free(a);
         goto done;
     }
@@ -1428,12 +1457,6 @@ void tide_worker_agent_free(tide_worker_agent_t *a)
         return;
     stop_io(a);
     a->free_requested = true;
-    if (a->open_handles == 0) {
-        tide_worker_core_free(a->core);
-        free(a->exec_helper);
-        free(a->launcher_address);
-        free(a->server_methods);
-        free(a->held);
-        free(a);
-    }
+    if (a->open_handles == 0)
+        agent_release(a);
 }

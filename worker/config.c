@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "addr_list.h"
 #include "slurm.h"
 #include "token.h"
 #include "xmalloc.h"
@@ -43,8 +44,9 @@ static const char usage_text[] =
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
-    "  --scheduler HOST:PORT  scheduler to connect to (default: $TIDE_SCHEDULER "
-    "or " SCHEDULER_DEFAULT ")\n"
+    "  --scheduler HOST:PORT[,HOST:PORT...]  scheduler to connect to; several: the replicas of an\n"
+    "                         HA scheduler, the worker follows the leader (default: $TIDE_SCHEDULER\n"
+    "                         or " SCHEDULER_DEFAULT ")\n"
     "  --id ID                stable worker id (default: NODE/gpuINDEX)\n"
     "  --node NAME            node name (default: the hostname)\n"
     "  --gpu-index N          GPU index on the node (default: 0)\n"
@@ -140,17 +142,14 @@ static int parse_duration(const char *flag, const char *v, int64_t *ms, tide_err
 
 static int check_hostport(const char *v, tide_error_t *err)
 {
-    const char *colon = strrchr(v, ':');
-    long port;
+    tide_addr_list_t l;
+    tide_error_t e;
 
-    if (!colon || colon == v) {
-        tide_errprintf(err, "--scheduler: '%s' is not HOST:PORT", v);
+    if (tide_addr_list_parse(v, NULL, &l, &e) < 0) {
+        tide_errprintf(err, "--scheduler: %s", e.text);
         return -EINVAL;
     }
-    if (parse_long("--scheduler", colon + 1, 1, 65535, &port, err) < 0) {
-        tide_errprintf(err, "--scheduler: '%s' is not HOST:PORT (port 1..65535)", v);
-        return -EINVAL;
-    }
+    tide_addr_list_free(&l);
     return 0;
 }
 

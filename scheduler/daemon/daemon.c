@@ -540,6 +540,25 @@ void tide_daemon_absorb(tide_daemon_t *d)
 
 /* --- group commit --- */
 
+/* With etcd, every write of a leader is guarded by its leadership key: once another replica holds the
+ * key (or the lease expired it), the commit fails and nothing of it is acknowledged or sent. */
+static void fence(tide_daemon_t *d, tide_store_batch_t *b)
+{
+    if (d->cfg.fence_key)
+        tide_store_batch_compare(b, d->cfg.fence_key, d->cfg.fence_rev);
+}
+
+void tide_daemon_step_down(tide_daemon_t *d, const char *why)
+{
+    if (d->failed)
+        return;
+    tide_err("stepping down as leader: %s", why);
+    d->failed = true;
+    d->exit_code = TIDE_DAEMON_STEPPED_DOWN;
+    tide_daemon_stop(d);
+    uv_stop(d->loop);
+}
+
 static void commit_cb(int status, int64_t revision, const char *errtext, void *ud)
 {
     tide_daemon_t *d = ud;
@@ -552,6 +571,13 @@ static void commit_cb(int status, int64_t revision, const char *errtext, void *u
     if (status < 0) {
         /* Fail-stop: nothing of this batch (or of later ones) is acknowledged or sent, and a restart
          * rebuilds from what is durable. Carrying on would acknowledge state that might not survive. */
+        if (d->cfg.fence_key) {
+            tide_daemon_step_down(d, status == -ECANCELED ? "another replica leads now (the leadership key "
+                                                            "changed)"
+                                                          : errtext && errtext[0] ? errtext
+                                                                                  : strerror(-status));
+            return;
+        }
         tide_err("store commit failed (%s): exiting so that a restart recovers from durable state",
                  errtext && errtext[0] ? errtext : strerror(-status));
         d->failed = true;
@@ -632,6 +658,7 @@ static void check_cb(uv_check_t *h)
         if (tide_store_batch_count(d->batch) > 0) {
             tide_store_batch_t *b = d->batch;
             d->commit_ops_total += tide_store_batch_count(b);
+            fence(d, b);
             d->batch = tide_store_batch_new();
             d->open_no++;
             d->inflight = true;
@@ -795,6 +822,7 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     put_u64(d, TIDE_KEY_EPOCH, d->epoch);
     put_u64(d, TIDE_KEY_EVENT_SEQ, d->next_event_seq);
     d->event_seq_persisted = d->next_event_seq;
+    fence(d, d->batch);
     rc = tide_store_commit(d->store, d->batch, epoch_commit_cb, &done);
     d->batch = tide_store_batch_new();
     if (rc < 0) {

@@ -32,6 +32,11 @@ typedef struct tide_daemon_config {
     const char *ckpt_durable_dir; /* --ckpt-durable: sent in every FlushCheckpoint (made absolute);
                                      NULL: "" is sent and the workers' own --ckpt-durable applies.
                                      Copies happen only with core.ckpt_flush. */
+    /* High availability (--store etcd://, ha.c). */
+    const char *advertise;   /* HOST:PORT this replica is reached at when it leads; NULL: listen */
+    int64_t lease_ttl_ms;    /* the leader's lease; 0: 3000 */
+    const char *fence_key;   /* set by ha.c when this replica leads: every commit also compares ... */
+    int64_t fence_rev;       /* ... fence_key's mod revision (the leadership key this replica wrote) */
     tide_core_config_t core;
 } tide_daemon_config_t;
 
@@ -118,6 +123,11 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
                       tide_error_t *err);
 /* Stops serving, commits what is pending, closes everything; the loop then ends. */
 void tide_daemon_stop(tide_daemon_t *d);
+/* The exit code of a leader that lost its leadership (main.c starts over as a standby). */
+#define TIDE_DAEMON_STEPPED_DOWN 75
+/* Leadership is lost (or can no longer be proven): commits and releases nothing more, stops the loop at
+ * once, exit_code TIDE_DAEMON_STEPPED_DOWN. Idempotent. */
+void tide_daemon_step_down(tide_daemon_t *d, const char *why);
 void tide_daemon_free(tide_daemon_t *d);
 /* Hands the core the current time. Call before every core event. */
 void tide_daemon_now(tide_daemon_t *d);

@@ -55,6 +55,8 @@ enum {
     OPT_BURST_ENTER,
     OPT_BURST_EXIT,
     OPT_BURST_DWELL,
+    OPT_ADVERTISE,
+    OPT_LEASE_TTL,
 };
 
 static const struct option opts[] = {
@@ -97,6 +99,8 @@ static const struct option opts[] = {
     {"burst-enter", required_argument, NULL, OPT_BURST_ENTER},
     {"burst-exit", required_argument, NULL, OPT_BURST_EXIT},
     {"burst-dwell", required_argument, NULL, OPT_BURST_DWELL},
+    {"advertise", required_argument, NULL, OPT_ADVERTISE},
+    {"lease-ttl", required_argument, NULL, OPT_LEASE_TTL},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -113,7 +117,13 @@ void tide_sched_usage(FILE *f)
             "  --listen HOST:PORT     gRPC and HTTP (/healthz, /metrics) address (default 127.0.0.1:7070)\n"
             "  --data-dir DIR         state directory (default /var/lib/tide for root, else\n"
             "                         ~/.local/share/tide); holds state.db, token, scheduler.addr\n"
-            "  --store URL            sqlite:PATH (default sqlite:DATA_DIR/state.db) or mem: (tests)\n"
+            "  --store URL            sqlite:PATH (default sqlite:DATA_DIR/state.db), mem: (tests) or\n"
+            "                         etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: several replicas against\n"
+            "                         one etcd elect a leader, the others stand by (docs/operations.md)\n"
+            "  --advertise HOST:PORT  with etcd: the address clients and workers reach this replica at\n"
+            "                         when it leads (default: the --listen address)\n"
+            "  --lease-ttl DURATION   with etcd: the leader's lease; a standby takes over within it once\n"
+            "                         the leader is gone (default 3s, from 2s to 60s)\n"
             "  --token-file FILE      bearer token clients must send (default DATA_DIR/token, created\n"
             "                         with mode 0600 when missing)\n"
             "  --heartbeat-ms MS      worker heartbeat interval (default 500; SUSPECT after 2 missed,\n"
@@ -366,6 +376,15 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
     case OPT_TOKEN_FILE:
         cfg->token_file = arg;
         return 0;
+    case OPT_ADVERTISE:
+        if (!strchr(arg, ':') || arg[0] == ':' || strchr(arg, ',')) {
+            tide_errprintf(err, "--advertise: \"%.60s\" is not HOST:PORT", arg);
+            return -EINVAL;
+        }
+        cfg->advertise = arg;
+        return 0;
+    case OPT_LEASE_TTL:
+        return duration_flag("--lease-ttl", arg, 2000, 60000, &cfg->lease_ttl_ms, err);
     case OPT_LOG_LEVEL:
         if (tide_log_level_parse(arg, level) < 0) {
             tide_errprintf(err, "--log-level: \"%.40s\" is not debug, info, warn or error", arg);
@@ -564,6 +583,16 @@ int tide_sched_parse_args(int argc, char **argv, tide_daemon_config_t *cfg, tide
     }
     if (optind < argc) {
         tide_errprintf(err, "unexpected argument \"%.60s\" (try --help)", argv[optind]);
+        return -EINVAL;
+    }
+    if (cfg->store_url && strncmp(cfg->store_url, "etcd://", 7) == 0) {
+        if (!cfg->token_file && !cfg->insecure_no_auth) {
+            tide_errprintf(err, "--store etcd://: give --token-file (every replica must check the same token)");
+            return -EINVAL;
+        }
+    } else if (cfg->advertise || cfg->lease_ttl_ms) {
+        tide_errprintf(err, "%s: only with --store etcd:// (leader election)",
+                       cfg->advertise ? "--advertise" : "--lease-ttl");
         return -EINVAL;
     }
     return 0;

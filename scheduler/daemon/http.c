@@ -303,6 +303,9 @@ static void write_metrics(tide_daemon_t *d, tide_buf_t *body)
     tide_prom_family(p, "tide_store_writes_total", TIDE_PROM_COUNTER,
                      "Puts and deletes written to the store.");
     tide_prom_sample(p, NULL, 0, (double)d->commit_ops_total);
+    tide_prom_family(p, "tide_is_leader", TIDE_PROM_GAUGE,
+                     "1 while this scheduler leads (and serves), 0 on a standby.");
+    tide_prom_sample(p, NULL, 0, 1);
     tide_prom_family(p, "tide_leader_epoch", TIDE_PROM_GAUGE, "This scheduler's leader epoch.");
     tide_prom_sample(p, NULL, 0, (double)d->epoch);
     tide_prom_family(p, "tide_uptime_seconds", TIDE_PROM_GAUGE, "Seconds since this scheduler started.");

@@ -258,7 +258,8 @@ static void test_scheduler_resolve(void **state)
               {"flag:1", "sched:9000", "flag:1"},
               {"node7", NULL, "node7:7070"},
               {"[::1]:7443", NULL, "[::1]:7443"},
-              {"[::1]", NULL, "[::1]:7070"}};
+              {"[::1]", NULL, "[::1]:7070"},
+              {"a,b:7071,[::1]", NULL, "a:7070,b:7071,[::1]:7070"}};
     static const struct {
         const char *in, *err;
     } bad[] = {{"::1", "bad scheduler address '::1': IPv6 addresses need brackets, as in [::1]:7070"},
@@ -268,7 +269,9 @@ static void test_scheduler_resolve(void **state)
                {"h:x", "bad scheduler address 'h:x': port must be 1-65535"},
                {"[::1", "bad scheduler address '[::1': unterminated '['"},
                {"[::1]x", "bad scheduler address '[::1]x': expected ':' after ']'"},
-               {"a b:1", "bad scheduler address 'a b:1': contains blanks"}};
+               {"a b:1", "bad scheduler address 'a b:1': contains blanks"},
+               {"a:1,", "bad scheduler address '' in 'a:1,': empty address"},
+               {"a:1,b:x", "bad scheduler address 'b:x' in 'a:1,b:x': port must be 1-65535"}};
     tide_error_t err = {{0}};
     char *out;
     (void)state;

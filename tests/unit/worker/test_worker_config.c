@@ -123,6 +123,10 @@ static void test_defaults(void **state)
     assert_int_equal(PARSE(&cfg, NULL, "--scheduler", "10.1.1.1:7071"), 0);
     assert_string_equal(cfg.scheduler, "10.1.1.1:7071");
     tide_worker_config_free(&cfg);
+    /* The replicas of an HA scheduler: the worker follows the leader among them. */
+    assert_int_equal(PARSE(&cfg, NULL, "--scheduler", "a:7070,b:7070,[::1]:7070"), 0);
+    assert_string_equal(cfg.scheduler, "a:7070,b:7070,[::1]:7070");
+    tide_worker_config_free(&cfg);
 }
 
 static void test_flags(void **state)
@@ -250,6 +254,7 @@ static void test_bad_flags(void **state)
         {ARGC("--scheduler", "nohost"), ARGV("--scheduler", "nohost"), "--scheduler:"},
         {ARGC("--scheduler", "h:0"), ARGV("--scheduler", "h:0"), "--scheduler:"},
         {ARGC("--scheduler", "h:99999"), ARGV("--scheduler", "h:99999"), "--scheduler:"},
+        {ARGC("--scheduler", "a:1,b"), ARGV("--scheduler", "a:1,b"), "--scheduler: 'b' in 'a:1,b': not HOST:PORT"},
         {ARGC("--labels", "a=1,b"), ARGV("--labels", "a=1,b"), "--labels: 'b' is not key=value"},
         {ARGC("--labels", "a=1,a=2"), ARGV("--labels", "a=1,a=2"), "--labels: key 'a' given twice"},
         {ARGC("--log-level", "loud"), ARGV("--log-level", "loud"), "--log-level:"},
