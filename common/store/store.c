@@ -19,6 +19,7 @@ struct tide_store {
 static const tide_store_ops_t *const backends[] = {
     &tide__store_sqlite_ops,
     &tide__store_mem_ops,
+    &tide__store_etcd_ops,
 };
 
 static const tide_store_ops_t *find_backend(const char *scheme, size_t len)
@@ -44,13 +45,14 @@ int tide_store_open(struct uv_loop_s *loop, const char *url, tide_store_t **out,
     }
     colon = strchr(url, ':');
     if (!colon || colon == url) {
-        tide_errprintf(err, "store URL \"%s\" has no scheme (expected sqlite:PATH or mem:)", url);
+        tide_errprintf(err, "store URL \"%s\" has no scheme (expected sqlite:PATH, mem: or %s)",
+                       url, "etcd://HOST:PORT");
         return -EINVAL;
     }
     ops = find_backend(url, (size_t)(colon - url));
     if (!ops) {
-        tide_errprintf(err, "store URL \"%s\": unknown scheme \"%.*s\" (expected sqlite or mem)",
-                       url, (int)(colon - url), url);
+        tide_errprintf(err, "store URL \"%s\": unknown scheme \"%.*s\" (expected %s)", url,
+                       (int)(colon - url), url, "sqlite, mem or etcd");
         return -EINVAL;
     }
     rc = ops->open(loop, colon + 1, &impl, err);

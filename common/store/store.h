@@ -4,7 +4,9 @@
  * atomically, guarded by optional compares (compare-and-swap; fencing for HA later).
  *
  * Backends are ops structs behind tide_store_open(url): "sqlite:PATH" (the default; embedded),
- * "mem:" (the in-tree fake: in memory, with fault injection for tests), and later "etcd://...".
+ * "mem:" (the in-tree fake: in memory, with fault injection for tests), and
+ * "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]" (etcd's v3 JSON gateway; keys under PREFIX, default
+ * "/tide/"; for several scheduler replicas).
  *
  * Every operation completes through its callback, called from the loop after the starting function
  * returned (never inline). If a starting function fails, its callback never fires. */
@@ -31,7 +33,8 @@ typedef struct tide_store_kv {
 } tide_store_kv_t;
 
 /* status: 0, -ECANCELED (a compare failed; nothing was written), -EIO (backend failure, text says why),
- * -ESHUTDOWN (store closed before completion; sqlite: and mem: then applied nothing). revision: the store
+ * -ESHUTDOWN (store closed before completion; sqlite: and mem: then applied nothing; etcd: a commit
+ * already sent may have been applied, like one that failed with -EIO). revision: the store
  * revision after the commit (a batch that changes nothing does not bump it). errtext: never NULL, "" on
  * success; borrowed for the callback only. */
 typedef void (*tide_store_commit_cb)(int status, int64_t revision, const char *errtext, void *ud);
@@ -49,20 +52,27 @@ typedef struct tide_store_ops {
     int (*commit)(void *impl, tide_store_batch_t *b, tide_store_commit_cb cb, void *ud);
 } tide_store_ops_t;
 
-/* Opens "sqlite:PATH" (directories are not created), "mem:". Returns 0, -EINVAL for an unknown scheme or
- * bad location (err says which), -EBUSY when another store holds PATH, -EIO when the backend cannot open.
- * sqlite: and mem: run and complete operations in the order they were started. */
+/* Opens "sqlite:PATH" (directories are not created), "mem:", "etcd://HOST:PORT[,...][/PREFIX]" (checks
+ * that a member answers within 3 s: blocking). Returns 0, -EINVAL for an unknown scheme or bad location
+ * (err says which), -EBUSY when another store holds PATH, -EIO when the backend cannot open (etcd: err
+ * names every member and why, e.g. "etcd at 127.0.0.1:2379: connection refused"). Every backend runs and
+ * completes operations in the order they were started. */
 int tide_store_open(struct uv_loop_s *loop, const char *url, tide_store_t **out, tide_error_t *err);
 /* Pending operations complete with -ESHUTDOWN (from the loop). NULL is fine. */
 void tide_store_close(tide_store_t *s);
-/* "sqlite", "mem" */
+/* "sqlite", "mem", "etcd" */
 const char *tide_store_scheme(const tide_store_t *s);
 
 /* Reads every key starting with prefix (copied; "" for all). Returns 0, or -EINVAL (NULL prefix or cb;
  * the callback then never fires). */
 int tide_store_range(tide_store_t *s, const char *prefix, tide_store_range_cb cb, void *ud);
 /* Applies b atomically if all its compares hold. Takes ownership of b, also on failure. Returns 0, or
- * -EINVAL (NULL cb, an empty key, a negative compare revision; the callback then never fires). */
+ * -EINVAL (NULL cb, an empty key, a negative compare revision; the callback then never fires).
+ * etcd: a batch over etcd's limits (128 ops per txn, 1.5 MiB per request) is applied as several txns in
+ * order, each carrying every compare of the batch (a compare on a key an earlier txn wrote follows that
+ * write): atomic per txn, not as a whole. It completes with the last txn's revision, or the first
+ * failure (then the earlier txns stay applied; errtext says how many ops were). One value over 1.5 MiB
+ * fails with -EIO. An etcd call fails with -EIO after 5 s of trying the members. */
 int tide_store_commit(tide_store_t *s, tide_store_batch_t *b, tide_store_commit_cb cb, void *ud);
 
 /* --- batches --- */

@@ -52,6 +52,7 @@ struct tide_store_batch {
 
 extern const tide_store_ops_t tide__store_sqlite_ops;
 extern const tide_store_ops_t tide__store_mem_ops;
+extern const tide_store_ops_t tide__store_etcd_ops;
 
 /* mem: only. Returns 0. */
 int tide__store_mem_inject_failure(void *impl, int status, int n);
