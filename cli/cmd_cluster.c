@@ -34,6 +34,7 @@ int tide_cli_cmd_workers(tide_cli_t *cli, const tide_cli_command_t *cmd, int arg
     tide_cli_status_t st;
     int *states = NULL, id, rc = TIDE_CLI_EXIT_FAILURE;
     size_t n_states = 0;
+    bool all = false;
 
     tide_cli_args_begin(cmd, &a, argc, argv);
     while ((id = tide_cli_next(cli, &a, &err)) != TIDE_CLI_ARG_END) {
@@ -45,6 +46,8 @@ int tide_cli_cmd_workers(tide_cli_t *cli, const tide_cli_command_t *cmd, int arg
                 rc = tide_cli_usage_error(cli, cmd, "%s", err.text);
                 goto done;
             }
+        } else if (id == TIDE_CLI_OPT_ALL) {
+            all = true;
         } else {
             rc = tide_cli_usage_error(cli, cmd, "unexpected argument '%s'", a.arg);
             goto done;
@@ -55,6 +58,7 @@ int tide_cli_cmd_workers(tide_cli_t *cli, const tide_cli_command_t *cmd, int arg
         goto done;
     req.n_states = n_states;
     req.states = (Tide__V1__WorkerState *)states;
+    req.include_departed = all;
     if (tide_cli_unary(conn, "/tide.v1.ClusterService/ListWorkers", &req.base,
                        &tide__v1__list_workers_response__descriptor, (ProtobufCMessage **)&resp, &st) < 0) {
         tide_cli_report(conn, &st);

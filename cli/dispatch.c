@@ -98,6 +98,7 @@ static const tide_cli_opt_t logs_opts[] = {
 
 static const tide_cli_opt_t workers_opts[] = {
     {"state", 0, true, TIDE_CLI_OPT_STATE, "S,...", "only these states: ready, busy, suspect, dead"},
+    {"all", 'A', false, TIDE_CLI_OPT_ALL, NULL, "also workers that said goodbye and left (state DEPARTED)"},
     TIDE_CLI_OPT_END,
 };
 
@@ -154,7 +155,7 @@ const tide_cli_command_t tide_cli_commands[] = {
      logs_opts, false, tide_cli_cmd_logs},
     {"events", "[-f] [--job ID] [--since SEQ]", "Print scheduler events", NULL, events_opts, false,
      tide_cli_cmd_events},
-    {"workers", "[--state S,...]", "List workers (one per GPU)", NULL, workers_opts, false,
+    {"workers", "[--state S,...] [--all]", "List workers (one per GPU)", NULL, workers_opts, false,
      tide_cli_cmd_workers},
     {"cordon", "WORKER...", "Stop placing new ranks on workers", NULL, no_opts, false, tide_cli_cmd_cordon},
     {"uncordon", "WORKER...", "Allow placing ranks on workers again", NULL, no_opts, false,

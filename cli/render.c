@@ -750,7 +750,11 @@ void tide_cli_render_workers(Tide__V1__Worker *const *ws, size_t n, int64_t now_
         const char *cells[12];
 
         snprintf(gpu, sizeof(gpu), "%d", w->gpu_index);
-        tide_cli_enum_name(&tide__v1__worker_state__descriptor, w->state, "WORKER_STATE_", state, sizeof(state));
+        if (w->departed) /* it said goodbye and left (listed with --all only) */
+            snprintf(state, sizeof(state), "DEPARTED");
+        else
+            tide_cli_enum_name(&tide__v1__worker_state__descriptor, w->state, "WORKER_STATE_", state,
+                               sizeof(state));
         if (has_job && w->rank >= 0)
             snprintf(rank, sizeof(rank), "%d", w->rank);
         else

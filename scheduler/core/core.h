@@ -445,6 +445,10 @@ struct tide_worker {
     bool cordoned;
     char *cordon_reason; /* why, NULL when not cordoned or no reason was given */
     bool connected;
+    /* It said goodbye and left (an allocation ended, a node was shut down): state DEAD, not connected, no
+     * job. Kept (its cordon too) but hidden from listings and not in tide_core_worker_counts; registering
+     * again under its id revives it. A worker that vanished without a goodbye is DEAD, not departed. */
+    bool departed;
     tide_job_t *job; /* the job whose rank runs (or is stopping) here; NULL when none */
     int32_t rank;
     int32_t generation;
@@ -729,7 +733,8 @@ typedef struct tide_job_record {
 int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_error_t *err);
 /* Restores the job-number counter (the next job gets at least next_seq). */
 void tide_core_restore_meta(tide_core_t *core, uint64_t next_seq);
-/* Restores a worker's cordon flag and its reason (NULL or "": none). */
+/* Restores a worker's cordon flag and its reason (NULL or "": none). A worker first known from an
+ * uncordoned record is departed (hidden) until it registers: the record says nothing else about it. */
 void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned, const char *reason);
 /* Ends the restore: pending jobs are queued in submission order and placement starts. */
 void tide_core_restore_done(tide_core_t *core);
@@ -771,8 +776,9 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
                               tide_error_t *err);
 /* A heartbeat: O(1), no allocation. */
 void tide_core_worker_heartbeat(tide_core_t *core, tide_worker_t *w, const tide_telemetry_t *t);
-/* The worker's stream on conn ended. goodbye: the worker said it is shutting down. Ignored when conn
- * is not the worker's current stream. */
+/* The worker's stream on conn ended. goodbye: the worker said it is shutting down: its ranks are lost
+ * (it stopped them), it is DEAD and departed (event worker.departed, not a failure). Without goodbye it is
+ * SUSPECT, then DEAD if it does not come back. Ignored when conn is not the worker's current stream. */
 void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *conn, bool goodbye);
 /* A rank started (pid; rank 0 reports MASTER_PORT). Stale generations are ignored. */
 void tide_core_rank_started(tide_core_t *core, tide_worker_t *w, const char *job_id, int32_t generation,
@@ -847,9 +853,10 @@ int32_t tide_core_worker_failures(const tide_core_t *core, const tide_worker_t *
 int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide_worker_t **out,
                             tide_error_t *err);
 tide_worker_t *tide_core_worker_find(const tide_core_t *core, const char *id);
-/* Every worker in id order (sorted on demand; O(n log n), for listings). Caller frees the array. */
+/* Every worker in id order, departed ones included (sorted on demand; O(n log n), for listings). Caller
+ * frees the array. */
 tide_worker_t **tide_core_workers_sorted(const tide_core_t *core, size_t *n);
-/* Workers in each state (index = state), and cordoned ones in counts[0]. */
+/* Workers in each state (index = state), and cordoned ones in counts[0]; departed workers not counted. */
 void tide_core_worker_counts(const tide_core_t *core, int counts[5]);
 
 /* The shell knows the worker is gone (its node failed, or a fault model says so): DEAD now, its rank

@@ -118,6 +118,8 @@ struct tide_core {
     tide_list_t alive;                   /* READY/BUSY workers, ascending last_seen_mono */
     tide_list_t suspect;                 /* SUSPECT workers that can still come back, same order */
     int worker_counts[5];                /* by tide_worker_state_t; [0] = cordoned */
+    int32_t n_departed;                  /* workers departed (in worker_counts[DEAD], not reported) */
+    int32_t n_departed_cordoned;         /* of them, cordoned (in worker_counts[0], not reported) */
 
     tide_action_t *actions;
     size_t n_actions, cap_actions;

@@ -1,7 +1,9 @@
 /* Worker registry and failure detector. Invariants: a worker is in core->alive (READY/BUSY, connected)
  * or core->suspect (SUSPECT, may come back) or neither (DEAD, or a placeholder awaiting reconnect), and
  * both lists are ordered by last_seen_mono, so a heartbeat is O(1) and a tick touches only the workers
- * whose deadline passed. A worker is in its node's free list exactly when it can take a rank. */
+ * whose deadline passed. A worker is in its node's free list exactly when it can take a rank. A departed
+ * worker (it said goodbye) is DEAD, unconnected and bound to no job; core->n_departed(_cordoned) count
+ * exactly the departed ones, and any state change revives it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,10 +74,31 @@ void tide__worker_update_free(tide_core_t *core, tide_worker_t *w)
     core->alloc_stamp++;
 }
 
+/* Departed workers stay in the registry (jobs' ranks, actions, the shell's streams may point at them) but
+ * out of listings and counts: see tide_worker_t.departed. */
+static void depart(tide_core_t *core, tide_worker_t *w)
+{
+    if (w->departed)
+        return;
+    w->departed = true;
+    core->n_departed++;
+    core->n_departed_cordoned += w->cordoned;
+}
+
+static void undepart(tide_core_t *core, tide_worker_t *w)
+{
+    if (!w->departed)
+        return;
+    w->departed = false;
+    core->n_departed--;
+    core->n_departed_cordoned -= w->cordoned;
+}
+
 void tide__worker_set_state(tide_core_t *core, tide_worker_t *w, tide_worker_state_t st)
 {
     if (w->state == st)
         return;
+    undepart(core, w); /* registered again, or bound by a restored job: back in the listings */
     core->worker_counts[w->state]--;
     core->worker_counts[st]++;
     w->state = st;
@@ -179,6 +202,8 @@ void tide__worker_release(tide_core_t *core, tide_worker_t *w)
     }
 }
 
+/* w is DEAD: its stream is dropped and its ranks are lost. failure: counted for the reserve and reported
+ * as worker.dead; else (a goodbye) reported as worker.departed. */
 static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why, bool failure)
 {
     tide_job_t *job = w->job;
@@ -199,7 +224,10 @@ static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why, bo
         w->conn = NULL;
     }
     tide__worker_set_state(core, w, TIDE_WORKER_DEAD);
-    tide__event(core, "worker.dead", job, w, "worker %s is dead: %s", w->id, why);
+    if (failure)
+        tide__event(core, "worker.dead", job, w, "worker %s is dead: %s", w->id, why);
+    else
+        tide__event(core, "worker.departed", job, w, "worker %s left: %s", w->id, why);
     if (job) {
         int32_t rank = w->rank;
         if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation && rank >= 0 &&
@@ -530,6 +558,8 @@ void tide_core_worker_disconnected(tide_core_t *core, tide_worker_t *w, void *co
     w->conn = NULL;
     if (goodbye) {
         worker_dead(core, w, "it shut down", false);
+        if (!w->job)
+            depart(core, w); /* always so: worker_dead released it */
     } else {
         /* It stays where it is in the alive list (ordered by last heartbeat): the tick moves it on to
          * the suspect list in order, so a storm of disconnects costs O(1) each. */
@@ -557,6 +587,7 @@ void tide__worker_cordon(tide_core_t *core, tide_worker_t *w, const char *reason
     if (!was) {
         w->cordoned = true;
         core->worker_counts[0]++;
+        core->n_departed_cordoned += w->departed;
         tide__worker_update_free(core, w);
     }
     tide__persist_worker(core, w);
@@ -581,6 +612,7 @@ int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide
         w->n_fail = 0; /* an operator put it back: its quarantine count and its trend start afresh */
         tide__predict_reset(w);
         core->worker_counts[0]--;
+        core->n_departed_cordoned -= w->departed;
         tide__worker_update_free(core, w);
         tide__persist_worker(core, w);
         tide__event(core, "worker.uncordoned", NULL, w, "worker %s uncordoned", w->id);
@@ -592,11 +624,17 @@ int tide_core_worker_cordon(tide_core_t *core, const char *id, bool cordon, tide
 
 void tide_core_worker_restore(tide_core_t *core, const char *id, bool cordoned, const char *reason)
 {
-    tide_worker_t *w = tide__worker_get_or_add(core, id);
+    tide_worker_t *w = tide_core_worker_find(core, id);
 
+    if (!w) {
+        w = tide__worker_get_or_add(core, id);
+        if (!cordoned)
+            depart(core, w); /* an old uncordon's record: nothing to show until it registers */
+    }
     if (w->cordoned != cordoned) {
         w->cordoned = cordoned;
         core->worker_counts[0] += cordoned ? 1 : -1;
+        core->n_departed_cordoned += w->departed ? (cordoned ? 1 : -1) : 0;
     }
     free(w->cordon_reason);
     w->cordon_reason = cordoned && reason && reason[0] ? tide_xstrdup(reason) : NULL;
@@ -623,4 +661,6 @@ tide_worker_t **tide_core_workers_sorted(const tide_core_t *core, size_t *n)
 void tide_core_worker_counts(const tide_core_t *core, int counts[5])
 {
     memcpy(counts, core->worker_counts, sizeof(core->worker_counts));
+    counts[TIDE_WORKER_DEAD] -= core->n_departed;
+    counts[0] -= core->n_departed_cordoned;
 }

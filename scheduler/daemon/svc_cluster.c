@@ -1,5 +1,6 @@
 /* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker, DrainWorker) and
- * the standard grpc.health.v1.Health service (Check, Watch) that Kubernetes gRPC probes use. */
+ * the standard grpc.health.v1.Health service (Check, Watch) that Kubernetes gRPC probes use. Workers that
+ * said goodbye (departed) are listed only when asked for and never counted. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +49,11 @@ static void list_workers(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         Tide__V1__Worker *pb;
         if (states && !(states & (1u << ws[i]->state)))
             continue;
+        if (ws[i]->departed && !req->include_departed)
+            continue; /* it said goodbye: gone from the list unless asked for */
         pb = tide_arena_alloc(&d->arena, sizeof(*pb));
         tide_conv_worker(d->core, ws[i], pb, &d->arena);
+        pb->departed = ws[i]->departed;
         resp.workers[resp.n_workers++] = pb;
     }
     free(ws);
@@ -158,6 +162,7 @@ static void reply_worker(tide_daemon_t *d, tide_rpc_call_t *call, int rc, const 
         return;
     }
     tide_conv_worker(d->core, w, &pb, &d->arena);
+    pb.departed = w->departed;
     tide_daemon_reply(d, call, &pb.base);
     tide_arena_reset(&d->arena);
     tide_daemon_absorb(d);

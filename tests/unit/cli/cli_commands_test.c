@@ -1669,6 +1669,52 @@ static void test_cluster(void **state)
     result_free(&r);
 }
 
+/* Answers like the scheduler: the departed worker only when the request includes departed ones. */
+static void departed_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    Tide__V1__ListWorkersRequest *r = tide__v1__list_workers_request__unpack(NULL, len, req);
+    Tide__V1__ListWorkersResponse resp = TIDE__V1__LIST_WORKERS_RESPONSE__INIT;
+    Tide__V1__Worker live = TIDE__V1__WORKER__INIT, gone = TIDE__V1__WORKER__INIT;
+    Tide__V1__Worker *ws[] = {&live, &gone};
+
+    (void)ud;
+    live.id = "n1/gpu0", live.node = "n1", live.device = "sim:h100";
+    live.state = TIDE__V1__WORKER_STATE__WORKER_STATE_READY, live.rank = -1, live.last_heartbeat_ms = NOW_MS - 2000;
+    gone.id = "n1/gpu1", gone.node = "n1", gone.gpu_index = 1, gone.device = "sim:h100";
+    gone.state = TIDE__V1__WORKER_STATE__WORKER_STATE_DEAD, gone.rank = -1, gone.departed = true;
+    gone.last_heartbeat_ms = NOW_MS - 60000;
+    resp.n_workers = r->include_departed ? 2 : 1, resp.workers = ws;
+    tide__v1__list_workers_request__free_unpacked(r, NULL);
+    fake_call_send(call, &resp.base);
+    fake_call_finish(call, TIDE_GRPC_OK, NULL);
+}
+
+static void test_workers_departed(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.ClusterService/ListWorkers", departed_handler, NULL);
+    r = run("workers", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_null(strstr(r.out, "n1/gpu1"));
+    result_free(&r);
+    r = run("workers", "--all", NULL);
+    assert_int_equal(r.rc, 0);
+    expect_str(r.out, "ID        NODE   GPU   DEVICE     STATE      JOB   RANK   CORDONED   UTIL   TEMP   RISK   HEARTBEAT\n"
+                      "n1/gpu0   n1     0     sim:h100   READY      -     -      no         -      -      0.00   2s\n"
+                      "n1/gpu1   n1     1     sim:h100   DEPARTED   -     -      no         -      -      0.00   1m\n");
+    result_free(&r);
+    r = run("-o", "json", "workers", "-A", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "\"departed\": true"));
+    result_free(&r);
+    r = run("workers", "--help", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "also workers that said goodbye and left (state DEPARTED)"));
+    result_free(&r);
+}
+
 static void pool_refused_handler(fake_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     (void)req, (void)len, (void)ud;
@@ -1890,6 +1936,7 @@ int main(void)
         cmocka_unit_test_setup(test_events, setup),
         cmocka_unit_test_setup(test_events_connection_lost, setup),
         cmocka_unit_test_setup(test_cluster, setup),
+        cmocka_unit_test_setup(test_workers_departed, setup),
         cmocka_unit_test_setup(test_queue, setup),
         cmocka_unit_test_setup(test_submit_policy, setup),
     };

@@ -455,13 +455,21 @@ void h_check_invariants(h_t *h)
     tide_worker_t *w, *tmp;
     tide_job_t *job, *jtmp;
     int wcounts[5] = {0}, jcounts[6] = {0};
-    int32_t n_free = 0, n_usable = 0;
+    int32_t n_free = 0, n_usable = 0, n_departed = 0, n_departed_cordoned = 0;
 
     HASH_ITER(hh, core->workers, w, tmp) {
         bool sched = w->connected && w->state == TIDE_WORKER_READY && !w->cordoned && !w->job &&
                      w->n_stale == 0;
         wcounts[w->state]++;
         wcounts[0] += w->cordoned;
+        if (w->departed) {
+            /* it said goodbye: DEAD, unconnected, bound to nothing, never placed */
+            assert_int_equal(w->state, TIDE_WORKER_DEAD);
+            assert_false(w->connected);
+            assert_null(w->job);
+            n_departed++;
+            n_departed_cordoned += w->cordoned;
+        }
         assert_int_equal(tide_list_linked(&w->free_node), sched);
         n_free += sched;
         n_usable += w->usable;
@@ -489,6 +497,14 @@ void h_check_invariants(h_t *h)
     assert_int_equal(n_usable, core->n_usable);
     for (int i = 0; i < 5; i++)
         assert_int_equal(wcounts[i], core->worker_counts[i]);
+    assert_int_equal(n_departed, core->n_departed);
+    assert_int_equal(n_departed_cordoned, core->n_departed_cordoned);
+    {
+        int shown[5];
+        tide_core_worker_counts(core, shown); /* what GetClusterStatus reports: departed ones left out */
+        assert_int_equal(shown[TIDE_WORKER_DEAD], wcounts[TIDE_WORKER_DEAD] - n_departed);
+        assert_int_equal(shown[0], wcounts[0] - n_departed_cordoned);
+    }
     check_index(core);
     HASH_ITER(hh, core->jobs, job, jtmp) {
         jcounts[job->state]++;
