@@ -142,6 +142,8 @@ struct tide_worker_agent {
 };
 
 /* The scheduler address tried or connected now. */
+/* The longest wait before the next try after a standby refused (standby.c's message says so). */
+#define STANDBY_RETRY_MAX_MS 1000
 #define SCHED(a) ((a)->schedulers.addrs[(a)->cur])
 
 static void stop_io(tide_worker_agent_t *a);
@@ -994,6 +996,9 @@ static void on_status(tide_rpc_client_call_t *call, tide_grpc_code_t code, const
                 delay = 0;
             else
                 a->misses = 0;
+            /* A standby answered: an election is under way or just over; look again soon. */
+            if (message && strstr(message, "is a standby") && delay > STANDBY_RETRY_MAX_MS)
+                delay = STANDBY_RETRY_MAX_MS;
         }
         tide_log(was_welcomed ? TIDE_LOG_WARN : TIDE_LOG_INFO,
                  "stream to %s ended: %s %s; reconnecting in %lld ms", SCHED(a),

@@ -6,12 +6,14 @@ import atexit
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 BUILD = os.environ.get("TIDE_BUILD_DIR") or os.path.join(os.path.dirname(__file__), "../../build")
 BIN = os.path.join(BUILD, "bin")
@@ -214,6 +216,54 @@ class Cluster:
                           file=sys.stderr)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class Replicas:
+    """tide-scheduler replicas against one etcd (HA, docs/operations.md), sharing a token file; tidectl and
+    workers of the cluster c get every replica's address."""
+
+    def __init__(self, c, etcd_endpoints, n=3, lease_s=3):
+        self.c = c
+        self.etcd_endpoints = etcd_endpoints
+        self.lease_s = lease_s
+        from etcdtest import free_port
+        self.ports = [free_port() for _ in range(n)]
+        self.addrs = [f"127.0.0.1:{p}" for p in self.ports]
+        self.procs = [None] * n
+        self.token_file = os.path.join(c.tmp, "token")
+        with open(self.token_file, "w") as f:
+            f.write("ha-test-token-0123456789abcdef\n")
+        os.chmod(self.token_file, 0o600)
+        c.token = "ha-test-token-0123456789abcdef"
+        c.addr = ",".join(self.addrs)  # tidectl and workers get every replica
+
+    def start(self, i):
+        log = os.path.join(self.c.tmp, f"sched{i}.log")
+        self.procs[i] = self.c._spawn(
+            [os.path.join(BIN, "tide-scheduler"), "--listen", self.addrs[i], "--advertise", self.addrs[i],
+             "--data-dir", os.path.join(self.c.tmp, f"sched{i}"), "--token-file", self.token_file,
+             "--store", f"etcd://{self.etcd_endpoints}/tide-ha", "--lease-ttl", f"{self.lease_s}s",
+             "--reconnect-deadline-s", "60"], log)
+        return self.procs[i]
+
+    def is_leader(self, i):
+        try:
+            body = urllib.request.urlopen(f"http://{self.addrs[i]}/metrics", timeout=2).read().decode()
+        except OSError:
+            return None
+        m = re.search(r"^tide_is_leader (\d)", body, re.M)
+        return m and m.group(1) == "1"
+
+    def leader(self, among=None, timeout=30):
+        among = range(len(self.addrs)) if among is None else among
+
+        def one():
+            ls = [i for i in among if self.procs[i] and self.procs[i].poll() is None and self.is_leader(i)]
+            return [ls[0]] if len(ls) == 1 else None  # a list: replica 0 is a leader too
+        return wait_for(one, timeout, "one leader", interval=0.05)[0]
+
+    def log(self, i):
+        return self.c.log(f"sched{i}.log")
 
 
 def run(tests):

@@ -1,0 +1,54 @@
+/* Leader election for tide-scheduler replicas sharing one etcd (ha.c, docs/operations.md). A replica
+ * stands by (standby.c answers its clients) and campaigns: it holds a lease of its own and creates the
+ * leadership key TIDE_KEY_LEADER with it in a txn that succeeds only when the key is absent. The winner
+ * keeps the lease alive; every store write of its daemon compares the key's mod revision (the fence), and
+ * it steps down as soon as it cannot prove its lease is still valid. */
+#ifndef TIDE_SCHED_HA_H
+#define TIDE_SCHED_HA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon.h"
+#include "error.h"
+
+struct uv_loop_s;
+typedef struct tide_ha tide_ha_t;
+
+/* The leadership key, relative to the store's prefix (the daemon's fence compares it). */
+#define TIDE_KEY_LEADER "meta/leader"
+
+typedef struct tide_ha_config {
+    const char *store_url; /* "etcd://HOST:PORT[,...][/PREFIX]" */
+    const char *listen;    /* where the standby (and then the leader) listens */
+    const char *advertise; /* the address written into the leadership key; NULL: listen */
+    const char *token;     /* the bearer token the standby checks; NULL: none */
+    int64_t lease_ttl_ms;  /* 0: 3000; rounded up to whole seconds (etcd's unit) */
+    bool wait_for_etcd;    /* true: an unreachable etcd is waited for (after a step-down); false: it is an
+                              error at once (a first start) */
+} tide_ha_config_t;
+
+/* Parses the URL, connects the etcd client and, unless wait_for_etcd, checks that etcd answers (a few
+ * seconds at most). Returns 0 with *out, or -EINVAL / -ECONNREFUSED / -ETIMEDOUT with err saying why
+ * (*out NULL). Strings are copied. */
+int tide_ha_new(struct uv_loop_s *loop, const tide_ha_config_t *cfg, tide_ha_t **out, tide_error_t *err);
+/* Starts the standby server and the campaign. Once this replica won and the standby's port is free,
+ * tide_ha_elected() turns true and the loop is stopped (uv_stop), so that main can start the daemon from
+ * the top level. Returns 0 or -errno (the standby cannot listen) with err. */
+int tide_ha_campaign(tide_ha_t *ha, tide_error_t *err);
+bool tide_ha_elected(const tide_ha_t *ha);
+/* The fence for tide_daemon_config_t once elected: the key (relative to the store prefix) and the mod
+ * revision this replica's txn gave it. */
+const char *tide_ha_fence_key(const tide_ha_t *ha);
+int64_t tide_ha_fence_rev(const tide_ha_t *ha);
+/* From now on a lost lease steps d down (tide_daemon_step_down). Returns false when the lease was already
+ * lost (the caller steps down itself). */
+bool tide_ha_lead(tide_ha_t *ha, tide_daemon_t *d);
+/* A graceful end of leadership: revokes the lease so that a standby takes over at once (waits at most
+ * 1 s for etcd, running the loop). Call from the top level, not from a callback. */
+void tide_ha_resign(tide_ha_t *ha);
+/* Stops campaigning and keeping the lease alive, closes the standby server and the etcd client; the
+ * memory goes once their handles closed (run the loop). NULL is fine. */
+void tide_ha_free(tide_ha_t *ha);
+
+#endif
