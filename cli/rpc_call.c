@@ -163,27 +163,32 @@ static void pause_done(uv_timer_t *t)
     (void)t;
 }
 
+static void pause_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
 /* The leader among the addresses: waits while an election is under way (some replica answers as a
  * standby), at most LEADER_WAIT_MS. Returns 0 with *chosen (owned), or -1 with why filled. */
 static int find_leader(uv_loop_t *loop, const tide_addr_list_t *l, const char *token, char **chosen, char *why,
                        size_t why_size)
 {
     uint64_t deadline = uv_hrtime() + (uint64_t)LEADER_WAIT_MS * 1000000;
-    uv_timer_t pause;
+    uv_timer_t *pause = tide_xmalloc(sizeof(*pause)); /* freed by its close callback, from the loop */
     int idx = -1;
 
-    uv_timer_init(loop, &pause);
+    uv_timer_init(loop, pause);
     for (;;) {
         size_t standbys = 0;
 
         idx = probe_round(loop, l, token, &standbys, why, why_size);
         if (idx >= 0 || standbys == 0 || uv_hrtime() >= deadline)
             break;
-        uv_timer_start(&pause, pause_done, 250, 0);
-        while (uv_is_active((uv_handle_t *)&pause))
+        uv_timer_start(pause, pause_done, 250, 0);
+        while (uv_is_active((uv_handle_t *)pause))
             uv_run(loop, UV_RUN_ONCE);
     }
-    uv_close((uv_handle_t *)&pause, NULL);
+    uv_close((uv_handle_t *)pause, pause_closed);
     if (idx < 0)
         return -1;
     *chosen = tide_xstrdup(l->addrs[idx]);

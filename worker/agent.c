@@ -120,7 +120,8 @@ struct tide_worker_agent {
     tide_rpc_client_call_t *call; /* the current stream, or NULL */
     tide_addr_list_t schedulers;  /* --scheduler's replicas; cur is the one tried now */
     size_t cur;
-    size_t misses; /* addresses tried since the last Welcome: a full round backs off */
+    size_t misses;     /* addresses tried in this round: a full round backs off */
+    bool standby_seen; /* a standby refused in this round */
 
     uv_timer_t heartbeat, reconnect, welcome, finish;
     uv_timer_t hot_sweep; /* --ckpt-hot-ttl: old hot copies of jobs nobody told us ended */
@@ -985,26 +986,31 @@ static void on_status(tide_rpc_client_call_t *call, tide_grpc_code_t code, const
         if (a->finishing)
             finish_soon(a, a->exit_code);
         break;
-    case TIDE_WORKER_RECONNECT:
+    case TIDE_WORKER_RECONNECT: {
+        const char *ended = SCHED(a);
         /* Several replicas: the next one may lead (a standby refuses with UNAVAILABLE). Each is tried at
-         * once until a whole round failed; then the backoff applies. */
+         * once until a whole round failed; then the backoff applies, at most STANDBY_RETRY_MAX_MS when a
+         * standby answered in that round (an election is under way or just over: look again soon). */
         if (a->schedulers.n > 1) {
             a->cur = (a->cur + 1) % a->schedulers.n;
             if (was_welcomed)
-                a->misses = 0;
-            if (++a->misses < a->schedulers.n)
+                a->misses = 0, a->standby_seen = false;
+            a->standby_seen |= message && strstr(message, "is a standby") != NULL;
+            if (++a->misses < a->schedulers.n) {
                 delay = 0;
-            else
+            } else {
+                if (a->standby_seen && delay > STANDBY_RETRY_MAX_MS)
+                    delay = STANDBY_RETRY_MAX_MS;
                 a->misses = 0;
-            /* A standby answered: an election is under way or just over; look again soon. */
-            if (message && strstr(message, "is a standby") && delay > STANDBY_RETRY_MAX_MS)
-                delay = STANDBY_RETRY_MAX_MS;
+                a->standby_seen = false;
+            }
         }
         tide_log(was_welcomed ? TIDE_LOG_WARN : TIDE_LOG_INFO,
-                 "stream to %s ended: %s %s; reconnecting in %lld ms", SCHED(a),
-                 tide_grpc_code_name(code), message ? message : "", (long long)delay);
+                 "stream to %s ended: %s %s; reconnecting%s in %lld ms", ended, tide_grpc_code_name(code),
+                 message ? message : "", a->schedulers.n > 1 ? " to the next replica" : "", (long long)delay);
         uv_timer_start(&a->reconnect, on_reconnect, (uint64_t)delay, 0);
         break;
+    }
     }
 }
 

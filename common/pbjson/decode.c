@@ -1,6 +1,7 @@
 /* cJSON -> message by walking the descriptor (proto3 JSON mapping, see pbjson.h). The message under
  * construction is consistent at every step (counts set only with their zeroed arrays), so a failure at
  * any point is cleaned up by protobuf_c_message_free_unpacked and the caller gets nothing. */
+#include "base64.h"
 #include "pbjson.h"
 
 #include <errno.h>
@@ -212,7 +213,7 @@ static int decode_value(decoder_t *d, const ProtobufCFieldDescriptor *f, const c
         size_t len;
         if (!cJSON_IsString(j))
             return fail(d, "expected a base64 string");
-        if (tide_pbjson_base64_decode(j->valuestring, strlen(j->valuestring), &data, &len) < 0)
+        if (tide_base64_decode(j->valuestring, strlen(j->valuestring), &data, &len) < 0)
             return fail(d, "invalid base64");
         b->data = data;
         b->len = len;

@@ -1,5 +1,6 @@
 /* Message -> cJSON by walking the descriptor (proto3 JSON mapping, see pbjson.h). The input message is
  * only read; every string that reaches the tree is valid UTF-8, so the printed JSON always is. */
+#include "base64.h"
 #include "pbjson.h"
 
 #include <inttypes.h>
@@ -155,7 +156,7 @@ static cJSON *encode_value(const ProtobufCFieldDescriptor *f, const void *p, uns
     }
     case PROTOBUF_C_TYPE_BYTES: {
         const ProtobufCBinaryData *b = p;
-        char *text = tide_pbjson_base64_encode(b->data, b->data ? b->len : 0);
+        char *text = tide_base64_encode(b->data, b->data ? b->len : 0);
         cJSON *j = CK(cJSON_CreateString(text));
         free(text);
         return j;

@@ -59,11 +59,4 @@ size_t tide_pbjson_json_name(const char *proto_name, char *out, size_t size);
 bool tide_pbjson_field_is_map(const ProtobufCMessageDescriptor *parent,
                               const ProtobufCFieldDescriptor *field);
 
-/* Standard base64 (with padding) of len bytes. Caller frees with free(). */
-char *tide_pbjson_base64_encode(const void *data, size_t len);
-
-/* Decodes standard or URL-safe base64, padding optional. Returns 0 with *out (caller frees with free();
- * never NULL, even for zero bytes) and *out_len, or -EINVAL on a bad character or length. */
-int tide_pbjson_base64_decode(const char *text, size_t text_len, unsigned char **out, size_t *out_len);
-
 #endif

@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "base64.h"
 #include "buf.h"
 #include "list.h"
 #include "xmalloc.h"
@@ -24,6 +25,7 @@
 #define ERR_TEXT             192
 #define WATCH_MAX_BACKOFF_MS 1000
 #define CALL_MAX_BACKOFF_MS  500
+#define ATTEMPT_MIN_MS       250 /* the least time one member gets for a call that may be repeated */
 
 typedef struct member {
     char *hostport; /* "HOST:PORT" */
@@ -119,83 +121,13 @@ static void watch_connect(tide_etcd_watch_t *w);
 
 /* --- helpers --- */
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *tide_etcd_b64(const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    char *out = tide_xmalloc((len + 2) / 3 * 4 + 1), *o = out;
-    size_t i = 0;
-
-    for (; i + 3 <= len; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        *o++ = b64chars[v >> 18];
-        *o++ = b64chars[(v >> 12) & 63];
-        *o++ = b64chars[(v >> 6) & 63];
-        *o++ = b64chars[v & 63];
-    }
-    if (i < len) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
-        *o++ = b64chars[v >> 18];
-        *o++ = b64chars[(v >> 12) & 63];
-        *o++ = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
-        *o++ = '=';
-    }
-    *o = '\0';
-    return out;
-}
-
-static int b64val(char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+' || ch == '-')
-        return 62;
-    if (ch == '/' || ch == '_')
-        return 63;
-    return -1;
-}
-
 int tide_etcd_unb64(const char *text, uint8_t **out, size_t *out_len)
 {
-    size_t len, pad = 0, n = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    uint8_t *buf;
-
     *out = NULL;
     *out_len = 0;
     if (!text)
         return -EINVAL;
-    len = strlen(text);
-    while (len > 0 && text[len - 1] == '=' && pad < 2) {
-        len--;
-        pad++;
-    }
-    if (len % 4 == 1)
-        return -EINVAL;
-    buf = tide_xmalloc(len * 3 / 4 + 1);
-    for (size_t i = 0; i < len; i++) {
-        int v = b64val(text[i]);
-        if (v < 0) {
-            free(buf);
-            return -EINVAL;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[n++] = (uint8_t)(acc >> bits);
-        }
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *out_len = n;
-    return 0;
+    return tide_base64_decode(text, strlen(text), out, out_len);
 }
 
 int tide_etcd_json_int64(const cJSON *obj, const char *name, int64_t *out)
@@ -451,8 +383,11 @@ static CURL *easy_new(tide_etcd_t *c, const char *url, const char *body, char *e
 
 static bool is_idempotent(const char *path)
 {
+    /* Repeating these is harmless: reads, keepalives, and lease grants and revokes (a lease granted
+     * twice leaves an unused one that expires by itself; a second revoke finds nothing). */
     static const char *const paths[] = {"/v3/kv/range",           "/v3/lease/keepalive",
                                         "/v3/lease/timetolive",   "/v3/lease/leases",
+                                        "/v3/lease/grant",        "/v3/lease/revoke",
                                         "/v3/maintenance/status", "/v3/cluster/member/list"};
 
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
@@ -549,6 +484,13 @@ static void call_attempt(call_t *call)
     }
     curl_easy_setopt(call->easy, CURLOPT_WRITEFUNCTION, call_write);
     curl_easy_setopt(call->easy, CURLOPT_WRITEDATA, call);
+    /* A member that accepted the connection and then hangs must not hold a call that another member
+     * could answer: with several members, an attempt of a call that may be repeated gets a share of the
+     * time left. */
+    if (c->n > 1 && call->idempotent && remaining > ATTEMPT_MIN_MS) {
+        int64_t share = call->timeout_ms / c->n;
+        remaining = share < ATTEMPT_MIN_MS ? ATTEMPT_MIN_MS : share < remaining ? share : remaining;
+    }
     curl_easy_setopt(call->easy, CURLOPT_TIMEOUT_MS, (long)remaining);
     curl_easy_setopt(call->easy, CURLOPT_CONNECTTIMEOUT_MS,
                      (long)(c->n > 1 && remaining > 1000 ? 1000 : remaining));
@@ -568,6 +510,8 @@ static void call_retry(call_t *call)
     tide_etcd_t *c = call->c;
     uint64_t delay = 0;
 
+    if (c->good == call->member)
+        c->good = (call->member + 1) % c->n; /* new calls start elsewhere too */
     call->member = (call->member + 1) % c->n;
     if (++call->tried >= c->n) {
         call->tried = 0;
@@ -596,11 +540,16 @@ static void http_error_text(const cJSON *j, long code, char *out, size_t len)
 static int transport_error(CURL *e, CURLcode res, const char *errbuf, int64_t timeout_ms, char *out,
                            size_t len, bool *sent)
 {
-    long oserr = 0;
-    curl_off_t connect_us = 0;
+    long oserr = 0, request_bytes = 0;
+    curl_off_t transfer_us = 0;
+    bool began;
 
     curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &oserr);
-    curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &connect_us);
+    /* Whether the request may have left: the transfer began, or request bytes were written. (Not the
+     * connect time: it is 0 on a reused connection, where the request surely went out.) */
+    curl_easy_getinfo(e, CURLINFO_PRETRANSFER_TIME_T, &transfer_us);
+    curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &request_bytes);
+    began = transfer_us > 0 || request_bytes > 0;
     *sent = true;
     if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST) {
         *sent = false;
@@ -613,8 +562,8 @@ static int transport_error(CURL *e, CURLcode res, const char *errbuf, int64_t ti
         return -EIO;
     }
     if (res == CURLE_OPERATION_TIMEDOUT) {
-        *sent = connect_us > 0;
-        snprintf(out, len, "%s", connect_us > 0 ? "no answer in time" : "cannot connect in time");
+        *sent = began;
+        snprintf(out, len, "%s", began ? "no answer in time" : "cannot connect in time");
         return -ETIMEDOUT;
     }
     snprintf(out, len, "%s", errbuf[0] ? errbuf : curl_easy_strerror(res));
@@ -638,10 +587,13 @@ static void call_done(call_t *call, CURLcode res)
         retry = !sent || call->idempotent;
         call_detach_easy(call);
         snprintf(call->errs[call->member], ERR_TEXT, "etcd at %s: %s", hp, text);
-        if (retry)
+        if (retry) {
             call_retry(call);
-        else
+        } else {
+            if (c->good == call->member)
+                c->good = (call->member + 1) % c->n; /* the next call tries another member first */
             call_fail(call);
+        }
         return;
     }
     j = cJSON_ParseWithLength((const char *)call->resp.data ? (const char *)call->resp.data : "",
@@ -675,6 +627,12 @@ static void call_done(call_t *call, CURLcode res)
 int tide_etcd_call(tide_etcd_t *c, const char *path, const char *body, int64_t timeout_ms,
                    tide_etcd_cb cb, void *ud)
 {
+    return tide_etcd_call_ex(c, path, body, timeout_ms, path && is_idempotent(path), cb, ud);
+}
+
+int tide_etcd_call_ex(tide_etcd_t *c, const char *path, const char *body, int64_t timeout_ms,
+                      bool repeatable, tide_etcd_cb cb, void *ud)
+{
     call_t *call;
 
     if (!c || !path || path[0] != '/' || !body || !cb || timeout_ms <= 0)
@@ -685,7 +643,7 @@ int tide_etcd_call(tide_etcd_t *c, const char *path, const char *body, int64_t t
     call->c = c;
     call->path = tide_xstrdup(path);
     call->body = tide_xstrdup(body);
-    call->idempotent = is_idempotent(path);
+    call->idempotent = repeatable;
     call->timeout_ms = timeout_ms;
     call->deadline = now_ms() + (uint64_t)timeout_ms;
     call->cb = cb;
@@ -749,14 +707,14 @@ static void watch_reconnect(tide_etcd_watch_t *w, bool next_member)
 static void watch_connect(tide_etcd_watch_t *w)
 {
     tide_etcd_t *c = w->c;
-    char *key = tide_etcd_b64(w->key, w->key_len), *end = NULL, *url;
+    char *key = tide_base64_encode(w->key, w->key_len), *end = NULL, *url;
     tide_buf_t b = TIDE_BUF_INIT;
 
     tide_buf_printf(&b, "{\"create_request\":{\"key\":\"%s\"", key);
     if (w->prefix) {
         size_t elen;
         uint8_t *e = tide_etcd_prefix_end(w->key, w->key_len, &elen);
-        end = tide_etcd_b64(e, elen);
+        end = tide_base64_encode(e, elen);
         free(e);
         tide_buf_printf(&b, ",\"range_end\":\"%s\"", end);
     }

@@ -70,6 +70,11 @@ typedef void (*tide_etcd_cb)(int status, const cJSON *resp, const char *errtext,
  * never fires then. */
 int tide_etcd_call(tide_etcd_t *c, const char *path, const char *body, int64_t timeout_ms,
                    tide_etcd_cb cb, void *ud);
+/* The same, with the caller saying whether repeating the request is harmless even when an earlier attempt
+ * may have reached etcd (tide_etcd_call decides by path: reads, keepalives, lease grants and revokes). A
+ * repeatable call whose member does not answer in its share of the time moves on to the next member. */
+int tide_etcd_call_ex(tide_etcd_t *c, const char *path, const char *body, int64_t timeout_ms,
+                      bool repeatable, tide_etcd_cb cb, void *ud);
 
 /* --- watches --- */
 
@@ -112,10 +117,9 @@ void tide_etcd_watch_cancel(tide_etcd_watch_t *w);
 
 /* --- helpers for building and reading etcd's JSON --- */
 
-/* Base64 (standard alphabet, padded) of len bytes, NUL-terminated; the caller frees. Never NULL. */
-char *tide_etcd_b64(const void *data, size_t len);
-/* Decodes base64 text (padding optional; no whitespace). Returns 0 with *out (malloc'd, one extra
- * NUL byte after the data, caller frees) and *out_len, or -EINVAL for invalid text (*out NULL). */
+/* Keys and values go into the JSON as base64.h's tide_base64_encode. This decodes a NUL-terminated base64
+ * text (padding optional; no whitespace). Returns 0 with *out (malloc'd, one extra NUL byte after the data,
+ * caller frees) and *out_len, or -EINVAL for invalid text (*out NULL). */
 int tide_etcd_unb64(const char *text, uint8_t **out, size_t *out_len);
 /* Reads obj's int64 field name: a JSON string of decimal digits (etcd's int64 encoding; optional
  * '-') or a JSON number that is an exact integer. A missing field or JSON null reads as 0 (etcd

@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "base64.h"
 #include "etcd_client.h"
 #include "list.h"
 #include "store_private.h"
@@ -34,6 +35,7 @@ typedef struct op {
     /* commit: ops [chunk_start, chunk_end) are in flight; cmp_revs are the compares as of now */
     size_t chunk_start, chunk_end;
     int64_t *cmp_revs;
+    bool repeatable; /* no compared key is written by the batch: applying it twice is the same as once */
     int64_t revision;
     /* range: the kvs so far, the revision of the first page, where the next page starts */
     tide__store_kvs_t kvs;
@@ -108,7 +110,7 @@ static char *full_key_b64(const es_t *s, const char *key, size_t len)
 
     memcpy(full, s->prefix, s->plen);
     memcpy(full + s->plen, key, len);
-    b = tide_etcd_b64(full, s->plen + len);
+    b = tide_base64_encode(full, s->plen + len);
     free(full);
     return b;
 }
@@ -139,9 +141,9 @@ static void on_kick_closed(uv_handle_t *h)
 
 static void on_reply(int status, const cJSON *resp, const char *errtext, void *ud);
 
-static int send_call(es_t *s, const char *path, tide_buf_t *body)
+static int send_call(es_t *s, const char *path, tide_buf_t *body, bool repeatable)
 {
-    int rc = tide_etcd_call(s->c, path, tide_buf_cstr(body), CALL_TIMEOUT_MS, on_reply, s);
+    int rc = tide_etcd_call_ex(s->c, path, tide_buf_cstr(body), CALL_TIMEOUT_MS, repeatable, on_reply, s);
 
     if (rc == 0)
         s->in_flight = true;
@@ -161,15 +163,15 @@ static void range_send(es_t *s, op_t *op)
     memcpy(full, s->prefix, s->plen);
     memcpy(full + s->plen, op->prefix, plen);
     e = tide_etcd_prefix_end(full, s->plen + plen, &elen);
-    key = op->next_key ? tide_etcd_b64(op->next_key, op->next_len)
-                       : tide_etcd_b64(full, s->plen + plen);
-    end = tide_etcd_b64(e, elen);
+    key = op->next_key ? tide_base64_encode(op->next_key, op->next_len)
+                       : tide_base64_encode(full, s->plen + plen);
+    end = tide_base64_encode(e, elen);
     tide_buf_printf(&b, "{\"key\":\"%s\",\"range_end\":\"%s\",\"limit\":\"%d\"", key, end,
                     RANGE_PAGE);
     if (op->range_rev > 0)
         tide_buf_printf(&b, ",\"revision\":\"%" PRId64 "\"", op->range_rev);
     tide_buf_append_str(&b, "}");
-    rc = send_call(s, "/v3/kv/range", &b);
+    rc = send_call(s, "/v3/kv/range", &b, true);
     tide_buf_free(&b);
     free(full);
     free(e);
@@ -290,7 +292,7 @@ static void commit_send(es_t *s, op_t *op)
         char *k = full_key_b64(s, o->key, o->key_len);
 
         if (o->kind == TIDE__STORE_PUT) {
-            char *v = tide_etcd_b64(o->value, o->value_len);
+            char *v = tide_base64_encode(o->value, o->value_len);
             tide_buf_printf(&body, "%s{\"request_put\":{\"key\":\"%s\",\"value\":\"",
                             i > op->chunk_start ? "," : "", k);
             tide_buf_append_str(&body, v);
@@ -311,7 +313,7 @@ static void commit_send(es_t *s, op_t *op)
         free(k);
     }
     tide_buf_append_str(&body, "]}");
-    rc = send_call(s, "/v3/kv/txn", &body);
+    rc = send_call(s, "/v3/kv/txn", &body, op->repeatable);
     tide_buf_free(&body);
     if (rc < 0)
         fail(s, op, -EIO, "etcd: cannot start a txn (%d)", rc);
@@ -503,8 +505,12 @@ static int etcd_commit(void *impl, tide_store_batch_t *b, tide_store_commit_cb c
     op->commit_cb = cb;
     op->ud = ud;
     op->cmp_revs = tide_xcalloc(b->ncmps ? b->ncmps : 1, sizeof(*op->cmp_revs));
-    for (size_t i = 0; i < b->ncmps; i++)
+    op->repeatable = true;
+    for (size_t i = 0; i < b->ncmps; i++) {
         op->cmp_revs[i] = b->cmps[i].mod_rev;
+        for (size_t j = 0; j < b->nops && op->repeatable; j++)
+            op->repeatable = strcmp(b->cmps[i].key, b->ops[j].key) != 0;
+    }
     tide__store_kvs_init(&op->kvs);
     enqueue(s, op);
     return 0;

@@ -170,6 +170,12 @@ extern const tide_rpc_method_t tide_svc_cluster[];
 extern const size_t tide_svc_cluster_count;
 extern const tide_rpc_method_t tide_svc_health[];
 extern const size_t tide_svc_health_count;
+/* svc_health.c: 1 when service names one of tide's services ("tide.v1.JobService", ...), else 0. */
+int tide_health_tide_service(const char *service);
+/* Answers a grpc.health.v1 Check (watch false) or Watch call from its request bytes: status_of(service, ud)
+ * gives the serving status (a HealthCheckResponse ServingStatus) or -ENOENT for an unknown service. */
+void tide_svc_health_answer(tide_rpc_call_t *call, const uint8_t *data, size_t len, bool watch,
+                            int (*status_of)(const char *service, void *ud), void *ud);
 extern const tide_rpc_method_t tide_svc_worker_connect;
 extern const tide_rpc_method_t tide_svc_job_logs;
 

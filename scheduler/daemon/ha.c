@@ -1,7 +1,9 @@
-/* Leader election over etcd's v3 gateway (ha.h). Invariant: this replica acts as leader only while it
- * can prove its lease is alive: valid_until is the send time of the last answered keepalive (or of the
- * grant) plus the TTL etcd granted, minus a margin; etcd expires the lease no earlier than that, so a
- * standby can hold the key only after this replica stopped. Every daemon write is fenced as well. */
+/* Leader election over etcd's v3 gateway (ha.h). Every replica holds one lease and keeps it alive (a
+ * keepalive every TTL/3, standbys too, so a lease is fresh the moment its replica wins); standbys campaign
+ * every TTL/10. Invariant: this replica acts as leader only while it can prove its lease is alive:
+ * valid_until is the send time of the last answered keepalive (or of the grant) plus the TTL etcd granted,
+ * minus a margin; etcd expires the lease no earlier than that, so a standby can hold the key only after
+ * this replica stopped. Every daemon write is fenced as well. */
 #include "ha.h"
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 
 #include <uv.h>
 
+#include "base64.h"
 #include "etcd_client.h"
 #include "log.h"
 #include "standby.h"
@@ -19,6 +22,7 @@
 
 #define CALL_TIMEOUT_MS 2000
 #define PROBE_TIMEOUT_MS 3000
+#define RESIGN_TIMEOUT_MS 1000
 
 typedef enum ha_state {
     HA_STANDBY = 0,
@@ -36,8 +40,9 @@ struct tide_ha {
     char *key_b64; /* ... base64 */
     int64_t ttl_s, margin_ms, tick_ms;
     ha_state_t state;
-    bool busy;      /* a campaign or keepalive call is in flight */
-    bool revoking;  /* tide_ha_resign's call is in flight */
+    bool busy;      /* a campaign call (grant or txn) is in flight */
+    bool ka_busy;   /* a keepalive is in flight */
+    int revokes;    /* lease revokes in flight (tide_ha_resign waits for them) */
     bool freeing;
     int pending;    /* calls in flight (their callbacks still hold ha) */
     int open_handles;
@@ -49,7 +54,7 @@ struct tide_ha {
     char *leader_seen; /* the holder last read, for log lines */
     uint64_t last_warn_ms;
     tide_daemon_t *d;
-    uv_timer_t tick;  /* campaign (standby) or keepalive (leader) */
+    uv_timer_t tick;  /* every TTL/10: keepalive when due, campaign (standby) */
     uv_timer_t guard; /* fires at valid_until */
 };
 
@@ -128,6 +133,19 @@ static void warn_limited(tide_ha_t *ha, const char *what, const char *errtext)
     tide_warn("leader election: %s: %s", what, errtext);
 }
 
+/* Every call's callback starts here (busy: its in-flight flag): false when the election is being freed
+ * (nothing more to do). */
+static bool call_returned(tide_ha_t *ha, bool *busy)
+{
+    ha->pending--;
+    *busy = false;
+    if (ha->freeing) {
+        maybe_release(ha);
+        return false;
+    }
+    return true;
+}
+
 /* --- leader: keepalives --- */
 
 static void keepalive_cb(int status, const cJSON *resp, const char *errtext, void *ud)
@@ -136,21 +154,21 @@ static void keepalive_cb(int status, const cJSON *resp, const char *errtext, voi
     const cJSON *result;
     int64_t ttl = 0;
 
-    ha->pending--;
-    ha->busy = false;
-    if (ha->freeing) {
-        maybe_release(ha);
+    if (!call_returned(ha, &ha->ka_busy) || ha->state == HA_LOST || !ha->lease_id)
+        return;
+    result = status == 0 ? cJSON_GetObjectItemCaseSensitive(resp, "result") : NULL;
+    if (!cJSON_IsObject(result)) {
+        /* A failed call, or an answer without a result (an error the gateway streamed): the guard steps
+         * a leader down if no keepalive succeeds in time; a standby takes a new lease then. */
+        warn_limited(ha, "lease keepalive failed", status < 0 ? errtext : "no result in etcd's answer");
         return;
     }
-    if (ha->state != HA_LEADER && ha->state != HA_CLOSING_STANDBY)
-        return;
-    if (status < 0) {
-        warn_limited(ha, "lease keepalive failed", errtext);
-        return; /* the guard steps down if no keepalive succeeds in time */
-    }
-    result = cJSON_GetObjectItemCaseSensitive(resp, "result");
-    if (tide_etcd_json_int64(result ? result : resp, "TTL", &ttl) < 0 || ttl <= 0) {
-        lose(ha, "the lease expired");
+    /* An expired lease's keepalive comes back without TTL. */
+    if (tide_etcd_json_int64(result, "TTL", &ttl) < 0 || ttl <= 0) {
+        if (ha->state == HA_STANDBY)
+            ha->lease_id = 0; /* the next tick grants a new one */
+        else
+            lose(ha, "the lease expired");
         return;
     }
     extend(ha, ha->ka_sent_ms, ttl);
@@ -160,19 +178,17 @@ static void send_keepalive(tide_ha_t *ha)
 {
     char body[96];
 
-    if (ha->busy)
+    if (ha->ka_busy || !ha->lease_id)
         return;
     snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", ha->lease_id);
     ha->ka_sent_ms = now_ms(ha);
     if (tide_etcd_call(ha->etcd, "/v3/lease/keepalive", body, CALL_TIMEOUT_MS, keepalive_cb, ha) == 0) {
-        ha->busy = true;
+        ha->ka_busy = true;
         ha->pending++;
     }
 }
 
 /* --- standby: campaigning --- */
-
-static void campaign_step(tide_ha_t *ha);
 
 static void on_standby_closed(void *ud)
 {
@@ -183,54 +199,61 @@ static void on_standby_closed(void *ud)
         maybe_release(ha);
         return;
     }
-    if (ha->state == HA_CLOSING_STANDBY) {
+    if (ha->state == HA_CLOSING_STANDBY)
         ha->state = HA_LEADER;
-        uv_stop(ha->loop); /* main starts the daemon from the top level */
-    }
+    uv_stop(ha->loop); /* main starts the daemon from the top level, or starts over when HA_LOST */
 }
 
-static void revoke_quietly(tide_ha_t *ha, int64_t lease);
+/* This replica holds the leadership key at revision rev: close the standby, then main starts the daemon. */
+static void won(tide_ha_t *ha, int64_t rev)
+{
+    ha->fence_rev = rev;
+    tide_info("elected leader (lease %" PRIx64 ", %" PRId64 " s; leadership key %s at revision %" PRId64 ")",
+              (uint64_t)ha->lease_id, ha->ttl_s, ha->key, ha->fence_rev);
+    ha->state = HA_CLOSING_STANDBY;
+    extend(ha, ha->lease_sent_ms, ha->ttl_s); /* arms the guard: from now on a late lease steps us down */
+    ha->open_handles++; /* the standby's close, until on_standby_closed */
+    tide_standby_free(ha->standby, on_standby_closed, ha);
+    ha->standby = NULL;
+}
 
 static void txn_cb(int status, const cJSON *resp, const char *errtext, void *ud)
 {
     tide_ha_t *ha = ud;
-    const cJSON *ok, *responses, *first, *range, *kvs, *kv, *val;
-    const cJSON *header;
+    const cJSON *responses, *first, *range, *kvs, *kv, *val;
+    int64_t rev = 0, lease = 0;
 
-    ha->pending--;
-    ha->busy = false;
-    if (ha->freeing) {
-        maybe_release(ha);
+    if (!call_returned(ha, &ha->busy) || ha->state != HA_STANDBY)
         return;
-    }
     if (status < 0) {
         warn_limited(ha, "campaign failed", errtext);
         return;
     }
-    ok = cJSON_GetObjectItemCaseSensitive(resp, "succeeded");
-    if (cJSON_IsTrue(ok)) {
-        header = cJSON_GetObjectItemCaseSensitive(resp, "header");
-        if (tide_etcd_json_int64(header, "revision", &ha->fence_rev) < 0 || ha->fence_rev <= 0) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"))) {
+        if (tide_etcd_json_int64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision", &rev) < 0 ||
+            rev <= 0) {
             warn_limited(ha, "campaign", "etcd's answer has no revision");
             return;
         }
-        tide_info("elected leader (lease %" PRIx64 ", %" PRId64 " s; leadership key %s at revision %" PRId64 ")",
-                  (uint64_t)ha->lease_id, ha->ttl_s, ha->key, ha->fence_rev);
-        ha->state = HA_CLOSING_STANDBY;
-        extend(ha, ha->lease_sent_ms, ha->ttl_s);
-        send_keepalive(ha); /* the tick goes on sending them until tide_ha_lead sets their pace */
-        ha->open_handles++; /* the standby's close, until on_standby_closed */
-        tide_standby_free(ha->standby, on_standby_closed, ha);
-        ha->standby = NULL;
+        won(ha, rev);
         return;
     }
-    /* Someone holds the key: name them to our clients. */
+    /* Someone holds the key. */
     responses = cJSON_GetObjectItemCaseSensitive(resp, "responses");
     first = cJSON_IsArray(responses) ? cJSON_GetArrayItem(responses, 0) : NULL;
     range = first ? cJSON_GetObjectItemCaseSensitive(first, "response_range") : NULL;
     kvs = range ? cJSON_GetObjectItemCaseSensitive(range, "kvs") : NULL;
     kv = cJSON_IsArray(kvs) ? cJSON_GetArrayItem(kvs, 0) : NULL;
-    val = kv ? cJSON_GetObjectItemCaseSensitive(kv, "value") : NULL;
+    if (!kv)
+        return;
+    /* Our own lease: an earlier txn of ours won but its answer was lost. */
+    if (tide_etcd_json_int64(kv, "lease", &lease) == 0 && lease == ha->lease_id &&
+        tide_etcd_json_int64(kv, "mod_revision", &rev) == 0 && rev > 0) {
+        won(ha, rev);
+        return;
+    }
+    /* Another replica: name it to our clients. */
+    val = cJSON_GetObjectItemCaseSensitive(kv, "value");
     if (cJSON_IsString(val)) {
         uint8_t *addr = NULL;
         size_t len = 0;
@@ -247,17 +270,32 @@ static void txn_cb(int status, const cJSON *resp, const char *errtext, void *ud)
     }
 }
 
+/* The txn "create the key with our lease if it does not exist, else read it". */
+static void send_txn(tide_ha_t *ha)
+{
+    char *addr_b64 = tide_base64_encode(ha->advertise, strlen(ha->advertise));
+    char *body = tide_xasprintf("{\"compare\":[{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
+                                "\"create_revision\":\"0\"}],"
+                                "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%" PRId64
+                                "\"}}],"
+                                "\"failure\":[{\"request_range\":{\"key\":\"%s\"}}]}",
+                                ha->key_b64, ha->key_b64, addr_b64, ha->lease_id, ha->key_b64);
+
+    if (tide_etcd_call(ha->etcd, "/v3/kv/txn", body, CALL_TIMEOUT_MS, txn_cb, ha) == 0) {
+        ha->busy = true;
+        ha->pending++;
+    }
+    free(body);
+    free(addr_b64);
+}
+
 static void grant_cb(int status, const cJSON *resp, const char *errtext, void *ud)
 {
     tide_ha_t *ha = ud;
     int64_t id = 0, ttl = 0;
 
-    ha->pending--;
-    ha->busy = false;
-    if (ha->freeing) {
-        maybe_release(ha);
+    if (!call_returned(ha, &ha->busy) || ha->state != HA_STANDBY)
         return;
-    }
     if (status < 0) {
         warn_limited(ha, "lease grant failed", errtext);
         return;
@@ -269,23 +307,21 @@ static void grant_cb(int status, const cJSON *resp, const char *errtext, void *u
     }
     ha->lease_id = id;
     ha->ttl_s = ttl;
-    campaign_step(ha);
+    ha->valid_until = 0;
+    extend(ha, ha->lease_sent_ms, ttl);
+    ha->ka_sent_ms = ha->lease_sent_ms; /* the keepalives' pace counts from the grant */
+    send_txn(ha); /* at once, however long the grant took */
 }
 
-/* One step of the campaign: a fresh lease when ours may be near its end (standbys do not keep theirs
- * alive), then the txn "create the key with our lease if it does not exist, else read it". */
+/* One step of the campaign: a lease when we have none that is surely alive (a standby keeps its lease
+ * alive too, so this is rare), then the txn at once; else the txn with the lease we have. */
 static void campaign_step(tide_ha_t *ha)
 {
-    char *body, *addr_b64;
-    int rc;
-
     if (ha->busy || ha->state != HA_STANDBY)
         return;
-    if (!ha->lease_id || now_ms(ha) + (uint64_t)ha->tick_ms * 2 >= ha->lease_sent_ms + (uint64_t)ha->ttl_s * 500) {
+    if (!ha->lease_id || now_ms(ha) >= ha->valid_until) {
         char grant[64];
-        if (ha->lease_id)
-            revoke_quietly(ha, ha->lease_id);
-        ha->lease_id = 0;
+        ha->lease_id = 0; /* expired, or soon: etcd drops it by itself */
         snprintf(grant, sizeof(grant), "{\"TTL\":\"%" PRId64 "\"}", ha->ttl_s);
         ha->lease_sent_ms = now_ms(ha);
         if (tide_etcd_call(ha->etcd, "/v3/lease/grant", grant, CALL_TIMEOUT_MS, grant_cb, ha) == 0) {
@@ -294,30 +330,20 @@ static void campaign_step(tide_ha_t *ha)
         }
         return;
     }
-    addr_b64 = tide_etcd_b64(ha->advertise, strlen(ha->advertise));
-    body = tide_xasprintf("{\"compare\":[{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
-                          "\"create_revision\":\"0\"}],"
-                          "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%" PRId64
-                          "\"}}],"
-                          "\"failure\":[{\"request_range\":{\"key\":\"%s\"}}]}",
-                          ha->key_b64, ha->key_b64, addr_b64, ha->lease_id, ha->key_b64);
-    rc = tide_etcd_call(ha->etcd, "/v3/kv/txn", body, CALL_TIMEOUT_MS, txn_cb, ha);
-    if (rc == 0) {
-        ha->busy = true;
-        ha->pending++;
-    }
-    free(body);
-    free(addr_b64);
+    send_txn(ha);
 }
 
 static void on_tick(uv_timer_t *t)
 {
     tide_ha_t *ha = t->data;
 
+    if (ha->state == HA_LOST)
+        return;
+    /* Keepalives every TTL/3, counted from the last one sent: two may fail before the lease is at risk. */
+    if (ha->lease_id && now_ms(ha) >= ha->ka_sent_ms + (uint64_t)ha->ttl_s * 1000 / 3)
+        send_keepalive(ha);
     if (ha->state == HA_STANDBY)
         campaign_step(ha);
-    else if (ha->state == HA_LEADER || ha->state == HA_CLOSING_STANDBY)
-        send_keepalive(ha);
 }
 
 static void revoke_cb(int status, const cJSON *resp, const char *errtext, void *ud)
@@ -328,19 +354,19 @@ static void revoke_cb(int status, const cJSON *resp, const char *errtext, void *
     (void)resp;
     (void)errtext;
     ha->pending--;
-    ha->revoking = false;
+    ha->revokes--;
     maybe_release(ha);
 }
 
 /* A lease we will not use: let etcd drop it now rather than at its TTL. */
-static void revoke_quietly(tide_ha_t *ha, int64_t lease)
+static void revoke_quietly(tide_ha_t *ha, int64_t lease, int64_t timeout_ms)
 {
     char body[96];
 
     snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", lease);
-    if (tide_etcd_call(ha->etcd, "/v3/lease/revoke", body, CALL_TIMEOUT_MS, revoke_cb, ha) == 0) {
+    if (tide_etcd_call(ha->etcd, "/v3/lease/revoke", body, timeout_ms, revoke_cb, ha) == 0) {
         ha->pending++;
-        ha->revoking = true;
+        ha->revokes++;
     }
 }
 
@@ -362,7 +388,7 @@ int tide_ha_new(uv_loop_t *loop, const tide_ha_config_t *cfg, tide_ha_t **out, t
     ha->advertise = tide_xstrdup(cfg->advertise ? cfg->advertise : cfg->listen);
     ha->token = cfg->token ? tide_xstrdup(cfg->token) : NULL;
     ha->key = tide_xasprintf("%s%s", prefix, TIDE_KEY_LEADER);
-    ha->key_b64 = tide_etcd_b64(ha->key, strlen(ha->key));
+    ha->key_b64 = tide_base64_encode(ha->key, strlen(ha->key));
     ha->ttl_s = (ttl_ms + 999) / 1000;
     ha->margin_ms = ha->ttl_s * 1000 / 10;
     ha->tick_ms = ha->ttl_s * 1000 / 10;
@@ -416,27 +442,26 @@ bool tide_ha_lead(tide_ha_t *ha, tide_daemon_t *d)
     if (ha->state != HA_LEADER)
         return false;
     ha->d = d;
-    /* Keepalives at a third of the TTL: two may fail before the guard fires. */
-    uv_timer_start(&ha->tick, on_tick, 0, (uint64_t)(ha->ttl_s * 1000 / 3));
     return true;
 }
 
 void tide_ha_resign(tide_ha_t *ha)
 {
-    uint64_t deadline;
-
-    if (!ha || ha->state != HA_LEADER || !ha->lease_id)
+    if (!ha || (ha->state != HA_LEADER && ha->state != HA_CLOSING_STANDBY) || !ha->lease_id)
         return;
     ha->d = NULL;
     ha->state = HA_LOST;
     uv_timer_stop(&ha->tick);
     uv_timer_stop(&ha->guard);
-    revoke_quietly(ha, ha->lease_id);
-    deadline = uv_hrtime() + 1000000000ULL;
-    while (ha->revoking && uv_hrtime() < deadline)
+    revoke_quietly(ha, ha->lease_id, RESIGN_TIMEOUT_MS); /* the call ends within its timeout */
+    while (ha->revokes > 0)
         uv_run(ha->loop, UV_RUN_ONCE);
-    tide_info(ha->revoking ? "could not resign in time: a standby takes over when the lease expires"
-                           : "resigned: a standby takes over now");
+    tide_info("resigned: a standby takes over now");
+}
+
+bool tide_ha_lost(const tide_ha_t *ha)
+{
+    return ha->state == HA_LOST;
 }
 
 void tide_ha_free(tide_ha_t *ha)

@@ -37,6 +37,9 @@ int tide_ha_new(struct uv_loop_s *loop, const tide_ha_config_t *cfg, tide_ha_t *
  * the top level. Returns 0 or -errno (the standby cannot listen) with err. */
 int tide_ha_campaign(tide_ha_t *ha, tide_error_t *err);
 bool tide_ha_elected(const tide_ha_t *ha);
+/* The lease was lost (or given up) after this replica won: it must start over as a standby. The loop is
+ * stopped when that happens before the daemon runs. */
+bool tide_ha_lost(const tide_ha_t *ha);
 /* The fence for tide_daemon_config_t once elected: the key (relative to the store prefix) and the mod
  * revision this replica's txn gave it. */
 const char *tide_ha_fence_key(const tide_ha_t *ha);
@@ -44,8 +47,9 @@ int64_t tide_ha_fence_rev(const tide_ha_t *ha);
 /* From now on a lost lease steps d down (tide_daemon_step_down). Returns false when the lease was already
  * lost (the caller steps down itself). */
 bool tide_ha_lead(tide_ha_t *ha, tide_daemon_t *d);
-/* A graceful end of leadership: revokes the lease so that a standby takes over at once (waits at most
- * 1 s for etcd, running the loop). Call from the top level, not from a callback. */
+/* A graceful end of leadership (also of a won election whose daemon did not start): revokes the lease so
+ * that a standby takes over at once (waits at most 1 s for etcd, running the loop). Nothing when this
+ * replica does not hold the lease. Call from the top level, not from a callback. */
 void tide_ha_resign(tide_ha_t *ha);
 /* Stops campaigning and keeping the lease alive, closes the standby server and the etcd client; the
  * memory goes once their handles closed (run the loop). NULL is fine. */

@@ -105,9 +105,10 @@ int main(int argc, char **argv)
             rc = 1;
             goto close;
         }
-        while (!ctx.stopping && !tide_ha_elected(ha))
+        while (!ctx.stopping && !tide_ha_elected(ha) && !tide_ha_lost(ha))
             uv_run(&loop, UV_RUN_DEFAULT);
-        if (ctx.stopping) {
+        if (ctx.stopping || tide_ha_lost(ha)) {
+            stepped_down = !ctx.stopping; /* lost between winning and serving: stand by again */
             rc = 0;
             goto close;
         }
@@ -123,15 +124,19 @@ int main(int argc, char **argv)
         goto close;
     }
     ctx.d = d;
+    if (ctx.stopping) /* a signal while the daemon started (its own loop turns did not stop) */
+        tide_daemon_stop(d);
     if (ha && !tide_ha_lead(ha, d))
         tide_daemon_step_down(d, "the lease was lost while starting");
     if (!d->failed)
         uv_run(&loop, UV_RUN_DEFAULT);
     rc = d->exit_code;
     stepped_down = rc == TIDE_DAEMON_STEPPED_DOWN;
+close:
+    /* Leadership held and given up on purpose (a signal, a daemon that could not start): hand it over now
+     * rather than after the lease's TTL. */
     if (ha && !stepped_down)
         tide_ha_resign(ha);
-close:
     close_signal(&sigterm);
     close_signal(&sigint);
     tide_ha_free(ha);

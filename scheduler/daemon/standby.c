@@ -53,45 +53,23 @@ static void refuse_half_close(tide_rpc_call_t *call)
 
 /* Liveness ("") is SERVING: the process is healthy. The tide services are NOT_SERVING: a readiness
  * probe keeps a Kubernetes Service from routing clients here. */
-static void health(tide_rpc_call_t *call, const uint8_t *data, size_t len, bool watch)
+static int standby_status(const char *service, void *ud)
 {
-    static const char *const tide_services[] = {"tide.v1.JobService", "tide.v1.ClusterService",
-                                                "tide.v1.WorkerService"};
-    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    Grpc__Health__V1__HealthCheckRequest *req = grpc__health__v1__health_check_request__unpack(NULL, len, data);
-    int st = -ENOENT;
-
-    if (!req) {
-        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
-                             "request is not a valid grpc.health.v1.HealthCheckRequest");
-        return;
-    }
-    if (req->service[0] == '\0')
-        st = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-    for (size_t i = 0; i < sizeof(tide_services) / sizeof(tide_services[0]); i++) {
-        if (strcmp(req->service, tide_services[i]) == 0)
-            st = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-    }
-    grpc__health__v1__health_check_request__free_unpacked(req, NULL);
-    if (st == -ENOENT && !watch) {
-        tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, "unknown service");
-        return;
-    }
-    resp.status = st == -ENOENT ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN
-                                : (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
-    tide_rpc_call_send_pb(call, &resp.base);
-    if (!watch)
-        tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
+    (void)ud;
+    if (service[0] == '\0')
+        return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    return tide_health_tide_service(service) ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                                             : -ENOENT;
 }
 
 static void health_check(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
-    health(call, data, len, false);
+    tide_svc_health_answer(call, data, len, false, standby_status, NULL);
 }
 
 static void health_watch(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
-    health(call, data, len, true);
+    tide_svc_health_answer(call, data, len, true, standby_status, NULL);
 }
 
 static int http(const char *method, const char *path, tide_buf_t *body, const char **content_type, void *ud)

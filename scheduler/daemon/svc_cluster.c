@@ -1,6 +1,6 @@
-/* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker, DrainWorker) and
- * the standard grpc.health.v1.Health service (Check, Watch) that Kubernetes gRPC probes use. Workers that
- * said goodbye (departed) are listed only when asked for and never counted. */
+/* tide.v1.ClusterService (ListWorkers, GetClusterStatus, CordonWorker, UncordonWorker, DrainWorker); the
+ * health service is svc_health.c. Workers that said goodbye (departed) are listed only when asked for and
+ * never counted. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,6 @@
 #include "mfu.h"
 #include "xmalloc.h"
 
-#include "grpc/health/v1/health.pb-c.h"
 #include "tide/v1/cluster_service.pb-c.h"
 
 static void unary_close(tide_rpc_call_t *call)
@@ -237,66 +236,3 @@ const tide_rpc_method_t tide_svc_cluster[] = {
     {.path = "/tide.v1.ClusterService/DrainWorker", .on_message = drain, .on_close = unary_close},
 };
 const size_t tide_svc_cluster_count = sizeof(tide_svc_cluster) / sizeof(tide_svc_cluster[0]);
-
-/* --- grpc.health.v1.Health --- */
-
-static const char *const known_services[] = {"", "tide.v1.JobService", "tide.v1.ClusterService",
-                                             "tide.v1.WorkerService"};
-
-static int health_status(tide_rpc_call_t *call, const uint8_t *data, size_t len)
-{
-    tide_daemon_t *d = tide_rpc_call_server_data(call);
-    Grpc__Health__V1__HealthCheckRequest *req = grpc__health__v1__health_check_request__unpack(NULL, len, data);
-    int known = 0;
-
-    if (!req)
-        return -EINVAL;
-    for (size_t i = 0; i < sizeof(known_services) / sizeof(known_services[0]); i++)
-        known |= strcmp(req->service, known_services[i]) == 0;
-    grpc__health__v1__health_check_request__free_unpacked(req, NULL);
-    if (!known)
-        return -ENOENT;
-    return d->shutting_down ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
-                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-}
-
-/* Check answers once and ends; Watch answers the current status and stays open (the status changes only
- * at shutdown, when the server's GOAWAY ends the stream). Per the health protocol, Check on an unknown
- * service is NOT_FOUND and Watch answers SERVICE_UNKNOWN. */
-static void health_answer(tide_rpc_call_t *call, const uint8_t *data, size_t len, bool watch)
-{
-    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    int st = health_status(call, data, len);
-
-    if (st == -EINVAL) {
-        tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT,
-                             "request is not a valid grpc.health.v1.HealthCheckRequest");
-        return;
-    }
-    if (st == -ENOENT && !watch) {
-        tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, "unknown service");
-        return;
-    }
-    resp.status = st == -ENOENT ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN
-                                : (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
-    tide_rpc_call_send_pb(call, &resp.base);
-    if (!watch)
-        tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
-}
-
-static void health_check(tide_rpc_call_t *call, const uint8_t *data, size_t len)
-{
-    health_answer(call, data, len, false);
-}
-
-static void health_watch(tide_rpc_call_t *call, const uint8_t *data, size_t len)
-{
-    health_answer(call, data, len, true);
-}
-
-const tide_rpc_method_t tide_svc_health[] = {
-    {.path = "/grpc.health.v1.Health/Check", .no_auth = true, .on_message = health_check},
-    {.path = "/grpc.health.v1.Health/Watch", .kind = TIDE_RPC_SERVER_STREAMING, .no_auth = true,
-     .on_message = health_watch},
-};
-const size_t tide_svc_health_count = sizeof(tide_svc_health) / sizeof(tide_svc_health[0]);

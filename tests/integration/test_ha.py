@@ -3,7 +3,8 @@ standbys refuse calls naming it and report NOT_SERVING; workers and tidectl give
 the leader. kill -9 of the leader mid-run: a standby leads, every acknowledged job is there, the running job
 keeps its ranks (adopted, not restarted). A frozen (SIGSTOPped) leader is deposed: when it wakes it steps down
 and a write it had accepted is never acknowledged nor stored. etcd stopped: the leader steps down; etcd back:
-a replica leads again with the state intact. An unreachable etcd at start: a clear error, exit 1."""
+a replica leads again with the state intact. An unreachable etcd at start: a clear error, exit 1. One member
+of a 3-member etcd frozen: the replicas use the others, and a standby still takes over. etcd half a second slow per round trip: a replica is still elected and serves."""
 
 import os
 import signal
@@ -15,7 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
 from tidetest import wait_for, pid_alive  # noqa: E402
 from tidetest import Replicas  # noqa: E402
-from etcdtest import Etcd, free_port  # noqa: E402
+from etcdtest import Etcd, Cluster as EtcdCluster, free_port  # noqa: E402
 
 LEASE_S = 3
 
@@ -138,5 +139,97 @@ def main():
         print("ok   the job finished in its first generation: no rank was ever restarted")
 
 
+def frozen_member():
+    """One member of a 3-member etcd frozen (it accepts connections and never answers): the replicas' calls
+    move to the other members, so the leader keeps its lease and a standby still takes over."""
+    with tidetest.Cluster("ha-frozen") as c, EtcdCluster(3) as etcd:
+        ha = Replicas(c, etcd.endpoints, n=2, lease_s=LEASE_S)
+        for i in range(2):
+            ha.start(i)
+        first = ha.leader()
+        frozen = etcd.members[0]  # first in every replica's list
+        frozen.proc.send_signal(signal.SIGSTOP)
+        try:
+            jid = c.tidectl("submit", "--workers", "8", "--", "true").stdout.strip()
+            ha.procs[first].send_signal(signal.SIGKILL)
+            ha.procs[first].wait(timeout=10)
+            second = ha.leader(among=[1 - first], timeout=30)
+            assert jid in jobs_all(c), "an acknowledged job lost"
+            c.tidectl("submit", "--workers", "8", "--", "true")
+        finally:
+            frozen.proc.send_signal(signal.SIGCONT)
+        print(f"ok   an etcd member frozen: writes go on, replica {second} took over from the killed leader")
+
+
+class SlowProxy:
+    """A TCP proxy on 127.0.0.1 that delivers every chunk, both ways, delay seconds late (in order)."""
+
+    def __init__(self, target_port, delay):
+        import socket
+        import threading
+        self.delay = delay
+        self.target = target_port
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        import threading
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(("127.0.0.1", self.target))
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src, dst):
+        import queue
+        import threading
+        q = queue.Queue()
+
+        def send():
+            while True:
+                due, data = q.get()
+                time.sleep(max(0.0, due - time.monotonic()))  # the proxy's purpose: deliver late
+                if not data:
+                    dst.close()
+                    return
+                try:
+                    dst.sendall(data)
+                except OSError:
+                    return
+        threading.Thread(target=send, daemon=True).start()
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            q.put((time.monotonic() + self.delay, data))
+            if not data:
+                return
+
+
+def slow_etcd():
+    """etcd half a second slow per round trip (every request and answer held 0.25 s on the way): a replica
+    still wins the election, leads and serves without stepping down."""
+    with tidetest.Cluster("ha-slow") as c, Etcd() as etcd:
+        etcd.start()
+        proxy = SlowProxy(etcd.client_port, 0.25)
+        ha = Replicas(c, f"127.0.0.1:{proxy.port}", n=1, lease_s=LEASE_S)
+        ha.start(0)
+        ha.leader(timeout=30)
+        jid = c.tidectl("submit", "--workers", "8", "--", "true").stdout.strip()
+        assert jid in jobs_all(c)
+        assert "stepping down" not in ha.log(0), ha.log(0)
+        print("ok   etcd half a second slow per round trip: elected, serving, never stepped down")
+
+
 if __name__ == "__main__":
     main()
+    frozen_member()
+    slow_etcd()

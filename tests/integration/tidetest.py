@@ -222,8 +222,9 @@ class Replicas:
     """tide-scheduler replicas against one etcd (HA, docs/operations.md), sharing a token file; tidectl and
     workers of the cluster c get every replica's address."""
 
-    def __init__(self, c, etcd_endpoints, n=3, lease_s=3):
+    def __init__(self, c, etcd_endpoints, n=3, lease_s=3, extra=()):
         self.c = c
+        self.extra = list(extra)  # more tide-scheduler flags
         self.etcd_endpoints = etcd_endpoints
         self.lease_s = lease_s
         from etcdtest import free_port
@@ -243,7 +244,7 @@ class Replicas:
             [os.path.join(BIN, "tide-scheduler"), "--listen", self.addrs[i], "--advertise", self.addrs[i],
              "--data-dir", os.path.join(self.c.tmp, f"sched{i}"), "--token-file", self.token_file,
              "--store", f"etcd://{self.etcd_endpoints}/tide-ha", "--lease-ttl", f"{self.lease_s}s",
-             "--reconnect-deadline-s", "60"], log)
+             "--reconnect-deadline-s", "60", *self.extra], log)
         return self.procs[i]
 
     def is_leader(self, i):

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base64.h"
 #include "pbjson.h"
 #include "pbjson_test.pb-c.h"
 #include "pbjson_test2.pb-c.h"
@@ -147,31 +148,31 @@ static void test_base64(void **state)
     (void)state;
 
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-        char *e = tide_pbjson_base64_encode(v[i].plain, strlen(v[i].plain));
+        char *e = tide_base64_encode(v[i].plain, strlen(v[i].plain));
         assert_string_equal(e, v[i].b64);
         free(e);
-        assert_int_equal(tide_pbjson_base64_decode(v[i].b64, strlen(v[i].b64), &out, &len), 0);
+        assert_int_equal(tide_base64_decode(v[i].b64, strlen(v[i].b64), &out, &len), 0);
         assert_int_equal(len, strlen(v[i].plain));
         assert_memory_equal(out, v[i].plain, len);
         free(out);
     }
     /* URL-safe alphabet and missing padding are accepted. */
-    assert_int_equal(tide_pbjson_base64_decode("-_8", 3, &out, &len), 0);
+    assert_int_equal(tide_base64_decode("-_8", 3, &out, &len), 0);
     assert_int_equal(len, 2);
     assert_int_equal(out[0], 0xfb);
     assert_int_equal(out[1], 0xff);
     free(out);
-    assert_int_equal(tide_pbjson_base64_decode("Zm8", 3, &out, &len), 0);
+    assert_int_equal(tide_base64_decode("Zm8", 3, &out, &len), 0);
     assert_int_equal(len, 2);
     free(out);
     /* Bad characters, bad lengths, stray padding and non-zero trailing bits are not. */
-    assert_int_equal(tide_pbjson_base64_decode("Zm9v!", 5, &out, &len), -EINVAL);
-    assert_int_equal(tide_pbjson_base64_decode("Z", 1, &out, &len), -EINVAL);
-    assert_int_equal(tide_pbjson_base64_decode("Zg=", 3, &out, &len), -EINVAL);
-    assert_int_equal(tide_pbjson_base64_decode("Z===", 4, &out, &len), -EINVAL);
-    assert_int_equal(tide_pbjson_base64_decode("Zm=v", 4, &out, &len), -EINVAL);
-    assert_int_equal(tide_pbjson_base64_decode("Zh==", 4, &out, &len), -EINVAL);
-    assert_int_equal(tide_pbjson_base64_decode("Zm9 v", 5, &out, &len), -EINVAL);
+    assert_int_equal(tide_base64_decode("Zm9v!", 5, &out, &len), -EINVAL);
+    assert_int_equal(tide_base64_decode("Z", 1, &out, &len), -EINVAL);
+    assert_int_equal(tide_base64_decode("Zg=", 3, &out, &len), -EINVAL);
+    assert_int_equal(tide_base64_decode("Z===", 4, &out, &len), -EINVAL);
+    assert_int_equal(tide_base64_decode("Zm=v", 4, &out, &len), -EINVAL);
+    assert_int_equal(tide_base64_decode("Zh==", 4, &out, &len), -EINVAL);
+    assert_int_equal(tide_base64_decode("Zm9 v", 5, &out, &len), -EINVAL);
 }
 
 static void test_empty_messages(void **state)

@@ -1,6 +1,7 @@
-/* Base64 for the proto3 JSON mapping of `bytes` (RFC 4648). Encoding is always the standard alphabet with
- * padding; decoding accepts both alphabets, padding optional, and rejects anything else. */
-#include "pbjson.h"
+/* Base64 (RFC 4648), for the proto3 JSON mapping of `bytes` and etcd's JSON gateway. Encoding is always the
+ * standard alphabet with padding; decoding accepts both alphabets, padding optional, and rejects anything
+ * else. */
+#include "base64.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -10,7 +11,7 @@
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-char *tide_pbjson_base64_encode(const void *data, size_t len)
+char *tide_base64_encode(const void *data, size_t len)
 {
     const unsigned char *p = data;
     char *out = tide_xmalloc((len + 2) / 3 * 4 + 1);
@@ -56,7 +57,7 @@ static int sextet(char c)
     return -1;
 }
 
-int tide_pbjson_base64_decode(const char *text, size_t text_len, unsigned char **out, size_t *out_len)
+int tide_base64_decode(const char *text, size_t text_len, unsigned char **out, size_t *out_len)
 {
     unsigned char *buf;
     size_t n = text_len, i, o = 0;
@@ -93,6 +94,7 @@ int tide_pbjson_base64_decode(const char *text, size_t text_len, unsigned char *
         free(buf);
         return -EINVAL;
     }
+    buf[o] = '\0';
     *out = buf;
     *out_len = o;
     return 0;
