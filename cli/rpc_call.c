@@ -65,7 +65,7 @@ typedef struct probe {
     tide_rpc_client_t *client;
     const char *addr;
     bool done, serving, standby;
-    char why[200];
+    char why[sizeof(((tide_error_t *)0)->text) + 64];
 } probe_t;
 
 static void probe_on_message(tide_rpc_client_call_t *call, const uint8_t *data, size_t len, void *ud)

@@ -146,6 +146,12 @@ static void release(tide_daemon_t *d)
 {
     if (d->failed)
         return;
+    /* With a lease, nothing leaves once it cannot be proven alive (a busy loop turn can outlast it before
+     * the election's guard timer runs): writes are fenced, this covers what a batch without writes holds. */
+    if (d->cfg.lease_valid && !tide_list_empty(&d->outbox) && !d->cfg.lease_valid(d->cfg.lease_ud)) {
+        tide_daemon_step_down(d, "the lease may have expired before this turn's messages could leave");
+        return;
+    }
     while (!tide_list_empty(&d->outbox)) {
         out_t *o = tide_list_entry(d->outbox.next, out_t, node);
         if (o->batch_no > d->done_no)

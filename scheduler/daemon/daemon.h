@@ -37,6 +37,8 @@ typedef struct tide_daemon_config {
     int64_t lease_ttl_ms;    /* the leader's lease; 0: 3000 */
     const char *fence_key;   /* set by ha.c when this replica leads: every commit also compares ... */
     int64_t fence_rev;       /* ... fence_key's mod revision (the leadership key this replica wrote) */
+    bool (*lease_valid)(void *ud); /* set with fence_key: false once the lease may have expired; then */
+    void *lease_ud;                /* nothing more leaves the process and the leader steps down */
     tide_core_config_t core;
 } tide_daemon_config_t;
 

@@ -50,6 +50,7 @@ struct tide_ha {
     uint64_t lease_sent_ms; /* when the grant that made lease_id was sent */
     uint64_t valid_until;   /* loop time until which the lease is surely alive */
     uint64_t ka_sent_ms;
+    int64_t ka_lease; /* the lease the keepalive in flight is for */
     int64_t fence_rev;
     char *leader_seen; /* the holder last read, for log lines */
     uint64_t last_warn_ms;
@@ -154,8 +155,8 @@ static void keepalive_cb(int status, const cJSON *resp, const char *errtext, voi
     const cJSON *result;
     int64_t ttl = 0;
 
-    if (!call_returned(ha, &ha->ka_busy) || ha->state == HA_LOST || !ha->lease_id)
-        return;
+    if (!call_returned(ha, &ha->ka_busy) || ha->state == HA_LOST || ha->ka_lease != ha->lease_id)
+        return; /* ... or it was for a lease a standby already replaced */
     result = status == 0 ? cJSON_GetObjectItemCaseSensitive(resp, "result") : NULL;
     if (!cJSON_IsObject(result)) {
         /* A failed call, or an answer without a result (an error the gateway streamed): the guard steps
@@ -182,6 +183,7 @@ static void send_keepalive(tide_ha_t *ha)
         return;
     snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", ha->lease_id);
     ha->ka_sent_ms = now_ms(ha);
+    ha->ka_lease = ha->lease_id;
     if (tide_etcd_call(ha->etcd, "/v3/lease/keepalive", body, CALL_TIMEOUT_MS, keepalive_cb, ha) == 0) {
         ha->ka_busy = true;
         ha->pending++;
@@ -457,6 +459,14 @@ void tide_ha_resign(tide_ha_t *ha)
     while (ha->revokes > 0)
         uv_run(ha->loop, UV_RUN_ONCE);
     tide_info("resigned: a standby takes over now");
+}
+
+bool tide_ha_lease_valid(void *ud)
+{
+    tide_ha_t *ha = ud;
+
+    uv_update_time(ha->loop);
+    return ha->state != HA_LOST && now_ms(ha) < ha->valid_until;
 }
 
 bool tide_ha_lost(const tide_ha_t *ha)

@@ -44,6 +44,8 @@ bool tide_ha_lost(const tide_ha_t *ha);
  * revision this replica's txn gave it. */
 const char *tide_ha_fence_key(const tide_ha_t *ha);
 int64_t tide_ha_fence_rev(const tide_ha_t *ha);
+/* For tide_daemon_config_t.lease_valid (ud: the tide_ha_t): whether the lease is surely alive now. */
+bool tide_ha_lease_valid(void *ud);
 /* From now on a lost lease steps d down (tide_daemon_step_down). Returns false when the lease was already
  * lost (the caller steps down itself). */
 bool tide_ha_lead(tide_ha_t *ha, tide_daemon_t *d);

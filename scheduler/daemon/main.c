@@ -114,6 +114,8 @@ int main(int argc, char **argv)
         }
         cfg.fence_key = tide_ha_fence_key(ha);
         cfg.fence_rev = tide_ha_fence_rev(ha);
+        cfg.lease_valid = tide_ha_lease_valid;
+        cfg.lease_ud = ha;
     }
     rc = tide_daemon_start(&loop, &cfg, &d, &err);
     if (rc < 0) {
