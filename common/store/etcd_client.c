@@ -552,7 +552,9 @@ static int transport_error(CURL *e, CURLcode res, const char *errbuf, int64_t ti
     began = transfer_us > 0 || request_bytes > 0;
     *sent = true;
     if (res == CURLE_COULDNT_CONNECT || res == CURLE_COULDNT_RESOLVE_HOST) {
-        *sent = false;
+        /* libcurl resends a request by itself on a fresh connection when a reused one died without an
+         * answer: when that fresh connect fails, the first copy may still have reached etcd. */
+        *sent = request_bytes > 0;
         if (oserr == ECONNREFUSED || res == CURLE_COULDNT_CONNECT) {
             snprintf(out, len, "%s",
                      oserr && oserr != ECONNREFUSED ? strerror((int)oserr) : "connection refused");
@@ -606,10 +608,16 @@ static void call_done(call_t *call, CURLcode res)
         char *msg = tide_xasprintf("etcd at %s: malformed answer to %s", hp, call->path);
         call_finish(call, -EIO, NULL, msg);
         free(msg);
-    } else if (code >= 400 && code < 500) {
+    } else if (code >= 400 && code < 500 && code != 429) {
         http_error_text(j, code, text, sizeof(text));
         c->good = call->member;
         call_finish(call, -EINVAL, NULL, text);
+    } else if (code == 429) {
+        /* "too many requests": refused before it was proposed, so any call may try again. */
+        http_error_text(j, code, text, sizeof(text));
+        call->status = -EIO;
+        snprintf(call->errs[call->member], ERR_TEXT, "etcd at %s: %s", hp, text);
+        call_retry(call);
     } else {
         http_error_text(j, code, text, sizeof(text));
         call->status = -EIO;
@@ -778,7 +786,7 @@ static bool watch_event(tide_etcd_watch_t *w, const cJSON *ev)
     e.value_len = vlen;
     tide_etcd_json_int64(kv, "create_revision", &e.create_rev);
     tide_etcd_json_int64(kv, "mod_revision", &e.mod_rev);
-    if (e.mod_rev >= w->next_rev)
+    if (e.mod_rev >= w->next_rev && e.mod_rev < INT64_MAX) /* an answer's numbers are not trusted */
         w->next_rev = e.mod_rev + 1;
     w->cbs.on_event(&e, w->ud);
     free(key);
@@ -814,7 +822,7 @@ static void watch_message(tide_etcd_watch_t *w, const cJSON *j)
         return;
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "created"))) {
-        if (w->next_rev == 0)
+        if (w->next_rev == 0 && hrev >= 0 && hrev < INT64_MAX)
             w->next_rev = hrev + 1;
         w->fails = 0;
         w->c->good = w->member;

@@ -72,10 +72,10 @@ int tide_store_range(tide_store_t *s, const char *prefix, tide_store_range_cb cb
  * order, each carrying every compare of the batch (a compare on a key an earlier txn wrote follows that
  * write): atomic per txn, not as a whole. It completes with the last txn's revision, or the first
  * failure (then the earlier txns stay applied; errtext says how many ops were). One value over 1.5 MiB
- * fails with -EIO. An etcd call fails with -EIO after 5 s of trying the members. A batch none of whose
- * compared keys it writes (the daemon's: only the leadership fence) is the same applied twice, so a member
- * that takes it and never answers costs a share of the 5 s and the next member gets it; any other batch
- * whose request may have reached etcd is not repeated: it fails with -EIO, its outcome unknown. */
+ * fails with -EIO. An etcd call fails with -EIO after 5 s of trying the members. A commit whose request
+ * may have reached a member is never repeated on another (a member that stalls could still apply its copy
+ * after later commits): it fails with -EIO, its outcome unknown; the next call starts at another member.
+ * An oversized op or too many compares fail the batch before any of it is sent. */
 int tide_store_commit(tide_store_t *s, tide_store_batch_t *b, tide_store_commit_cb cb, void *ud);
 
 /* --- batches --- */

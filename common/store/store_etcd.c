@@ -20,7 +20,8 @@
 
 #define PROBE_TIMEOUT_MS 3000
 #define CALL_TIMEOUT_MS  5000
-#define RANGE_PAGE       1000
+/* Keys per range page: 100 values at etcd's 1.5 MiB limit, base64, stay under the client's answer cap. */
+#define RANGE_PAGE       100
 /* What one txn may carry: etcd's request limit less room for the txn's own framing. */
 #define CHUNK_BUDGET (TIDE_ETCD_MAX_REQUEST_BYTES - 16384u)
 #define OP_OVERHEAD  32u
@@ -35,7 +36,6 @@ typedef struct op {
     /* commit: ops [chunk_start, chunk_end) are in flight; cmp_revs are the compares as of now */
     size_t chunk_start, chunk_end;
     int64_t *cmp_revs;
-    bool repeatable; /* no compared key is written by the batch: applying it twice is the same as once */
     int64_t revision;
     /* range: the kvs so far, the revision of the first page, where the next page starts */
     tide__store_kvs_t kvs;
@@ -257,20 +257,20 @@ static void commit_send(es_t *s, op_t *op)
     }
     for (i = 0; i < b->ncmps; i++)
         base += 2 * (s->plen + strlen(b->cmps[i].key) + OP_OVERHEAD); /* compare + failure read */
+    /* An op that can never fit fails the batch before any of it is written. */
+    for (i = 0; op->chunk_start == 0 && i < b->nops; i++) {
+        if (base + op_bytes(s, &b->ops[i]) > CHUNK_BUDGET) {
+            fail(s, op, -EIO, "etcd: key \"%s\" with %zu value bytes is over etcd's request limit (%u bytes)",
+                 b->ops[i].key, b->ops[i].value_len, TIDE_ETCD_MAX_REQUEST_BYTES);
+            return;
+        }
+    }
     /* This chunk: as many ops as fit, at least one. */
     bytes = base;
     for (i = op->chunk_start; i < b->nops && i - op->chunk_start < TIDE_ETCD_MAX_TXN_OPS; i++) {
         size_t ob = op_bytes(s, &b->ops[i]);
-        if (bytes + ob > CHUNK_BUDGET) {
-            if (i == op->chunk_start) {
-                fail(
-                    s, op, -EIO,
-                    "etcd: key \"%s\" with %zu value bytes is over etcd's request limit (%u bytes)",
-                    b->ops[i].key, b->ops[i].value_len, TIDE_ETCD_MAX_REQUEST_BYTES);
-                return;
-            }
+        if (bytes + ob > CHUNK_BUDGET)
             break;
-        }
         bytes += ob;
     }
     op->chunk_end = i;
@@ -313,7 +313,9 @@ static void commit_send(es_t *s, op_t *op)
         free(k);
     }
     tide_buf_append_str(&body, "]}");
-    rc = send_call(s, "/v3/kv/txn", &body, op->repeatable);
+    /* Never repeated: a copy held by a member that stalls may still apply after later commits (a retry
+     * elsewhere would let it undo them). A write that fails this way leaves its outcome unknown. */
+    rc = send_call(s, "/v3/kv/txn", &body, false);
     tide_buf_free(&body);
     if (rc < 0)
         fail(s, op, -EIO, "etcd: cannot start a txn (%d)", rc);
@@ -379,7 +381,10 @@ static void on_reply(int status, const cJSON *resp, const char *errtext, void *u
         finish_close(s);
         return;
     }
-    if (status != 0) {
+    if (status != 0 && op->batch && op->chunk_start > 0) {
+        fail(s, op, status == -ESHUTDOWN ? -ESHUTDOWN : -EIO, "etcd: %s (after %zu of %zu ops were applied)",
+             errtext, op->chunk_start, op->batch->nops);
+    } else if (status != 0) {
         fail(s, op, status == -ESHUTDOWN ? -ESHUTDOWN : -EIO, "etcd: %s", errtext);
     } else if (!op->batch) {
         if (range_page(s, op, resp, text, sizeof(text)) < 0)
@@ -392,6 +397,11 @@ static void on_reply(int status, const cJSON *resp, const char *errtext, void *u
         tide_etcd_json_int64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision", &rev);
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"))) {
             compare_text(s, op, resp, text, sizeof(text));
+            if (op->chunk_start > 0) {
+                size_t used = strlen(text);
+                snprintf(text + used, sizeof(text) - used, " (after %zu of %zu ops were applied)", op->chunk_start,
+                         op->batch->nops);
+            }
             complete(s, op, -ECANCELED, rev, text);
         } else {
             chunk_applied(op, rev);
@@ -505,12 +515,8 @@ static int etcd_commit(void *impl, tide_store_batch_t *b, tide_store_commit_cb c
     op->commit_cb = cb;
     op->ud = ud;
     op->cmp_revs = tide_xcalloc(b->ncmps ? b->ncmps : 1, sizeof(*op->cmp_revs));
-    op->repeatable = true;
-    for (size_t i = 0; i < b->ncmps; i++) {
+    for (size_t i = 0; i < b->ncmps; i++)
         op->cmp_revs[i] = b->cmps[i].mod_rev;
-        for (size_t j = 0; j < b->nops && op->repeatable; j++)
-            op->repeatable = strcmp(b->cmps[i].key, b->ops[j].key) != 0;
-    }
     tide__store_kvs_init(&op->kvs);
     enqueue(s, op);
     return 0;
