@@ -116,6 +116,9 @@ typedef enum tide_failure_kind {
     TIDE_FAILURE_LOST = 0, /* a rank's worker died or forgot it (or a rank exited because a peer's did) */
     TIDE_FAILURE_HUNG = 1, /* a rank stopped making progress while alive */
     TIDE_FAILURE_EXIT = 2, /* a rank exited non-zero or by a signal on its own */
+    TIDE_FAILURE_LEFT = 3, /* a rank's worker said goodbye and left (an allocation ended, a pod was deleted):
+                              restarted like LOST, but not the job's or the GPU's bad luck: no quarantine
+                              count, no restart in a row, no backoff */
 } tide_failure_kind_t;
 
 /* One generation of a job for its history (tidectl job; mirrors tide.v1.Generation). */

@@ -200,7 +200,7 @@ void tide__job_finish(tide_core_t *core, tide_job_t *job, tide_job_state_t st);
 void tide__job_rearm(tide_core_t *core, tide_job_t *job);
 void tide__job_on_timer(tide_core_t *core, tide_job_t *job);
 /* A rank of job lost its worker (dead, or forgot the rank). */
-void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why);
+void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_failure_kind_t kind, const char *why);
 /* Starts generation g+1 on the chosen workers (n of them, in rank order). */
 void tide__job_start_generation(tide_core_t *core, tide_job_t *job, tide_worker_t **ws, int32_t n);
 void tide__job_free(tide_job_t *job);

@@ -166,7 +166,7 @@ const char *tide__history_cause(const char *name)
 {
     static const char *const known[] = {"submitted", "worker_lost", "hang",       "rank_failed", "rolled_back",
                                         "preempted", "requeued",    "requested",  "grow",        "shrink",
-                                        "replace",   "burst",       "burst_end",  "drain",       "predicted_failure"};
+                                        "replace",   "burst",       "burst_end",  "drain",       "predicted_failure", "worker_left"};
     for (size_t i = 0; name && i < sizeof(known) / sizeof(known[0]); i++)
         if (strcmp(known[i], name) == 0)
             return known[i];

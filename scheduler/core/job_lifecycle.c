@@ -401,10 +401,10 @@ static void rollback(tide_core_t *core, tide_job_t *job, const char *why)
     tide__job_rearm(core, job);
 }
 
-static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w, const char *why,
-                            bool started);
+static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w,
+                            tide_failure_kind_t kind, const char *why, bool started);
 
-void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why)
+void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_failure_kind_t kind, const char *why)
 {
     tide_job_rank_t *slot = &job->ranks[rank];
     tide_worker_t *w = slot->worker;
@@ -415,13 +415,13 @@ void tide__job_rank_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const
     if (w && w->job == job && w->rank == rank)
         tide__worker_release(core, w);
     tide__tasks_rank_gone(core, job, rank, true); /* orphans until the generation ends */
-    generation_lost(core, job, rank, w, why, started);
+    generation_lost(core, job, rank, w, kind, why, started);
 }
 
 /* The generation failed with rank (lost, or collateral of a lost peer; w its worker or NULL): rolled back
  * when it had not started, else restarted within the job's policy, else the job fails. */
-static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w, const char *why,
-                            bool started)
+static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w,
+                            tide_failure_kind_t kind, const char *why, bool started)
 {
     char *text;
 
@@ -430,7 +430,7 @@ static void generation_lost(tide_core_t *core, tide_job_t *job, int32_t rank, ti
         return;
     }
     text = tide_xasprintf("rank %d lost (%s)", rank, why);
-    tide__restart_failure(core, job, TIDE_FAILURE_LOST, rank, w, text);
+    tide__restart_failure(core, job, kind, rank, w, text);
     free(text);
 }
 
@@ -745,7 +745,7 @@ void tide__rank_exited(tide_core_t *core, tide_worker_t *w, const char *job_id, 
             tide__event(core, "rank.exited", job, w, "job %s rank %d on %s exited with code %d (its peer rank %d's "
                         "worker is lost)", job->id, rank, w->id, exit_code, peer);
             tide__tasks_rank_gone(core, job, rank, true);
-            generation_lost(core, job, peer, job->ranks[peer].worker, why, started);
+            generation_lost(core, job, peer, job->ranks[peer].worker, TIDE_FAILURE_LOST, why, started);
             /* Only now: its exit must not complete the generation's start first (KB12). A generation queued
              * again or rolled back has no ranks any more; an ended job's record keeps the exit. */
             if (is_final(job->state))
@@ -882,7 +882,7 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
                     tide__worker_set_state(core, w, TIDE_WORKER_DEAD);
                     tide__event(core, "worker.dead", job, w, "%s", why);
                 }
-                tide__job_rank_lost(core, job, r, why);
+                tide__job_rank_lost(core, job, r, TIDE_FAILURE_LOST, why);
                 free(why);
             }
             if (job->state != TIDE_JOB_RUNNING)

@@ -9,7 +9,7 @@
 
 #include "core_private.h"
 
-static const char *const kind_cause[] = {"worker_lost", "hang", "rank_failed"};
+static const char *const kind_cause[] = {"worker_lost", "hang", "rank_failed", "worker_left"};
 
 static tide_restart_policy_t policy_of(const tide_job_t *job)
 {
@@ -113,14 +113,14 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
     int64_t backoff;
     char resume[96], wait[64];
 
-    if (kind != TIDE_FAILURE_EXIT)
+    if (kind != TIDE_FAILURE_EXIT && kind != TIDE_FAILURE_LEFT)
         count_failure(core, w, why);
     if (job->stable_since && core->now_mono - job->stable_since >= core->cfg.restart_window_ms)
         job->restarts_in_row = 0; /* it ran well for a while (resizes included): a new run of bad luck */
     job->stable_since = 0;        /* until a generation runs again */
     tide__history_failure(core, job, kind_cause[kind], why);
     job->failing = true; /* the generation's other ranks stop with the short grace */
-    if (!restart || job->restarts_in_row >= max) {
+    if (!restart || (kind != TIDE_FAILURE_LEFT && job->restarts_in_row >= max)) {
         job->failed_rank = rank;
         if (kind != TIDE_FAILURE_EXIT)
             job->exit_code = -1;
@@ -134,9 +134,10 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
         job->failing = false;
         return;
     }
-    job->restarts_in_row++;
+    if (kind != TIDE_FAILURE_LEFT)
+        job->restarts_in_row++; /* a worker that left is not the job's bad luck */
     job->restarts++;
-    backoff = backoff_of(core, job, job->restarts_in_row);
+    backoff = kind == TIDE_FAILURE_LEFT ? 0 : backoff_of(core, job, job->restarts_in_row);
     if (job->last_ckpt.step >= 0)
         snprintf(resume, sizeof(resume), "resumes from checkpoint step %" PRId64, job->last_ckpt.step);
     else
@@ -145,8 +146,12 @@ void tide__restart_failure(tide_core_t *core, tide_job_t *job, tide_failure_kind
     if (backoff > 0)
         snprintf(wait, sizeof(wait), " after a %.1f s backoff", (double)backoff / 1e3);
     job->recovering = true; /* a failure: the hot spares are for this */
-    tide__job_requeue(core, job, "job.requeued", "%s; restart %d of %d in a row%s, %s", why, job->restarts_in_row, max,
-                      wait, resume);
+    if (kind == TIDE_FAILURE_LEFT)
+        tide__job_requeue(core, job, "job.requeued", "%s; restarted (a worker that leaves does not count against "
+                          "max_restarts), %s", why, resume);
+    else
+        tide__job_requeue(core, job, "job.requeued", "%s; restart %d of %d in a row%s, %s", why,
+                          job->restarts_in_row, max, wait, resume);
     job->failing = false;
     if (backoff > 0 && job->state == TIDE_JOB_PENDING) {
         tide__queue_remove(core, job);

@@ -232,8 +232,9 @@ static void worker_dead(tide_core_t *core, tide_worker_t *w, const char *why, bo
         int32_t rank = w->rank;
         if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation && rank >= 0 &&
             rank < job->n_ranks && job->ranks[rank].worker == w) {
-            char *text = tide_xasprintf("worker %s died (%s)", w->id, why);
-            tide__job_rank_lost(core, job, rank, text);
+            char *text = failure ? tide_xasprintf("worker %s died (%s)", w->id, why)
+                                 : tide_xasprintf("worker %s left (%s)", w->id, why);
+            tide__job_rank_lost(core, job, rank, failure ? TIDE_FAILURE_LOST : TIDE_FAILURE_LEFT, text);
             free(text);
         } else if (tide__lent_slot_of(job, w, w->generation, rank)) {
             char *text = tide_xasprintf("worker %s died (%s)", w->id, why);
@@ -486,7 +487,7 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         }
         if (slot && (slot->state == TIDE_RANK_LAUNCHED || slot->state == TIDE_RANK_RUNNING)) {
             char *why = tide_xasprintf("worker %s re-registered without rank %d", w->id, w->rank);
-            tide__job_rank_lost(core, job, w->rank, why);
+            tide__job_rank_lost(core, job, w->rank, TIDE_FAILURE_LOST, why);
             free(why);
             if (w->job)
                 tide__worker_release(core, w);

@@ -891,7 +891,8 @@ static bool policy_restarts(const tide_job_t *job, const char *cause)
 
 static bool failure_cause(const char *cause)
 {
-    return cause && (strcmp(cause, "worker_lost") == 0 || strcmp(cause, "hang") == 0 || strcmp(cause, "rank_failed") == 0);
+    return cause && (strcmp(cause, "worker_lost") == 0 || strcmp(cause, "hang") == 0 || strcmp(cause, "rank_failed") == 0 ||
+                     strcmp(cause, "worker_left") == 0);
 }
 
 /* The documented wait before restart k in a row (1-based): none for the first, then the job's (or the

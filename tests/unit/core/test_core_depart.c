@@ -2,6 +2,8 @@
  * hidden from the counts, never placed, its ranks lost, reported as worker.departed and not as a failure —
  * while a worker that vanishes without one is still declared dead. Cordons of departed workers are kept
  * (and counted again) when they come back; restored records of uncordoned workers stay hidden. */
+#include <stdio.h>
+
 #include "core_harness.h"
 
 #include "core_private.h"
@@ -83,6 +85,45 @@ static void test_goodbye_with_a_rank_loses_it(void **state)
     for (int32_t r = 0; r < job->n_ranks; r++)
         assert_string_not_equal(job->ranks[r].worker_id, w->id);
     h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* Allocations that end and pods that are deleted are no bad luck: a job whose workers keep leaving is
+ * restarted each time without counting against max_restarts, without backoff, and the GPU is never
+ * quarantined for it; the generation's cause says so. */
+static void test_leaving_is_not_a_failure(void **state)
+{
+    tide_core_config_t cfg;
+    h_t h;
+    tide_job_t *job;
+    (void)state;
+    h_config(&cfg);
+    cfg.max_restarts = 1;
+    cfg.quarantine_failures = 2;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    h_start_all(&h);
+    for (int round = 0; round < 3; round++) {
+        tide_worker_t *w = job->ranks[1].worker;
+        char id[32];
+        snprintf(id, sizeof(id), "%s", w->id);
+        tide_core_worker_disconnected(h.core, w, w->conn, true);
+        assert_true(w->departed);
+        h_stop_all(&h);
+        assert_int_equal(job->restarts_in_row, 0);
+        assert_int_equal(job->restarts, round + 1);
+        assert_int_equal(job->restart_at, 0); /* no backoff */
+        assert_false(w->cordoned);
+        assert_ptr_equal(h_register(&h, id, "n1", w->gpu_index), w); /* the next allocation */
+        h_start_all(&h);
+        assert_int_equal(job->state, TIDE_JOB_RUNNING);
+        assert_int_equal(job->generation, round + 2);
+        assert_string_equal(job->history[job->n_history - 1].cause, "worker_left");
+        assert_false(w->cordoned);
+        h_check_invariants(&h);
+    }
+    assert_null(h_find_event(&h, "worker.quarantined"));
     h_fini(&h);
 }
 
@@ -184,6 +225,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_goodbye_departs),
         cmocka_unit_test(test_goodbye_with_a_rank_loses_it),
+        cmocka_unit_test(test_leaving_is_not_a_failure),
         cmocka_unit_test(test_vanished_worker_is_dead_not_departed),
         cmocka_unit_test(test_departed_cordon_is_kept),
         cmocka_unit_test(test_restored_records),
