@@ -71,41 +71,60 @@ done:
     return rc;
 }
 
-int tide_token_load_or_create(const char *path, char **out, tide_error_t *err)
+int tide_token_generate(char **out, tide_error_t *err)
 {
     unsigned char raw[32];
-    char hex[2 * sizeof(raw) + 2];
-    int fd, rc = tide_token_read(path, out, err);
+    char hex[2 * sizeof(raw) + 1];
 
-    if (rc != -ENOENT)
-        return rc;
     if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
         tide_errprintf(err, "cannot make a token: getrandom: %s", strerror(errno));
         return -EIO;
     }
     for (size_t i = 0; i < sizeof(raw); i++)
         snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    hex[2 * sizeof(raw)] = '\n';
-    hex[2 * sizeof(raw) + 1] = '\0';
+    explicit_bzero(raw, sizeof(raw));
+    *out = tide_xstrdup(hex);
+    explicit_bzero(hex, sizeof(hex));
+    return 0;
+}
+
+int tide_token_load_or_create(const char *path, char **out, tide_error_t *err)
+{
+    char *fresh = NULL, hex[80];
+    int fd, rc = tide_token_read(path, out, err);
+
+    if (rc != -ENOENT)
+        return rc;
+    if ((rc = tide_token_generate(&fresh, err)) < 0)
+        return rc;
+    snprintf(hex, sizeof(hex), "%s\n", fresh);
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         rc = -errno;
         if (rc == -EEXIST) /* created meanwhile by someone else: use theirs */
-            return tide_token_read(path, out, err);
-        tide_errprintf(err, "cannot create token file %s: %s", path, strerror(errno));
-        return rc;
+            rc = tide_token_read(path, out, err);
+        else
+            tide_errprintf(err, "cannot create token file %s: %s", path, strerror(-rc));
+        goto done;
     }
     if (write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex) || fsync(fd) < 0) {
         rc = -errno;
         close(fd);
         unlink(path);
         tide_errprintf(err, "cannot write token file %s: %s", path, strerror(-rc));
-        return rc;
+        goto done;
     }
     close(fd);
-    hex[2 * sizeof(raw)] = '\0';
-    *out = tide_xstrdup(hex);
-    return 0;
+    *out = fresh;
+    fresh = NULL;
+    rc = 0;
+done:
+    if (fresh) {
+        explicit_bzero(fresh, strlen(fresh));
+        free(fresh);
+    }
+    explicit_bzero(hex, sizeof(hex));
+    return rc;
 }
 
 int tide_token_resolve(const char *flag_file, const char *env_token, const char *env_token_file,

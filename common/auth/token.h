@@ -19,7 +19,10 @@ char *tide_default_data_dir(void);
  * the path. *out: caller frees. */
 int tide_token_read(const char *path, char **out, tide_error_t *err);
 
-/* Reads path, or creates it (mode 0600, 32 random bytes as hex) when missing. *out: caller frees. */
+/* A new secret: 32 random bytes as 64 hex characters. Returns 0 with *out (caller frees), or -EIO. */
+int tide_token_generate(char **out, tide_error_t *err);
+
+/* Reads path, or creates it (mode 0600, tide_token_generate's secret) when missing. *out: caller frees. */
 int tide_token_load_or_create(const char *path, char **out, tide_error_t *err);
 
 /* A client's token, first found of: the file flag_file (--token-file), the value env_token

@@ -809,12 +809,15 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
         if (rc < 0)
             return rc;
     }
-    /* The secret behind the per-generation MPI credentials (launch_mpi.c). */
-    token_path = tide_xasprintf("%s/launch.key", d->data_dir);
-    rc = tide_token_load_or_create(token_path, &d->launch_key, err);
-    free(token_path);
-    if (rc < 0)
-        return rc;
+    /* The secret behind the per-generation MPI credentials (launch_mpi.c): in the data dir, or with HA in
+     * the store, so that a generation launched across a failover has one key (restore.c reads it). */
+    if (!cfg->fence_key) {
+        token_path = tide_xasprintf("%s/launch.key", d->data_dir);
+        rc = tide_token_load_or_create(token_path, &d->launch_key, err);
+        free(token_path);
+        if (rc < 0)
+            return rc;
+    }
     d->store_url = cfg->store_url ? tide_xstrdup(cfg->store_url)
                                   : tide_xasprintf("sqlite:%s/state.db", d->data_dir);
     if ((rc = tide_store_open(loop, d->store_url, &d->store, err)) < 0)
@@ -823,6 +826,11 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     if ((rc = tide_daemon_restore(d, err)) < 0)
         return rc;
 
+    if (!d->launch_key) { /* HA and no replica made one yet: this one writes it with the epoch */
+        if ((rc = tide_token_generate(&d->launch_key, err)) < 0)
+            return rc;
+        tide_store_batch_put(d->batch, TIDE_KEY_LAUNCH_KEY, d->launch_key, strlen(d->launch_key));
+    }
     /* A new leader epoch before anything is sent: workers ignore older schedulers' messages. */
     d->epoch++;
     put_u64(d, TIDE_KEY_EPOCH, d->epoch);

@@ -155,6 +155,7 @@ int tide_daemon_restore(tide_daemon_t *d, tide_error_t *err);
 #define TIDE_KEY_NEXT_SEQ "meta/next_job_seq"
 #define TIDE_KEY_EPOCH "meta/epoch"
 #define TIDE_KEY_EVENT_SEQ "meta/event_seq"
+#define TIDE_KEY_LAUNCH_KEY "meta/launch_key" /* HA: the MPI credentials' secret, shared by every replica */
 /* "jobs/00000000000000000017" for job 17 (zero-padded so keys sort by job number). */
 void tide_daemon_job_key(const char *id, char *buf, size_t len);
 

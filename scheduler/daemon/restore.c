@@ -72,6 +72,14 @@ static void range_cb(int status, const tide_store_kv_t *kvs, size_t n, int64_t r
             d->epoch = parse_u64(kv);
         } else if (strcmp(kv->key, TIDE_KEY_EVENT_SEQ) == 0) {
             d->next_event_seq = parse_u64(kv);
+        } else if (strcmp(kv->key, TIDE_KEY_LAUNCH_KEY) == 0 && d->cfg.fence_key) {
+            if (kv->value_len < 32 || kv->value_len > 256 || memchr(kv->value, '\0', kv->value_len)) {
+                tide_errprintf(c->err, "store record %s is not a secret", kv->key);
+                c->rc = -EINVAL;
+            } else {
+                free(d->launch_key);
+                d->launch_key = tide_xstrndup((const char *)kv->value, kv->value_len);
+            }
         } else if (strncmp(kv->key, TIDE_KEY_WORKERS, strlen(TIDE_KEY_WORKERS)) == 0) {
             Tide__V1__WorkerRecord *w = tide__v1__worker_record__unpack(NULL, kv->value_len, kv->value);
             if (!w || !w->id[0]) {

@@ -6,11 +6,14 @@ and a write it had accepted is never acknowledged nor stored. etcd stopped: the 
 a replica leads again with the state intact. An unreachable etcd at start: a clear error, exit 1. One member
 of a 3-member etcd frozen: the replicas use the others, and a standby still takes over. etcd half a second slow per round trip: a replica is still elected and serves."""
 
+import base64
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
@@ -56,6 +59,11 @@ def main():
         first = ha.leader()
         standbys = [i for i in range(3) if i != first]
         print(f"ok   one leader elected: replica {first}")
+        # The MPI credentials' secret is the store's, shared by every replica, not a data dir's own.
+        body = json.dumps({"key": base64.b64encode(b"/tide-ha/meta/launch_key").decode()}).encode()
+        kvs = json.loads(urllib.request.urlopen(f"http://{etcd.endpoint}/v3/kv/range", body, timeout=10).read())
+        assert len(base64.b64decode(kvs["kvs"][0]["value"])) == 64, kvs
+        assert not any(os.path.exists(os.path.join(c.tmp, f"sched{i}", "launch.key")) for i in range(3))
 
         # A standby refuses and names the leader; tidectl with the list reaches the leader.
         e = dict(os.environ, TIDE_TOKEN=c.token, TIDE_SCHEDULER=ha.addrs[standbys[0]])
