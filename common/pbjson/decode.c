@@ -94,9 +94,12 @@ static int get_double(decoder_t *d, const cJSON *j, double *out)
         *out = j->valuedouble;
         return 0;
     }
-    if (cJSON_IsString(j)) {
+    /* A raw item holds number text: tide_pbjson_encode writes floats that way. */
+    if (cJSON_IsString(j) || (cJSON_IsRaw(j) && j->valuestring)) {
         const char *s = j->valuestring;
         char *end;
+        if (cJSON_IsRaw(j) && (strcmp(s, "NaN") == 0 || strcmp(s, "Infinity") == 0 || strcmp(s, "-Infinity") == 0))
+            return fail(d, "expected a number");
         if (strcmp(s, "NaN") == 0)
             *out = NAN;
         else if (strcmp(s, "Infinity") == 0)
@@ -117,6 +120,19 @@ static int get_double(decoder_t *d, const cJSON *j, double *out)
 }
 
 static int decode_message_into(decoder_t *d, const cJSON *obj, ProtobufCMessage *msg);
+
+/* proto3 strings are UTF-8: a peer's runtime refuses a message holding anything else. */
+static bool utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s), step;
+
+    for (size_t i = 0; i < n; i += step) {
+        if ((step = tide__pbjson_utf8_seq(p + i, n - i)) == 0)
+            return false;
+    }
+    return true;
+}
 
 static ProtobufCMessage *new_message(const ProtobufCMessageDescriptor *desc)
 {
@@ -205,6 +221,8 @@ static int decode_value(decoder_t *d, const ProtobufCFieldDescriptor *f, const c
     case PROTOBUF_C_TYPE_STRING:
         if (!cJSON_IsString(j))
             return fail(d, "expected a string");
+        if (!utf8_valid(j->valuestring))
+            return fail(d, "string is not valid UTF-8");
         *(char **)p = tide_xstrdup(j->valuestring);
         return 0;
     case PROTOBUF_C_TYPE_BYTES: {
@@ -261,6 +279,8 @@ static int decode_map_key(decoder_t *d, const ProtobufCFieldDescriptor *kf, cons
     cJSON tmp;
 
     if (kf->type == PROTOBUF_C_TYPE_STRING) {
+        if (!utf8_valid(key))
+            return fail(d, "map key is not valid UTF-8");
         *(char **)p = tide_xstrdup(key);
         return 0;
     }
@@ -275,6 +295,55 @@ static int decode_map_key(decoder_t *d, const ProtobufCFieldDescriptor *kf, cons
     tmp.type = cJSON_String;
     tmp.valuestring = (char *)key;
     return decode_value(d, kf, &tmp, p);
+}
+
+/* Orders map entries by their key (field 0 of the entry, of the type arg describes), for qsort_r. */
+static int key_cmp(const void *a, const void *b, void *arg)
+{
+    const ProtobufCFieldDescriptor *kf = arg;
+    const char *pa = (const char *)*(ProtobufCMessage *const *)a + kf->offset;
+    const char *pb = (const char *)*(ProtobufCMessage *const *)b + kf->offset;
+
+    switch (kf->type) {
+    case PROTOBUF_C_TYPE_STRING:
+        return strcmp(*(char *const *)pa, *(char *const *)pb);
+    case PROTOBUF_C_TYPE_BOOL:
+        return (*(const protobuf_c_boolean *)pa > *(const protobuf_c_boolean *)pb) -
+               (*(const protobuf_c_boolean *)pa < *(const protobuf_c_boolean *)pb);
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+        return (*(const int64_t *)pa > *(const int64_t *)pb) - (*(const int64_t *)pa < *(const int64_t *)pb);
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+        return (*(const uint64_t *)pa > *(const uint64_t *)pb) - (*(const uint64_t *)pa < *(const uint64_t *)pb);
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32:
+        return (*(const uint32_t *)pa > *(const uint32_t *)pb) - (*(const uint32_t *)pa < *(const uint32_t *)pb);
+    default:
+        return (*(const int32_t *)pa > *(const int32_t *)pb) - (*(const int32_t *)pa < *(const int32_t *)pb);
+    }
+}
+
+/* A map holds each key once: JSON that names one twice ("A" and "A", or 1 and "01") is refused, as
+ * protobuf's own JSON parsers do, rather than left to whichever copy a reader keeps. */
+static int check_map_keys(decoder_t *d, const ProtobufCFieldDescriptor *f, ProtobufCMessage **entries, size_t n)
+{
+    const ProtobufCFieldDescriptor *kf = &((const ProtobufCMessageDescriptor *)f->descriptor)->fields[0];
+    ProtobufCMessage **sorted;
+    int rc = 0;
+
+    if (n < 2)
+        return 0;
+    sorted = tide_xmalloc(n * sizeof(*sorted));
+    memcpy(sorted, entries, n * sizeof(*sorted));
+    qsort_r(sorted, n, sizeof(*sorted), key_cmp, (void *)kf);
+    for (size_t i = 1; i < n && rc == 0; i++) {
+        if (key_cmp(&sorted[i - 1], &sorted[i], (void *)kf) == 0)
+            rc = fail(d, "map key given twice");
+    }
+    free(sorted);
+    return rc;
 }
 
 static int decode_repeated(decoder_t *d, const ProtobufCMessageDescriptor *md, const ProtobufCFieldDescriptor *f,
@@ -320,7 +389,7 @@ static int decode_repeated(decoder_t *d, const ProtobufCMessageDescriptor *md, c
             return rc;
         k++;
     }
-    return 0;
+    return is_map ? check_map_keys(d, f, (ProtobufCMessage **)arr, n) : 0;
 }
 
 static const ProtobufCFieldDescriptor *find_field(const ProtobufCMessageDescriptor *md, const char *key)

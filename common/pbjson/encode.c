@@ -24,9 +24,7 @@ cJSON *tide__pbjson_check(cJSON *j)
 
 #define CK tide__pbjson_check
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0 when it is not one (overlong forms,
- * surrogates and code points past U+10FFFF included). */
-static size_t utf8_seq(const unsigned char *p, size_t n)
+size_t tide__pbjson_utf8_seq(const unsigned char *p, size_t n)
 {
     size_t len;
     uint32_t cp;
@@ -61,13 +59,13 @@ static cJSON *make_string(const char *s)
     char *fixed, *o;
     cJSON *j;
 
-    while (i < n && (step = utf8_seq(p + i, n - i)) > 0)
+    while (i < n && (step = tide__pbjson_utf8_seq(p + i, n - i)) > 0)
         i += step;
     if (i == n)
         return CK(cJSON_CreateString(s));
     fixed = o = tide_xmalloc(n * 3 + 1);
     for (i = 0; i < n;) {
-        step = utf8_seq(p + i, n - i);
+        step = tide__pbjson_utf8_seq(p + i, n - i);
         if (step == 0) {
             memcpy(o, "\xEF\xBF\xBD", 3);
             o += 3;

@@ -35,8 +35,9 @@ char *tide_pbjson_print(const ProtobufCMessage *msg, unsigned flags);
 
 /* Builds a new message of type desc from json (borrowed). Accepts json_name and .proto names,
  * integers as numbers or strings (64-bit ones beyond 2^53 only as strings), enums by name or number,
- * "NaN"/"Infinity"/"-Infinity", standard or URL-safe base64 with or without padding, null as "default".
- * Returns 0 and *out (caller frees with protobuf_c_message_free_unpacked(*out, NULL)), or -EINVAL with
+ * "NaN"/"Infinity"/"-Infinity", standard or URL-safe base64 with or without padding, null as "default",
+ * and the raw number items tide_pbjson_encode writes for floats. Refuses strings that are not valid
+ * UTF-8 and a map key given twice. Returns 0 and *out (caller frees with protobuf_c_message_free_unpacked(*out, NULL)), or -EINVAL with
  * err naming the field path ("spec.minWorkers: expected an integer") and nothing allocated. */
 int tide_pbjson_decode(const cJSON *json, const ProtobufCMessageDescriptor *desc, unsigned flags,
                        ProtobufCMessage **out, tide_error_t *err);

@@ -18,6 +18,7 @@
 
 #include "base64.h"
 #include "buf.h"
+#include "etcd_internal.h"
 #include "list.h"
 #include "xmalloc.h"
 
@@ -85,11 +86,7 @@ struct tide_etcd_watch {
     bool canceled;
     bool restart; /* the stream must be replaced once its data is processed */
     int restart_delay;
-    /* the stream: concatenated JSON objects, split by a string-aware brace scanner */
-    tide_buf_t buf;
-    size_t scan; /* bytes of buf already scanned */
-    int depth;
-    bool in_str, esc;
+    tide__etcd_split_t split; /* the stream, split into its JSON messages */
 };
 
 struct tide_etcd {
@@ -185,35 +182,139 @@ uint8_t *tide_etcd_prefix_end(const void *prefix, size_t len, size_t *out_len)
     return end;
 }
 
-/* A string-aware scan for complete top-level JSON objects in w->buf; returns the end (exclusive) of
- * the next one, or 0 when none is complete yet. *start is where it begins. */
-static size_t next_object(tide_etcd_watch_t *w, size_t *start)
+/* --- the decoders of what etcd sends (etcd_internal.h) --- */
+
+void tide__etcd_split_reset(tide__etcd_split_t *s)
 {
-    const uint8_t *d = w->buf.data;
+    tide_buf_reset(&s->buf);
+    s->scan = 0;
+    s->depth = 0;
+    s->in_str = s->esc = false;
+}
 
-    for (; w->scan < w->buf.len; w->scan++) {
-        uint8_t ch = d[w->scan];
+void tide__etcd_split_free(tide__etcd_split_t *s)
+{
+    if (s)
+        tide_buf_free(&s->buf);
+}
 
-        if (w->in_str) {
-            if (w->esc)
-                w->esc = false;
+int tide__etcd_split_feed(tide__etcd_split_t *s, const void *data, size_t n, size_t max)
+{
+    if (n > max || s->buf.len > max - n)
+        return -EMSGSIZE;
+    tide_buf_append(&s->buf, data, n);
+    return 0;
+}
+
+/* A string-aware scan for the end (exclusive) of the next complete top-level JSON value in s->buf,
+ * or 0 when none is complete yet. A closer at top level ends a (corrupt) message at once: the
+ * depth never goes below 0, so one stray '}' cannot stall the stream. */
+static size_t next_object(tide__etcd_split_t *s)
+{
+    const uint8_t *d = s->buf.data;
+
+    for (; s->scan < s->buf.len; s->scan++) {
+        uint8_t ch = d[s->scan];
+
+        if (s->in_str) {
+            if (s->esc)
+                s->esc = false;
             else if (ch == '\\')
-                w->esc = true;
+                s->esc = true;
             else if (ch == '"')
-                w->in_str = false;
+                s->in_str = false;
         } else if (ch == '"') {
-            w->in_str = true;
+            s->in_str = true;
         } else if (ch == '{' || ch == '[') {
-            w->depth++;
+            s->depth++;
         } else if (ch == '}' || ch == ']') {
-            if (--w->depth == 0) {
-                w->scan++;
-                *start = 0;
-                return w->scan;
+            if (s->depth <= 1) {
+                s->depth = 0;
+                s->scan++;
+                return s->scan;
             }
+            s->depth--;
         }
     }
     return 0;
+}
+
+int tide__etcd_split_next(tide__etcd_split_t *s, size_t *consumed, cJSON **out)
+{
+    size_t start = 0, end = next_object(s);
+    const char *d = (const char *)s->buf.data;
+
+    *out = NULL;
+    *consumed = 0;
+    if (end == 0)
+        return 0;
+    while (start < end && d[start] != '{')
+        start++;
+    *out = cJSON_ParseWithLength(d + start, end - start);
+    tide_buf_consume(&s->buf, end);
+    s->scan = 0;
+    *consumed = end;
+    return 1;
+}
+
+void tide__etcd_watch_msg_decode(const cJSON *j, tide__etcd_watch_msg_t *m)
+{
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
+
+    memset(m, 0, sizeof(*m));
+    if (!cJSON_IsObject(res)) {
+        m->error = true;
+        return;
+    }
+    tide_etcd_json_int64(cJSON_GetObjectItemCaseSensitive(res, "header"), "revision", &m->revision);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "canceled"))) {
+        m->canceled = true;
+        tide_etcd_json_int64(res, "compact_revision", &m->compact_rev);
+        return;
+    }
+    m->created = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "created"));
+    m->events = cJSON_GetObjectItemCaseSensitive(res, "events");
+}
+
+int tide__etcd_event_decode(const cJSON *ev, tide_etcd_event_t *e, uint8_t **key, uint8_t **val)
+{
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(ev, "kv");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(kv, "key");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
+    size_t klen = 0, vlen = 0;
+
+    memset(e, 0, sizeof(*e));
+    *key = *val = NULL;
+    if (!cJSON_IsObject(kv) || !cJSON_IsString(k) || tide_etcd_unb64(k->valuestring, key, &klen) < 0)
+        return -EINVAL;
+    if (cJSON_IsString(v)) {
+        if (tide_etcd_unb64(v->valuestring, val, &vlen) < 0) {
+            free(*key);
+            *key = NULL;
+            return -EINVAL;
+        }
+    }
+    e->is_delete = cJSON_IsString(type) && strcmp(type->valuestring, "DELETE") == 0;
+    e->key = (const char *)*key;
+    e->key_len = klen;
+    e->value = *val ? *val : (const uint8_t *)"";
+    e->value_len = vlen;
+    tide_etcd_json_int64(kv, "create_revision", &e->create_rev);
+    tide_etcd_json_int64(kv, "mod_revision", &e->mod_rev);
+    return 0;
+}
+
+void tide__etcd_http_error_text(const cJSON *j, long code, char *out, size_t len)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+
+    if (!cJSON_IsString(m))
+        m = cJSON_GetObjectItemCaseSensitive(j, "error");
+    if (cJSON_IsString(m) && m->valuestring)
+        snprintf(out, len, "%s", m->valuestring);
+    else
+        snprintf(out, len, "HTTP %ld", code);
 }
 
 /* --- the curl <-> libuv glue --- */
@@ -351,9 +452,8 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *ud)
     tide_etcd_watch_t *w = ud;
     size_t n = size * nmemb;
 
-    if (w->buf.len + n > MAX_RESPONSE_BYTES)
+    if (tide__etcd_split_feed(&w->split, data, n, MAX_RESPONSE_BYTES) < 0)
         return 0;
-    tide_buf_append(&w->buf, data, n);
     return n;
 }
 
@@ -523,19 +623,6 @@ static void call_retry(call_t *call)
     uv_timer_start(&call->timer, on_call_timer, delay, 0);
 }
 
-/* etcd's {"error","message","code"} message, or "HTTP n". */
-static void http_error_text(const cJSON *j, long code, char *out, size_t len)
-{
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
-
-    if (!cJSON_IsString(m))
-        m = cJSON_GetObjectItemCaseSensitive(j, "error");
-    if (cJSON_IsString(m) && m->valuestring)
-        snprintf(out, len, "%s", m->valuestring);
-    else
-        snprintf(out, len, "HTTP %ld", code);
-}
-
 /* A transport failure's status and words; *sent: the request may have reached etcd. */
 static int transport_error(CURL *e, CURLcode res, const char *errbuf, int64_t timeout_ms, char *out,
                            size_t len, bool *sent)
@@ -609,17 +696,17 @@ static void call_done(call_t *call, CURLcode res)
         call_finish(call, -EIO, NULL, msg);
         free(msg);
     } else if (code >= 400 && code < 500 && code != 429) {
-        http_error_text(j, code, text, sizeof(text));
+        tide__etcd_http_error_text(j, code, text, sizeof(text));
         c->good = call->member;
         call_finish(call, -EINVAL, NULL, text);
     } else if (code == 429) {
         /* "too many requests": refused before it was proposed, so any call may try again. */
-        http_error_text(j, code, text, sizeof(text));
+        tide__etcd_http_error_text(j, code, text, sizeof(text));
         call->status = -EIO;
         snprintf(call->errs[call->member], ERR_TEXT, "etcd at %s: %s", hp, text);
         call_retry(call);
     } else {
-        http_error_text(j, code, text, sizeof(text));
+        tide__etcd_http_error_text(j, code, text, sizeof(text));
         call->status = -EIO;
         snprintf(call->errs[call->member], ERR_TEXT, "etcd at %s: %s", hp, text);
         /* "no leader": the request was not proposed, so a write may go elsewhere too. Other 5xx
@@ -735,10 +822,7 @@ static void watch_connect(tide_etcd_watch_t *w)
     free(key);
     free(end);
 
-    tide_buf_reset(&w->buf);
-    w->scan = 0;
-    w->depth = 0;
-    w->in_str = w->esc = false;
+    tide__etcd_split_reset(&w->split);
     url = tide_xasprintf("%s/v3/watch", c->members[w->member].url);
     w->easy = easy_new(c, url, w->req, w->errbuf, w);
     free(url);
@@ -762,30 +846,11 @@ static void watch_connect(tide_etcd_watch_t *w)
 /* One decoded event to the user; returns false when the user stopped the watch or the client. */
 static bool watch_event(tide_etcd_watch_t *w, const cJSON *ev)
 {
-    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(ev, "kv");
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(kv, "key");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
-    tide_etcd_event_t e = {0};
-    uint8_t *key = NULL, *val = NULL;
-    size_t klen = 0, vlen = 0;
+    tide_etcd_event_t e;
+    uint8_t *key, *val;
 
-    if (!cJSON_IsObject(kv) || !cJSON_IsString(k) ||
-        tide_etcd_unb64(k->valuestring, &key, &klen) < 0)
+    if (tide__etcd_event_decode(ev, &e, &key, &val) < 0)
         return true; /* not an event we can read: skip it */
-    if (cJSON_IsString(v)) {
-        if (tide_etcd_unb64(v->valuestring, &val, &vlen) < 0) {
-            free(key);
-            return true;
-        }
-    }
-    e.is_delete = cJSON_IsString(type) && strcmp(type->valuestring, "DELETE") == 0;
-    e.key = (const char *)key;
-    e.key_len = klen;
-    e.value = val ? val : (const uint8_t *)"";
-    e.value_len = vlen;
-    tide_etcd_json_int64(kv, "create_revision", &e.create_rev);
-    tide_etcd_json_int64(kv, "mod_revision", &e.mod_rev);
     if (e.mod_rev >= w->next_rev && e.mod_rev < INT64_MAX) /* an answer's numbers are not trusted */
         w->next_rev = e.mod_rev + 1;
     w->cbs.on_event(&e, w->ud);
@@ -797,43 +862,39 @@ static bool watch_event(tide_etcd_watch_t *w, const cJSON *ev)
 /* One message of the stream. */
 static void watch_message(tide_etcd_watch_t *w, const cJSON *j)
 {
-    const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
-    const cJSON *hdr, *evs, *ev;
-    int64_t hrev = 0, compact = 0;
+    tide__etcd_watch_msg_t m;
+    const cJSON *ev;
 
-    if (!cJSON_IsObject(res)) { /* {"error":...}: the gateway lost its stream */
+    tide__etcd_watch_msg_decode(j, &m);
+    if (m.error) { /* {"error":...}: the gateway lost its stream */
         w->restart = true;
         w->restart_delay = 1;
         return;
     }
-    hdr = cJSON_GetObjectItemCaseSensitive(res, "header");
-    tide_etcd_json_int64(hdr, "revision", &hrev);
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "canceled"))) {
-        tide_etcd_json_int64(res, "compact_revision", &compact);
+    if (m.canceled) {
         w->restart = true;
-        if (compact > 0) {
+        if (m.compact_rev > 0) {
             w->restart_delay = 0;
-            w->next_rev = compact;
+            w->next_rev = m.compact_rev;
             if (w->cbs.on_compacted)
-                w->cbs.on_compacted(compact, w->ud);
+                w->cbs.on_compacted(m.compact_rev, w->ud);
         } else {
             w->restart_delay = 1;
         }
         return;
     }
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "created"))) {
-        if (w->next_rev == 0 && hrev >= 0 && hrev < INT64_MAX)
-            w->next_rev = hrev + 1;
+    if (m.created) {
+        if (w->next_rev == 0 && m.revision >= 0 && m.revision < INT64_MAX)
+            w->next_rev = m.revision + 1;
         w->fails = 0;
         w->c->good = w->member;
         if (w->cbs.on_synced) {
-            w->cbs.on_synced(hrev, w->ud);
+            w->cbs.on_synced(m.revision, w->ud);
             if (w->canceled || w->c->closing)
                 return;
         }
     }
-    evs = cJSON_GetObjectItemCaseSensitive(res, "events");
-    cJSON_ArrayForEach(ev, evs)
+    cJSON_ArrayForEach(ev, m.events)
     {
         if (!watch_event(w, ev))
             return;
@@ -843,17 +904,10 @@ static void watch_message(tide_etcd_watch_t *w, const cJSON *j)
 /* Parses what the stream delivered since the last call. */
 static void watch_process(tide_etcd_watch_t *w)
 {
-    size_t start, end;
+    size_t used;
+    cJSON *j;
 
-    while (!w->canceled && !w->c->closing && !w->restart && (end = next_object(w, &start)) > 0) {
-        const char *d = (const char *)w->buf.data;
-        cJSON *j;
-
-        while (start < end && d[start] != '{')
-            start++;
-        j = cJSON_ParseWithLength(d + start, end - start);
-        tide_buf_consume(&w->buf, end);
-        w->scan = 0;
+    while (!w->canceled && !w->c->closing && !w->restart && tide__etcd_split_next(&w->split, &used, &j) > 0) {
         if (!j) {
             w->restart = true;
             w->restart_delay = 1;
@@ -874,7 +928,7 @@ static void watch_closed(uv_handle_t *h)
     tide_list_remove(&w->node);
     free(w->key);
     free(w->req);
-    tide_buf_free(&w->buf);
+    tide__etcd_split_free(&w->split);
     free(w);
     if (--c->handles == 0 && c->torn_down)
         free(c);
@@ -911,7 +965,7 @@ int tide_etcd_watch(tide_etcd_t *c, const char *key, size_t key_len, bool prefix
     w->ud = ud;
     w->member = c->good;
     ensure_timer(c);
-    tide_buf_init(&w->buf);
+    tide_buf_init(&w->split.buf);
     uv_timer_init(c->loop, &w->timer);
     w->timer.data = w;
     c->handles++;
@@ -948,7 +1002,7 @@ static void dispatch(tide_etcd_t *c)
 
         if (c->closing)
             return;
-        if (!w->canceled && w->easy && w->buf.len > w->scan)
+        if (!w->canceled && w->easy && w->split.buf.len > w->split.scan)
             watch_process(w);
     }
     while (!c->closing && (msg = curl_multi_info_read(c->multi, &left)) != NULL) {

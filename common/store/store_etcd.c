@@ -14,6 +14,7 @@
 
 #include "base64.h"
 #include "etcd_client.h"
+#include "etcd_internal.h"
 #include "list.h"
 #include "store_private.h"
 #include "xmalloc.h"
@@ -181,17 +182,20 @@ static void range_send(es_t *s, op_t *op)
         fail(s, op, -EIO, "etcd: cannot start a range (%d)", rc);
 }
 
-/* Adds one page of kvs; returns 0 or -EIO with text filled. */
-static int range_page(es_t *s, op_t *op, const cJSON *resp, char *text, size_t len)
+int tide__etcd_range_page(const cJSON *resp, const char *prefix, size_t plen, int64_t *range_rev,
+                          tide__store_kvs_t *out, uint8_t **next_key, size_t *next_len, char *text,
+                          size_t len)
 {
     const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(resp, "kvs"), *kv;
     uint8_t *last = NULL;
     size_t last_len = 0;
     int rc = 0;
 
-    if (op->range_rev == 0 && tide_etcd_json_int64(cJSON_GetObjectItemCaseSensitive(resp, "header"),
-                                                   "revision", &op->range_rev) < 0) {
+    if (*range_rev == 0 && tide_etcd_json_int64(cJSON_GetObjectItemCaseSensitive(resp, "header"),
+                                                "revision", range_rev) < 0) {
         snprintf(text, len, "etcd: range answer without a revision");
+        free(*next_key);
+        *next_key = NULL;
         return -EIO;
     }
     cJSON_ArrayForEach(kv, kvs)
@@ -199,7 +203,7 @@ static int range_page(es_t *s, op_t *op, const cJSON *resp, char *text, size_t l
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(kv, "key");
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
         uint8_t *key = NULL, *val = NULL;
-        size_t klen, vlen = 0;
+        size_t klen = 0, vlen = 0;
         int64_t crev, mrev;
 
         if (!cJSON_IsString(k) || tide_etcd_unb64(k->valuestring, &key, &klen) < 0 ||
@@ -208,13 +212,13 @@ static int range_page(es_t *s, op_t *op, const cJSON *resp, char *text, size_t l
             tide_etcd_json_int64(kv, "mod_revision", &mrev) < 0) {
             snprintf(text, len, "etcd: malformed key-value in a range answer");
             rc = -EIO;
-        } else if (klen < s->plen || memcmp(key, s->prefix, s->plen) != 0 || memchr(key, 0, klen)) {
+        } else if (klen < plen || memcmp(key, prefix, plen) != 0 || memchr(key, 0, klen)) {
             snprintf(text, len,
                      "etcd: key outside the store prefix or with a NUL byte in a range answer");
             rc = -EIO;
         } else {
-            tide__store_kvs_add(&op->kvs, (const char *)key + s->plen, klen - s->plen,
-                                val ? val : key, vlen, crev, mrev);
+            tide__store_kvs_add(out, (const char *)key + plen, klen - plen, val ? val : key, vlen,
+                                crev, mrev);
         }
         free(val);
         free(last);
@@ -223,17 +227,24 @@ static int range_page(es_t *s, op_t *op, const cJSON *resp, char *text, size_t l
         if (rc < 0)
             break;
     }
-    free(op->next_key);
-    op->next_key = NULL;
+    free(*next_key);
+    *next_key = NULL;
     if (rc == 0 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "more")) && last) {
         /* the next page starts just after the last key */
-        op->next_key = tide_xmalloc(last_len + 1);
-        memcpy(op->next_key, last, last_len);
-        op->next_key[last_len] = 0;
-        op->next_len = last_len + 1;
+        *next_key = tide_xmalloc(last_len + 1);
+        memcpy(*next_key, last, last_len);
+        (*next_key)[last_len] = 0;
+        *next_len = last_len + 1;
     }
     free(last);
     return rc;
+}
+
+/* Adds one page of kvs; returns 0 or -EIO with text filled. */
+static int range_page(es_t *s, op_t *op, const cJSON *resp, char *text, size_t len)
+{
+    return tide__etcd_range_page(resp, s->prefix, s->plen, &op->range_rev, &op->kvs, &op->next_key,
+                                 &op->next_len, text, len);
 }
 
 /* --- commit --- */
@@ -322,7 +333,8 @@ static void commit_send(es_t *s, op_t *op)
 }
 
 /* The text for a failed compare: the first compared key whose mod_rev differs. */
-static void compare_text(es_t *s, op_t *op, const cJSON *resp, char *text, size_t len)
+static void compare_text(const tide_store_batch_t *b, const int64_t *cmp_revs, size_t chunk_start,
+                         const cJSON *resp, char *text, size_t len)
 {
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(resp, "responses"), *r;
     size_t i = 0;
@@ -334,24 +346,34 @@ static void compare_text(es_t *s, op_t *op, const cJSON *resp, char *text, size_
         const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(rr, "kvs");
         int64_t cur = 0;
 
-        if (i >= op->batch->ncmps)
+        if (i >= b->ncmps)
             break;
         if (cJSON_GetArraySize(kvs) > 0)
             tide_etcd_json_int64(cJSON_GetArrayItem(kvs, 0), "mod_revision", &cur);
-        if (cur != op->cmp_revs[i]) {
+        if (cur != cmp_revs[i]) {
             snprintf(text, len,
                      "compare failed: key \"%s\" has mod_rev %" PRId64 ", expected %" PRId64,
-                     op->batch->cmps[i].key, cur, op->cmp_revs[i]);
+                     b->cmps[i].key, cur, cmp_revs[i]);
             break;
         }
         i++;
     }
-    if (op->chunk_start > 0) {
+    if (chunk_start > 0) {
         size_t n = strlen(text);
         snprintf(text + n, len - n,
                  " (after %zu of the batch's %zu ops were applied in earlier txns)",
-                 op->chunk_start, op->batch->nops);
+                 chunk_start, b->nops);
     }
+}
+
+int tide__etcd_txn_answer(const cJSON *resp, const tide_store_batch_t *b, const int64_t *cmp_revs,
+                          size_t chunk_start, int64_t *rev, char *text, size_t len)
+{
+    tide_etcd_json_int64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision", rev);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded")))
+        return 0;
+    compare_text(b, cmp_revs, chunk_start, resp, text, len); /* says how many ops earlier txns applied */
+    return -ECANCELED;
 }
 
 /* A chunk went through at revision rev: later chunks compare against what it wrote. */
@@ -394,14 +416,8 @@ static void on_reply(int status, const cJSON *resp, const char *errtext, void *u
         else
             complete(s, op, 0, op->range_rev, "");
     } else {
-        tide_etcd_json_int64(cJSON_GetObjectItemCaseSensitive(resp, "header"), "revision", &rev);
-        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "succeeded"))) {
-            compare_text(s, op, resp, text, sizeof(text));
-            if (op->chunk_start > 0) {
-                size_t used = strlen(text);
-                snprintf(text + used, sizeof(text) - used, " (after %zu of %zu ops were applied)", op->chunk_start,
-                         op->batch->nops);
-            }
+        if (tide__etcd_txn_answer(resp, op->batch, op->cmp_revs, op->chunk_start, &rev, text,
+                                  sizeof(text)) < 0) {
             complete(s, op, -ECANCELED, rev, text);
         } else {
             chunk_applied(op, rev);

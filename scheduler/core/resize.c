@@ -138,6 +138,7 @@ void tide__resize_free(tide_job_t *job)
     job->n_exclude = 0;
 }
 
+static void set_detail(tide_resize_t *r, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void set_detail(tide_resize_t *r, const char *fmt, va_list ap)
 {
     free(r->detail);

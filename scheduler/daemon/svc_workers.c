@@ -3,7 +3,8 @@
  * exits, checkpoint reports, durable-copy reports (flush_done) and log data. A heartbeat is O(1) and
  * allocates nothing once warm: worker messages are unpacked into an arena that is reset after each one.
  * The core knows a stream only by its id (conn handle), so a message queued for a stream that has since
- * ended is simply dropped. */
+ * ended is simply dropped. The checks and conversions of one message that need no stream are the
+ * tide_wmsg_* functions (worker_msg.h), which tests/fuzz/fuzz_worker_message.c drives directly. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "convert.h"
 #include "daemon.h"
 #include "log.h"
+#include "worker_msg.h"
 #include "xmalloc.h"
 
 #include "tide/v1/worker_service.pb-c.h"
@@ -76,52 +78,65 @@ void tide_wstreams_free(tide_daemon_t *d)
     }
 }
 
-static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
+int tide_wmsg_hello(const Tide__V1__WorkerHello *h, tide_worker_info_t *info, tide_rank_report_t **reps,
+                    tide_arena_t *a, char *msg, size_t cap)
 {
-    tide_daemon_t *d = ws->d;
-    tide_worker_info_t info = {0};
     tide_kv_t *labels;
-    tide_rank_report_t *reps;
-    tide_error_t err;
-    char msg[300];
-    int rc;
+    tide_rank_report_t *r_out;
 
     if (h->protocol_version != TIDE__V1__WORKER_PROTOCOL__WORKER_PROTOCOL_CURRENT) {
-        snprintf(msg, sizeof(msg),
+        snprintf(msg, cap,
                  "worker %s speaks worker protocol %u, this scheduler (tide %s) speaks %u; run the same "
                  "tide version on both",
                  h->worker_id, h->protocol_version, TIDE_VERSION,
                  (unsigned)TIDE__V1__WORKER_PROTOCOL__WORKER_PROTOCOL_CURRENT);
-        tide_warn("%s", msg);
-        tide_rpc_call_finish(ws->call, TIDE_GRPC_FAILED_PRECONDITION, msg);
-        return;
+        return -EPROTO;
     }
-    labels = tide_arena_calloc(&d->rx_arena, h->n_labels + 1, sizeof(*labels));
+    labels = tide_arena_calloc(a, h->n_labels + 1, sizeof(*labels));
     for (size_t i = 0; i < h->n_labels; i++) {
         labels[i].key = h->labels[i]->key;
         labels[i].value = h->labels[i]->value;
     }
-    reps = tide_arena_calloc(&d->rx_arena, h->n_ranks + 1, sizeof(*reps));
+    r_out = tide_arena_calloc(a, h->n_ranks + 1, sizeof(*r_out));
     for (size_t i = 0; i < h->n_ranks; i++) {
         const Tide__V1__RankStatus *r = h->ranks[i];
-        reps[i] = (tide_rank_report_t){.job_id = r->job_id, .generation = r->generation,
-                                       .rank = r->rank,
-                                       .running = r->state == TIDE__V1__RANK_STATE__RANK_STATE_RUNNING,
-                                       .exit_code = r->exit_code, .pid = r->pid,
-                                       .master_port = r->master_port, .error = r->error};
+        r_out[i] = (tide_rank_report_t){.job_id = r->job_id, .generation = r->generation,
+                                        .rank = r->rank,
+                                        .running = r->state == TIDE__V1__RANK_STATE__RANK_STATE_RUNNING,
+                                        .exit_code = r->exit_code, .pid = r->pid,
+                                        .master_port = r->master_port, .error = r->error};
     }
-    info.id = h->worker_id;
-    info.node = h->node;
-    info.gpu_index = h->gpu_index;
-    info.device = h->device;
-    info.peak_flops = h->peak_flops;
-    info.memory_bytes = h->memory_bytes;
-    info.labels = labels;
-    info.n_labels = h->n_labels;
-    info.address = h->address;
-    info.launcher_address = h->launcher_address;
-    info.agent_sock = h->agent_sock;
-    info.version = h->version;
+    memset(info, 0, sizeof(*info));
+    info->id = h->worker_id;
+    info->node = h->node;
+    info->gpu_index = h->gpu_index;
+    info->device = h->device;
+    info->peak_flops = h->peak_flops;
+    info->memory_bytes = h->memory_bytes;
+    info->labels = labels;
+    info->n_labels = h->n_labels;
+    info->address = h->address;
+    info->launcher_address = h->launcher_address;
+    info->agent_sock = h->agent_sock;
+    info->version = h->version;
+    *reps = r_out;
+    return 0;
+}
+
+static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
+{
+    tide_daemon_t *d = ws->d;
+    tide_worker_info_t info = {0};
+    tide_rank_report_t *reps = NULL;
+    tide_error_t err;
+    char msg[300];
+    int rc;
+
+    if (tide_wmsg_hello(h, &info, &reps, &d->rx_arena, msg, sizeof(msg)) < 0) {
+        tide_warn("%s", msg);
+        tide_rpc_call_finish(ws->call, TIDE_GRPC_FAILED_PRECONDITION, msg);
+        return;
+    }
     tide_daemon_now(d);
     rc = tide_core_worker_register(d->core, &info, tide_conn_handle(ws->id), reps, h->n_ranks,
                                    &ws->worker, &err);
@@ -137,10 +152,6 @@ static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
  * (the core would ignore it anyway); one that names a rank but breaks a bound is taken as a failed copy,
  * never trusted and never dropped: the core then holds the copy and retries it, where a dropped answer
  * would leave the copy "copying" for good. */
-#define FLUSH_ID_MAX 64
-#define FLUSH_PATH_MAX 4096
-#define FLUSH_ERROR_MAX 512
-
 static bool is_sha256_hex(const char *h)
 {
     size_t n = 0;
@@ -151,33 +162,45 @@ static bool is_sha256_hex(const char *h)
     return n == 64;
 }
 
+int tide_wmsg_flush_check(const Tide__V1__FlushDone *f, bool *ok, char *error, const char **bad)
+{
+    *ok = f->ok;
+    *bad = NULL;
+    error[0] = '\0';
+    if (!f->job_id[0] || strlen(f->job_id) > TIDE_WMSG_FLUSH_ID_MAX || f->generation < 1 || f->rank < 0 ||
+        f->step < 0)
+        return -EINVAL;
+    if (strlen(f->durable_path) > TIDE_WMSG_FLUSH_PATH_MAX)
+        *bad = "durable_path is longer than 4096 bytes";
+    else if (f->sha256[0] && !is_sha256_hex(f->sha256))
+        *bad = "sha256 is not 64 hex digits";
+    else if (*ok && !f->durable_path[0])
+        *bad = "ok without a durable_path";
+    if (*bad) {
+        snprintf(error, TIDE_WMSG_FLUSH_ERROR_CAP, "the worker's report is malformed: %s", *bad);
+        *ok = false;
+    } else {
+        snprintf(error, TIDE_WMSG_FLUSH_ERROR_CAP, "%.*s", TIDE_WMSG_FLUSH_ERROR_MAX, f->error);
+    }
+    return 0;
+}
+
 static void on_flush_done(wstream_t *ws, const Tide__V1__FlushDone *f)
 {
     tide_daemon_t *d = ws->d;
     const char *bad = NULL;
-    char error[FLUSH_ERROR_MAX + 64];
-    bool ok = f->ok;
+    char error[TIDE_WMSG_FLUSH_ERROR_CAP];
+    bool ok;
 
-    if (!f->job_id[0] || strlen(f->job_id) > FLUSH_ID_MAX || f->generation < 1 || f->rank < 0 || f->step < 0) {
+    if (tide_wmsg_flush_check(f, &ok, error, &bad) < 0) {
         tide_warn("worker %s: ignoring a flush_done that names no rank (job \"%.64s\", generation %d, rank %d, "
                   "step %lld)",
                   ws->worker->id, f->job_id, f->generation, f->rank, (long long)f->step);
         return;
     }
-    if (strlen(f->durable_path) > FLUSH_PATH_MAX)
-        bad = "durable_path is longer than 4096 bytes";
-    else if (f->sha256[0] && !is_sha256_hex(f->sha256))
-        bad = "sha256 is not 64 hex digits";
-    else if (ok && !f->durable_path[0])
-        bad = "ok without a durable_path";
-    if (bad) {
-        snprintf(error, sizeof(error), "the worker's report is malformed: %s", bad);
+    if (bad)
         tide_warn("worker %s: flush_done for job %s step %lld: %s", ws->worker->id, f->job_id, (long long)f->step,
                   error);
-        ok = false;
-    } else {
-        snprintf(error, sizeof(error), "%.*s", FLUSH_ERROR_MAX, f->error);
-    }
     tide_daemon_now(d);
     tide_core_ckpt_flushed(d->core, ws->worker, f->job_id, f->generation, f->rank, f->step, ok,
                            ok ? f->durable_path : NULL, f->bytes, ok ? f->sha256 : NULL, error);
@@ -186,8 +209,7 @@ static void on_flush_done(wstream_t *ws, const Tide__V1__FlushDone *f)
 
 /* Work stealing (docs/work-stealing.md). A report the core refuses changes nothing: it is logged
  * (the first few per stream) and counted in tide_task_reports_rejected_total; the stream stays up. */
-#define TASK_IDS_MAX 65536 /* ids in one message */
-#define TASK_WARN_MAX 8    /* refusals logged per stream */
+#define TASK_WARN_MAX 8 /* refusals logged per stream */
 
 static int task_kind(Tide__V1__TaskKind k, tide_task_kind_t *out)
 {
@@ -204,68 +226,82 @@ static int task_kind(Tide__V1__TaskKind k, tide_task_kind_t *out)
     }
 }
 
-static void on_task_message(wstream_t *ws, const Tide__V1__WorkerMessage *m)
+int tide_wmsg_task_apply(tide_core_t *core, tide_worker_t *w, const Tide__V1__WorkerMessage *m,
+                         const char **what, tide_error_t *err)
 {
-    tide_daemon_t *d = ws->d;
-    tide_error_t err = {{0}};
     tide_task_kind_t kind = TIDE_TASK_MEMBER;
-    const char *what = "task report";
     int rc = -EINVAL;
 
-    if (ws->worker->conn != tide_conn_handle(ws->id))
-        return; /* an older stream of a worker that has re-registered */
-    tide_daemon_now(d);
+    *what = "task report";
     switch (m->msg_case) {
     case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DECLARED: {
         const Tide__V1__TasksDeclared *t = m->tasks_declared;
-        what = "tasks_declared";
+        *what = "tasks_declared";
         if (task_kind(t->kind, &kind) != 0)
-            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
-        else if (t->n_task_ids > TASK_IDS_MAX)
-            tide_errprintf(&err, "task_ids: more than %d", TASK_IDS_MAX);
+            tide_errprintf(err, "kind: unknown value %d", (int)t->kind);
+        else if (t->n_task_ids > TIDE_WMSG_TASK_IDS_MAX)
+            tide_errprintf(err, "task_ids: more than %d", TIDE_WMSG_TASK_IDS_MAX);
         else
-            rc = tide_core_tasks_declared(d->core, ws->worker, t->job_id, t->generation, t->rank, kind,
-                                          t->step, t->task_ids, t->n_task_ids, t->total, &err);
+            rc = tide_core_tasks_declared(core, w, t->job_id, t->generation, t->rank, kind, t->step, t->task_ids,
+                                          t->n_task_ids, t->total, err);
         break;
     }
     case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_DONE: {
         const Tide__V1__TasksDone *t = m->tasks_done;
-        what = "tasks_done";
+        *what = "tasks_done";
         if (task_kind(t->kind, &kind) != 0)
-            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
-        else if (t->n_task_ids > TASK_IDS_MAX)
-            tide_errprintf(&err, "task_ids: more than %d", TASK_IDS_MAX);
+            tide_errprintf(err, "kind: unknown value %d", (int)t->kind);
+        else if (t->n_task_ids > TIDE_WMSG_TASK_IDS_MAX)
+            tide_errprintf(err, "task_ids: more than %d", TIDE_WMSG_TASK_IDS_MAX);
         else
-            rc = tide_core_tasks_done(d->core, ws->worker, t->job_id, t->generation, t->rank, kind, t->step,
-                                      t->task_ids, t->n_task_ids, t->queued, &err);
+            rc = tide_core_tasks_done(core, w, t->job_id, t->generation, t->rank, kind, t->step, t->task_ids,
+                                      t->n_task_ids, t->queued, err);
         break;
     }
     case TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST: {
         const Tide__V1__StealRequest *t = m->steal_request;
-        what = "steal_request";
+        *what = "steal_request";
         if (task_kind(t->kind, &kind) != 0)
-            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
+            tide_errprintf(err, "kind: unknown value %d", (int)t->kind);
         else
-            rc = tide_core_steal_request(d->core, ws->worker, t->job_id, t->generation, t->rank, kind, t->step,
-                                         t->steal_id, &err);
-        d->steal_requests_total++;
+            rc = tide_core_steal_request(core, w, t->job_id, t->generation, t->rank, kind, t->step, t->steal_id,
+                                         err);
         break;
     }
     case TIDE__V1__WORKER_MESSAGE__MSG_TASKS_RELEASED: {
         const Tide__V1__TasksReleased *t = m->tasks_released;
-        what = "tasks_released";
+        *what = "tasks_released";
         if (task_kind(t->kind, &kind) != 0)
-            tide_errprintf(&err, "kind: unknown value %d", (int)t->kind);
-        else if (t->n_task_ids > TASK_IDS_MAX)
-            tide_errprintf(&err, "task_ids: more than %d", TASK_IDS_MAX);
+            tide_errprintf(err, "kind: unknown value %d", (int)t->kind);
+        else if (t->n_task_ids > TIDE_WMSG_TASK_IDS_MAX)
+            tide_errprintf(err, "task_ids: more than %d", TIDE_WMSG_TASK_IDS_MAX);
         else
-            rc = tide_core_tasks_released(d->core, ws->worker, t->job_id, t->generation, t->rank, kind,
-                                          t->step, t->release_id, t->task_ids, t->n_task_ids, t->queued, &err);
+            rc = tide_core_tasks_released(core, w, t->job_id, t->generation, t->rank, kind, t->step,
+                                          t->release_id, t->task_ids, t->n_task_ids, t->queued, err);
         break;
     }
     default:
-        return;
+        rc = -ENOMSG;
+        break;
     }
+    return rc;
+}
+
+static void on_task_message(wstream_t *ws, const Tide__V1__WorkerMessage *m)
+{
+    tide_daemon_t *d = ws->d;
+    tide_error_t err = {{0}};
+    const char *what = "task report";
+    int rc;
+
+    if (ws->worker->conn != tide_conn_handle(ws->id))
+        return; /* an older stream of a worker that has re-registered */
+    tide_daemon_now(d);
+    rc = tide_wmsg_task_apply(d->core, ws->worker, m, &what, &err);
+    if (rc == -ENOMSG)
+        return;
+    if (m->msg_case == TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST)
+        d->steal_requests_total++;
     if (rc != 0 && m->msg_case == TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST) {
         /* A steal always gets an answer, or the rank's trainer would wait for good: one the core cannot
          * serve (a stale generation, a job that is stopping, an unknown pool) gets "none left", which is
