@@ -35,6 +35,7 @@ typedef struct tide_daemon_config {
     /* High availability (--store etcd://, ha.c). */
     const char *advertise;   /* HOST:PORT this replica is reached at when it leads; NULL: listen */
     int64_t lease_ttl_ms;    /* the leader's lease; 0: 3000 */
+    int64_t store_wait_ms;   /* --store-wait: how long an unreachable etcd is tried at start; 0: not at all */
     const char *fence_key;   /* set by ha.c when this replica leads: every commit also compares ... */
     int64_t fence_rev;       /* ... fence_key's mod revision (the leadership key this replica wrote) */
     bool (*lease_valid)(void *ud); /* set with fence_key: false once the lease may have expired; then */

@@ -57,6 +57,7 @@ enum {
     OPT_BURST_DWELL,
     OPT_ADVERTISE,
     OPT_LEASE_TTL,
+    OPT_STORE_WAIT,
 };
 
 static const struct option opts[] = {
@@ -101,6 +102,7 @@ static const struct option opts[] = {
     {"burst-dwell", required_argument, NULL, OPT_BURST_DWELL},
     {"advertise", required_argument, NULL, OPT_ADVERTISE},
     {"lease-ttl", required_argument, NULL, OPT_LEASE_TTL},
+    {"store-wait", required_argument, NULL, OPT_STORE_WAIT},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -124,6 +126,8 @@ void tide_sched_usage(FILE *f)
             "                         when it leads (default: the --listen address)\n"
             "  --lease-ttl DURATION   with etcd: the leader's lease; a standby takes over within it once\n"
             "                         the leader is gone (default 3s, from 2s to 60s)\n"
+            "  --store-wait DURATION  with etcd: keep trying an unreachable etcd at start this long\n"
+            "                         (default 0: exit at once; e.g. 5m where etcd starts beside it)\n"
             "  --token-file FILE      bearer token clients must send (default DATA_DIR/token, created\n"
             "                         with mode 0600 when missing)\n"
             "  --heartbeat-ms MS      worker heartbeat interval (default 500; SUSPECT after 2 missed,\n"
@@ -385,6 +389,8 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         return 0;
     case OPT_LEASE_TTL:
         return duration_flag("--lease-ttl", arg, 2000, 60000, &cfg->lease_ttl_ms, err);
+    case OPT_STORE_WAIT:
+        return duration_flag("--store-wait", arg, 0, 86400000, &cfg->store_wait_ms, err);
     case OPT_LOG_LEVEL:
         if (tide_log_level_parse(arg, level) < 0) {
             tide_errprintf(err, "--log-level: \"%.40s\" is not debug, info, warn or error", arg);
@@ -590,9 +596,9 @@ int tide_sched_parse_args(int argc, char **argv, tide_daemon_config_t *cfg, tide
             tide_errprintf(err, "--store etcd://: give --token-file (every replica must check the same token)");
             return -EINVAL;
         }
-    } else if (cfg->advertise || cfg->lease_ttl_ms) {
+    } else if (cfg->advertise || cfg->lease_ttl_ms || cfg->store_wait_ms) {
         tide_errprintf(err, "%s: only with --store etcd:// (leader election)",
-                       cfg->advertise ? "--advertise" : "--lease-ttl");
+                       cfg->advertise ? "--advertise" : cfg->lease_ttl_ms ? "--lease-ttl" : "--store-wait");
         return -EINVAL;
     }
     return 0;

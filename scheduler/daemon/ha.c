@@ -52,6 +52,9 @@ struct tide_ha {
     uint64_t ka_sent_ms;
     int64_t ka_lease; /* the lease the keepalive in flight is for */
     int64_t fence_rev;
+    int64_t etcd_wait_ms;   /* see tide_ha_config_t */
+    uint64_t started_ms;
+    bool reached, gave_up;  /* etcd answered once; it never did within etcd_wait_ms */
     char *leader_seen; /* the holder last read, for log lines */
     uint64_t last_warn_ms;
     tide_daemon_t *d;
@@ -307,6 +310,7 @@ static void grant_cb(int status, const cJSON *resp, const char *errtext, void *u
         warn_limited(ha, "lease grant", "etcd's answer has no lease");
         return;
     }
+    ha->reached = true;
     ha->lease_id = id;
     ha->ttl_s = ttl;
     ha->valid_until = 0;
@@ -339,8 +343,14 @@ static void on_tick(uv_timer_t *t)
 {
     tide_ha_t *ha = t->data;
 
-    if (ha->state == HA_LOST)
+    if (ha->state == HA_LOST || ha->gave_up)
         return;
+    if (!ha->reached && ha->etcd_wait_ms > 0 && now_ms(ha) - ha->started_ms >= (uint64_t)ha->etcd_wait_ms) {
+        tide_err("etcd did not answer within --store-wait (%" PRId64 " s): giving up", ha->etcd_wait_ms / 1000);
+        ha->gave_up = true;
+        uv_stop(ha->loop);
+        return;
+    }
     /* Keepalives every TTL/3, counted from the last one sent: two may fail before the lease is at risk. */
     if (ha->lease_id && now_ms(ha) >= ha->ka_sent_ms + (uint64_t)ha->ttl_s * 1000 / 3)
         send_keepalive(ha);
@@ -395,7 +405,8 @@ int tide_ha_new(uv_loop_t *loop, const tide_ha_config_t *cfg, tide_ha_t **out, t
     ha->margin_ms = ha->ttl_s * 1000 / 10;
     ha->tick_ms = ha->ttl_s * 1000 / 10;
     rc = tide_etcd_new(loop, endpoints, &ha->etcd, err);
-    if (rc == 0 && !cfg->wait_for_etcd)
+    ha->etcd_wait_ms = cfg->etcd_wait_ms;
+    if (rc == 0 && cfg->etcd_wait_ms == 0)
         rc = tide_etcd_probe(ha->etcd, PROBE_TIMEOUT_MS, err);
     free(endpoints);
     free(prefix);
@@ -419,8 +430,14 @@ int tide_ha_campaign(tide_ha_t *ha, tide_error_t *err)
         return rc;
     tide_info("standing by at %s (advertised as %s): campaigning for leadership, lease %" PRId64 " s",
               ha->listen, ha->advertise, ha->ttl_s);
+    ha->started_ms = now_ms(ha);
     uv_timer_start(&ha->tick, on_tick, 0, (uint64_t)ha->tick_ms);
     return 0;
+}
+
+bool tide_ha_gave_up(const tide_ha_t *ha)
+{
+    return ha->gave_up;
 }
 
 bool tide_ha_elected(const tide_ha_t *ha)

@@ -24,11 +24,12 @@ typedef struct tide_ha_config {
     const char *advertise; /* the address written into the leadership key; NULL: listen */
     const char *token;     /* the bearer token the standby checks; NULL: none */
     int64_t lease_ttl_ms;  /* 0: 3000; rounded up to whole seconds (etcd's unit) */
-    bool wait_for_etcd;    /* true: an unreachable etcd is waited for (after a step-down); false: it is an
-                              error at once (a first start) */
+    int64_t etcd_wait_ms;  /* an unreachable etcd at start: 0 is an error at once (checked in tide_ha_new),
+                              > 0 is tried that long (then tide_ha_gave_up), < 0 for ever (after a
+                              step-down) */
 } tide_ha_config_t;
 
-/* Parses the URL, connects the etcd client and, unless wait_for_etcd, checks that etcd answers (a few
+/* Parses the URL, connects the etcd client and, with etcd_wait_ms 0, checks that etcd answers (a few
  * seconds at most). Returns 0 with *out, or -EINVAL / -ECONNREFUSED / -ETIMEDOUT with err saying why
  * (*out NULL). Strings are copied. */
 int tide_ha_new(struct uv_loop_s *loop, const tide_ha_config_t *cfg, tide_ha_t **out, tide_error_t *err);
@@ -37,6 +38,8 @@ int tide_ha_new(struct uv_loop_s *loop, const tide_ha_config_t *cfg, tide_ha_t *
  * the top level. Returns 0 or -errno (the standby cannot listen) with err. */
 int tide_ha_campaign(tide_ha_t *ha, tide_error_t *err);
 bool tide_ha_elected(const tide_ha_t *ha);
+/* etcd never answered within etcd_wait_ms: the loop was stopped; main exits with an error. */
+bool tide_ha_gave_up(const tide_ha_t *ha);
 /* The lease was lost (or given up) after this replica won: it must start over as a standby. The loop is
  * stopped when that happens before the daemon runs. */
 bool tide_ha_lost(const tide_ha_t *ha);

@@ -93,7 +93,7 @@ int main(int argc, char **argv)
         /* Several replicas: stand by until elected, then lead with every write fenced. */
         tide_ha_config_t hc = {.store_url = cfg.store_url, .listen = cfg.listen, .advertise = cfg.advertise,
                                .lease_ttl_ms = cfg.lease_ttl_ms,
-                               .wait_for_etcd = getenv("TIDE_HA_RESTARTED") != NULL};
+                               .etcd_wait_ms = getenv("TIDE_HA_RESTARTED") ? -1 : cfg.store_wait_ms};
         if (cfg.token_file && (rc = tide_token_read(cfg.token_file, &token, &err)) < 0) {
             tide_err("cannot start: %s", err.text);
             rc = 1;
@@ -105,8 +105,12 @@ int main(int argc, char **argv)
             rc = 1;
             goto close;
         }
-        while (!ctx.stopping && !tide_ha_elected(ha) && !tide_ha_lost(ha))
+        while (!ctx.stopping && !tide_ha_elected(ha) && !tide_ha_lost(ha) && !tide_ha_gave_up(ha))
             uv_run(&loop, UV_RUN_DEFAULT);
+        if (tide_ha_gave_up(ha) && !ctx.stopping) {
+            rc = 1;
+            goto close;
+        }
         if (ctx.stopping || tide_ha_lost(ha)) {
             stepped_down = !ctx.stopping; /* lost between winning and serving: stand by again */
             rc = 0;

@@ -4,7 +4,8 @@ the leader. kill -9 of the leader mid-run: a standby leads, every acknowledged j
 keeps its ranks (adopted, not restarted). A frozen (SIGSTOPped) leader is deposed: when it wakes it steps down
 and a write it had accepted is never acknowledged nor stored. etcd stopped: the leader steps down; etcd back:
 a replica leads again with the state intact. An unreachable etcd at start: a clear error, exit 1. One member
-of a 3-member etcd frozen: the replicas use the others, and a standby still takes over. etcd half a second slow per round trip: a replica is still elected and serves."""
+of a 3-member etcd frozen: the replicas use the others, and a standby still takes over. etcd half a second slow per round trip: a replica is still elected and serves. --store-wait: a replica
+started before etcd leads once it is up, and gives up (exit 1) when it never comes."""
 
 import base64
 import json
@@ -243,7 +244,25 @@ def slow_etcd():
         print("ok   etcd half a second slow per round trip: elected, serving, never stepped down")
 
 
+def late_etcd():
+    """--store-wait: a replica started before its etcd keeps trying (standing by, refusing calls) and leads
+    once etcd is up; one whose etcd never comes within the wait exits 1 saying so."""
+    with tidetest.Cluster("ha-late") as c, Etcd() as etcd:
+        ha = Replicas(c, etcd.endpoint, n=1, lease_s=LEASE_S, extra=["--store-wait", "60s"])
+        ha.start(0)
+        wait_for(lambda: "lease grant failed" in ha.log(0), 30, "the replica trying the absent etcd")
+        assert ha.procs[0].poll() is None, ha.log(0)
+        etcd.start()
+        ha.leader(timeout=30)
+        r = subprocess.run([os.path.join(tidetest.BIN, "tide-scheduler"), "--listen", "127.0.0.1:0", "--data-dir",
+                            os.path.join(c.tmp, "gives-up"), "--token-file", ha.token_file, "--store-wait", "2s",
+                            "--store", f"etcd://127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "giving up" in r.stderr, (r.returncode, r.stderr[-2000:])
+        print("ok   --store-wait: led once etcd came up; gave up (exit 1) when it never did")
+
+
 if __name__ == "__main__":
     main()
     frozen_member()
     slow_etcd()
+    late_etcd()

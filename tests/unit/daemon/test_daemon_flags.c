@@ -271,6 +271,36 @@ static void test_bad_flags(void **state)
     }
 }
 
+/* HA flags: the leader's address and lease, and how long etcd is tried at start, only with an etcd
+ * store, which needs a shared token file. */
+static void test_ha_flags(void **state)
+{
+    tide_daemon_config_t cfg;
+    tide_error_t err;
+    (void)state;
+
+    assert_int_equal(parse(&cfg, &err, "--store", "etcd://127.0.0.1:2379/t", "--token-file", "/tmp/t", "--advertise",
+                           "s0.example:7070", "--lease-ttl", "5s", "--store-wait", "5m", NULL),
+                     0);
+    assert_string_equal(cfg.advertise, "s0.example:7070");
+    assert_int_equal(cfg.lease_ttl_ms, 5000);
+    assert_int_equal(cfg.store_wait_ms, 300000);
+
+    assert_int_equal(parse(&cfg, &err, "--store", "etcd://127.0.0.1:2379", NULL), -EINVAL);
+    assert_string_equal(err.text, "--store etcd://: give --token-file (every replica must check the same token)");
+    assert_int_equal(parse(&cfg, &err, "--lease-ttl", "5s", NULL), -EINVAL);
+    assert_string_equal(err.text, "--lease-ttl: only with --store etcd:// (leader election)");
+    assert_int_equal(parse(&cfg, &err, "--store-wait", "1m", NULL), -EINVAL);
+    assert_string_equal(err.text, "--store-wait: only with --store etcd:// (leader election)");
+    assert_int_equal(parse(&cfg, &err, "--advertise", "a:1", NULL), -EINVAL);
+    assert_string_equal(err.text, "--advertise: only with --store etcd:// (leader election)");
+    expect_bad("--advertise", "nohost", "--advertise: \"nohost\" is not HOST:PORT");
+    expect_bad("--advertise", "a:1,b:2", "--advertise: \"a:1,b:2\" is not HOST:PORT");
+    expect_bad("--lease-ttl", "1s", "--lease-ttl: \"1s\" is too short (at least 2000 ms)");
+    expect_bad("--lease-ttl", "2m", "--lease-ttl: \"2m\" is too long (at most 60 s)");
+    expect_bad("--store-wait", "soon", "--store-wait: \"soon\" is not a duration (e.g. 90s, 15m, 1h30m, 2d)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_pool_value),
         cmocka_unit_test(test_policy_flags),
         cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_ha_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
