@@ -953,15 +953,19 @@ size_t tide_task_deque_stopping(tide_task_deque_t *d, uint64_t rank_id, int64_t 
     tide_list_for_each(pos, &r->pools)
     {
         pool_t *p = tide_list_entry(pos, pool_t, link);
-        if (!p->waiter || n == max)
+        if (p->waiter && n == max)
+            continue; /* answered by the caller's next call */
+        /* Every pool, not only those with a waiter: a steal sent ahead of the trainer's last task
+         * would leave its next next_task waiting for an answer that never comes. */
+        p->steal_id = 0;
+        p->exhausted = true;
+        if (!p->waiter)
             continue;
         memset(&out[n], 0, sizeof(out[n]));
         out[n].waiter = p->waiter;
         out[n].kind = p->kind;
         out[n].step = p->step;
         n++;
-        p->steal_id = 0;
-        p->exhausted = true;
         wait_end(r, p, now_ms);
     }
     return n;

@@ -125,9 +125,11 @@ int tide_task_deque_give(tide_task_deque_t *d, const Tide__V1__GiveTasks *g, int
                          tide_task_answer_t *ans);
 /* The rank is being stopped (its generation ends): a next_task waiting for a steal's answer is owed
  * `no_task` now, since the scheduler drops the generation's pools and may never answer, and the trainer
- * must get back to its step loop to see stop_after_step. Each such pool is marked exhausted and its
- * steal forgotten (a late GiveTasks for it is ignored: the generation's work is redone from its
- * checkpoint anyway). Fills out (room for max) and returns how many answers are owed. */
+ * must get back to its step loop to see stop_after_step. Every pool of the rank is marked exhausted
+ * and its steal forgotten, a steal sent ahead with nobody waiting yet too, so that a later next_task
+ * on an empty deque gets `no_task` at once (a late GiveTasks for it is ignored: the generation's
+ * work is redone from its checkpoint anyway). Fills out (room for max) and returns how many answers
+ * are owed; call again while it returns max. */
 size_t tide_task_deque_stopping(tide_task_deque_t *d, uint64_t rank_id, int64_t now_ms, tide_task_answer_t *out,
                                 size_t max);
 /* A Welcome arrived: per rank, pool by pool (oldest first), TasksDeclared (each current pool again:

@@ -208,7 +208,7 @@ class Cluster:
             _kill_tree(p)
         if self.sched:
             _kill_tree(self.sched)
-        if keep:
+        if keep or os.environ.get("TIDE_KEEP_LOGS"):
             print(f"(logs kept in {self.tmp})", file=sys.stderr)
             for f in sorted(os.listdir(self.tmp)):
                 if f.endswith(".log"):

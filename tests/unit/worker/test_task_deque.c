@@ -277,6 +277,31 @@ static void test_stopping_answers_the_waiter(void **state)
         assert_int_not_equal(f->o.msg[i]->msg_case, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST);
 }
 
+/* A rank being stopped right after its last queued task was handed out: the steal went out ahead
+ * with nobody waiting yet, and the scheduler drops the generation's pools without answering it. The
+ * trainer's next next_task must get no_task at once, not wait for good (it-trainer's cancel of an MPI
+ * job hung its ranks until the grace period ended). */
+static void test_stopping_ends_a_steal_ahead(void **state)
+{
+    fx_t *f = *state;
+    static const uint64_t ids[] = {10, 11};
+    tide_task_answer_t owed[4];
+    uint64_t id = 0;
+
+    assert_int_equal(tide_task_deque_declare(f->d, 1, MEMBER, 5, ids, 2, 4, 0, NULL, NULL), 0);
+    assert_int_equal(next(f, 1, 5, -1, 0, 100, &id), TIDE_TASK_NEXT_TASK);
+    assert_int_equal(id, 10);
+    assert_int_equal(next(f, 1, 5, 10, 0, 110, &id), TIDE_TASK_NEXT_TASK);
+    assert_int_equal(id, 11);
+    assert_int_equal(tide_task_deque_pending_steal(f->d, 1, MEMBER, 5), 1); /* sent ahead */
+    assert_int_equal(tide_task_deque_stopping(f->d, 1, 120, owed, 4), 0);   /* nobody waits */
+    assert_int_equal(tide_task_deque_pending_steal(f->d, 1, MEMBER, 5), 0);
+    outbox_clear(&f->o);
+    assert_int_equal(next(f, 1, 5, 11, 0, 130, &id), TIDE_TASK_NEXT_NONE);
+    for (size_t i = 0; i < f->o.n; i++)
+        assert_int_not_equal(f->o.msg[i]->msg_case, TIDE__V1__WORKER_MESSAGE__MSG_STEAL_REQUEST);
+}
+
 static void test_errors_change_nothing(void **state)
 {
     fx_t *f = *state;
@@ -2105,6 +2130,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_declare_pop_and_steal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopping_answers_the_waiter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopping_ends_a_steal_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_change_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_release_tail_and_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_give_and_replays, setup, teardown),
