@@ -60,6 +60,7 @@ struct tide_rpc_call {
     size_t out_off;
     uint32_t n_sent;
     void *data;
+    tide_rpc_identity_t identity; /* set before the handler runs */
 };
 
 #define NV(n, v, vl)                                                                               \
@@ -282,6 +283,11 @@ const tide_rpc_method_t *tide_rpc_call_method(const tide_rpc_call_t *call)
     return call->method;
 }
 
+const tide_rpc_identity_t *tide_rpc_call_identity(const tide_rpc_call_t *call)
+{
+    return &call->identity;
+}
+
 const char *tide_rpc_call_peer(const tide_rpc_call_t *call)
 {
     return call->h2->conn->peer;
@@ -397,8 +403,19 @@ static void on_request_headers(tide__h2_conn_t *h, tide_rpc_call_t *call)
         return;
     }
     call->method = &ctx->methods[idx];
-    if (ctx->token && !call->method->no_auth &&
-        !token_ok(ctx, tide_rpc_call_header(call, "authorization"))) {
+    if (ctx->authenticate && !call->method->no_auth) {
+        tide_grpc_code_t code;
+        text[0] = '\0';
+        code = ctx->authenticate(ctx->auth_ud, tide_rpc_call_header(call, "authorization"), path,
+                                 &call->identity, text, sizeof(text));
+        if (code != TIDE_GRPC_OK) {
+            memset(&call->identity, 0, sizeof(call->identity));
+            reject(call, 200, code, text[0] ? text : "not authenticated");
+            return;
+        }
+        call->identity.name[sizeof(call->identity.name) - 1] = '\0';
+    } else if (ctx->token && !call->method->no_auth &&
+               !token_ok(ctx, tide_rpc_call_header(call, "authorization"))) {
         reject(call, 200, TIDE_GRPC_UNAUTHENTICATED, "missing or invalid bearer token");
         return;
     }

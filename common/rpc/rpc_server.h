@@ -47,6 +47,19 @@ typedef struct tide_rpc_method {
     void (*on_close)(tide_rpc_call_t *call);
 } tide_rpc_method_t;
 
+/* Who made a call, as the authenticate hook decided (docs/security.md). The transport only stores it. */
+typedef struct tide_rpc_identity {
+    char name[64]; /* "" when the call was not authenticated (no auth, or a no_auth method) */
+    int role;      /* the application's value; 0 when not authenticated */
+} tide_rpc_identity_t;
+
+/* Authenticates one call before its handler runs: authorization is the request's "authorization"
+ * header (NULL when absent), path the method's. Returns TIDE_GRPC_OK with *id filled, or the code to
+ * refuse the call with (UNAUTHENTICATED, PERMISSION_DENIED ...) and msg (NUL-terminated, at most
+ * msg_size bytes) as its grpc-message. Runs on the loop thread; must not block. */
+typedef tide_grpc_code_t (*tide_rpc_auth_fn)(void *ud, const char *authorization, const char *path,
+                                             tide_rpc_identity_t *id, char *msg, size_t msg_size);
+
 /* HTTP/1.1 handler for non-gRPC requests on the same port. Fills body and *content_type (a static
  * string; NULL means text/plain) and returns the HTTP status. path is the request target without its
  * query string. Only GET reaches the handler (other methods get 405); request bodies are not read. */
@@ -57,6 +70,8 @@ typedef struct tide_rpc_server_config {
     const tide_rpc_method_t *methods; /* borrowed; must outlive the server */
     size_t n_methods;
     const char *token;                /* bearer token; NULL or "" disables auth (tests only). Copied. */
+    tide_rpc_auth_fn authenticate;    /* when set, decides every call but no_auth methods (token unused) */
+    void *auth_ud;
     size_t max_message;               /* bytes; 0: 4 MiB. Larger messages: RESOURCE_EXHAUSTED */
     uint32_t max_concurrent_streams;  /* 0: 10000 (SETTINGS_MAX_CONCURRENT_STREAMS) */
     uint32_t keepalive_ms;            /* PING interval on idle connections; 0: 10000 */
@@ -108,6 +123,8 @@ const char *tide_rpc_call_header(const tide_rpc_call_t *call, const char *name);
 const char *tide_rpc_call_peer(const tide_rpc_call_t *call);
 /* An id for the underlying connection, unique for the server's life (several streams share one). */
 uint64_t tide_rpc_call_conn_id(const tide_rpc_call_t *call);
+/* Who made the call (the authenticate hook's answer); name "" when not authenticated. Never NULL. */
+const tide_rpc_identity_t *tide_rpc_call_identity(const tide_rpc_call_t *call);
 void tide_rpc_call_set_data(tide_rpc_call_t *call, void *data);
 void *tide_rpc_call_data(const tide_rpc_call_t *call);
 /* The server config's ud. */

@@ -41,6 +41,8 @@ typedef struct tide__srv_ctx {
     size_t n_methods;
     char *token; /* owned; NULL: no auth */
     size_t token_len;
+    tide_rpc_auth_fn authenticate; /* set: decides instead of token */
+    void *auth_ud;
     size_t max_message;
     size_t max_queued;
     uint32_t max_streams;

@@ -51,12 +51,14 @@ void *__wrap_realloc(void *p, size_t n)
 static int n_on_message, n_on_close, n_half_close;
 static tide_rpc_call_t *held_call;
 static char seen_worker[64];
+static tide_rpc_identity_t seen_identity;
 
 static void echo_unary(tide_rpc_call_t *call, const uint8_t *data, size_t len)
 {
     const char *w = tide_rpc_call_header(call, "x-tide-worker");
     n_on_message++;
     snprintf(seen_worker, sizeof(seen_worker), "%s", w ? w : "");
+    seen_identity = *tide_rpc_call_identity(call);
     assert_int_equal(tide_rpc_call_send(call, data, len), 0);
     assert_int_equal(tide_rpc_call_send(call, data, len), -EINVAL); /* unary: one response */
     tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
@@ -524,6 +526,58 @@ static void h2_rejections(void **state)
     assert_int_equal(stat(&h, M_UNARY, TIDE_GRPC_UNAUTHENTICATED), 3);
     assert_int_equal(stat(&h, M_FAIL, TIDE_GRPC_INVALID_ARGUMENT), 1);
     tide_buf_free(&dec);
+    h_fini(&h);
+}
+
+/* The authenticate hook decides instead of the token: its identity reaches the handler, its refusal
+ * (code and message) reaches the client without the handler running; no_auth methods skip it. */
+static int n_auth_calls;
+static tide_grpc_code_t test_auth(void *ud, const char *authorization, const char *path,
+                                  tide_rpc_identity_t *id, char *msg, size_t msg_size)
+{
+    (void)ud;
+    n_auth_calls++;
+    assert_string_equal(path, "/t.S/Unary");
+    if (authorization && !strcmp(authorization, "Bearer alice-tok")) {
+        snprintf(id->name, sizeof(id->name), "alice");
+        id->role = 2;
+        return TIDE_GRPC_OK;
+    }
+    snprintf(msg, msg_size, "token of %s expired", authorization ? "someone" : "nobody");
+    return authorization ? TIDE_GRPC_PERMISSION_DENIED : TIDE_GRPC_UNAUTHENTICATED;
+}
+
+static void h2_auth_hook(void **state)
+{
+    harness_t h;
+    h_stream_t *ok, *expired, *none, *health;
+    tide_rpc_server_config_t cfg = {
+        .methods = methods,
+        .n_methods = N_METHODS,
+        .token = "ignored-when-a-hook-is-set",
+        .authenticate = test_auth,
+        .http_handler = http_handler,
+    };
+
+    (void)state;
+    n_auth_calls = 0;
+    memset(&seen_identity, 0, sizeof(seen_identity));
+    h_init_cfg(&h, &cfg);
+    ok = h_unary(&h, "/t.S/Unary", "alice-tok", "x");
+    pump(&h);
+    assert_int_equal(ok->grpc_status, TIDE_GRPC_OK);
+    assert_string_equal(seen_identity.name, "alice");
+    assert_int_equal(seen_identity.role, 2);
+    expired = h_unary(&h, "/t.S/Unary", "old", "x");
+    none = h_unary(&h, "/t.S/Unary", NULL, "x");
+    health = h_unary(&h, "/t.S/Health", NULL, "ping");
+    pump(&h);
+    assert_int_equal(expired->grpc_status, TIDE_GRPC_PERMISSION_DENIED);
+    assert_string_equal(expired->grpc_message, "token of someone expired");
+    assert_int_equal(none->grpc_status, TIDE_GRPC_UNAUTHENTICATED);
+    assert_int_equal(health->grpc_status, TIDE_GRPC_OK);
+    assert_int_equal(n_auth_calls, 3); /* not for the no_auth method */
+    assert_int_equal(n_on_message, 2);  /* ok and health */
     h_fini(&h);
 }
 
@@ -1305,6 +1359,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(h2_unary_ok),
         cmocka_unit_test(h2_rejections),
+        cmocka_unit_test(h2_auth_hook),
         cmocka_unit_test(h2_http_level_rejections),
         cmocka_unit_test(h2_message_errors),
         cmocka_unit_test(h2_server_streaming),
