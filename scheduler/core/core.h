@@ -101,6 +101,9 @@ typedef struct tide_job_spec {
     int32_t restart_policy;     /* tide_restart_policy_t; 0: TIDE_RESTART_ON_LOSS */
     int32_t max_restarts;       /* restarts in a row before the job fails; 0: cfg.max_restarts */
     int64_t restart_backoff_ms; /* the second restart in a row waits this long, doubling; 0: the default */
+    /* Security (docs/security.md): set by the daemon from the caller's identity, never by the request. */
+    char *owner;  /* the identity that submitted it; NULL/"": the scheduler's own token (admin) */
+    char *run_as; /* the Unix account its ranks run as on a root worker; NULL/"": the worker's own */
 } tide_job_spec_t;
 
 /* Which failures of a running job restart it at a new generation (values match tide.v1.RestartPolicy). */

@@ -135,6 +135,8 @@ void tide_job_spec_copy(tide_job_spec_t *dst, const tide_job_spec_t *src)
     dst->workdir = tide_xstrdup(src->workdir ? src->workdir : "");
     dst->pool = tide_xstrdup(src->pool ? src->pool : "");
     dst->device = tide_xstrdup(src->device ? src->device : "");
+    dst->owner = tide_xstrdup(src->owner ? src->owner : "");
+    dst->run_as = tide_xstrdup(src->run_as ? src->run_as : "");
     if (dst->max_workers == 0)
         dst->max_workers = dst->min_workers;
 }
@@ -158,5 +160,7 @@ void tide_job_spec_free(tide_job_spec_t *spec)
     free(spec->workdir);
     free(spec->pool);
     free(spec->device);
+    free(spec->owner);
+    free(spec->run_as);
     memset(spec, 0, sizeof(*spec));
 }

@@ -332,6 +332,8 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         out->restore_sources[i] = s(job->prev_src[i]);
     out->n_ckpt_holders = (size_t)job->n_ckpt_holders;
     out->ckpt_holders = job->ckpt_holders;
+    out->owner = s(job->spec.owner);
+    out->run_as = s(job->spec.run_as);
     out->n_generations = (size_t)job->n_history;
     out->generations = tide_arena_calloc(a, (size_t)job->n_history + 1, sizeof(*out->generations));
     for (int32_t i = 0; i < job->n_history; i++) {
@@ -565,6 +567,8 @@ int tide_conv_record_from_pb(const Tide__V1__Job *pb, tide_job_record_t *rec, ti
     rec->recovering = pb->recovering;
     rec->ckpt_holders = (const char *const *)pb->ckpt_holders;
     rec->n_ckpt_holders = (int32_t)pb->n_ckpt_holders;
+    spec->owner = pb->owner; /* the record's, never a request's (tide_conv_spec_from_pb leaves them NULL) */
+    spec->run_as = pb->run_as;
     if (pb->n_restore_sources > 0 && pb->n_restore_sources % 2 == 0) {
         rec->restore_sources = (const char *const *)pb->restore_sources;
         rec->n_restore_sources = (int32_t)pb->n_restore_sources;

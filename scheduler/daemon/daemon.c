@@ -15,6 +15,7 @@
 #include "convert.h"
 #include "log.h"
 #include "token.h"
+#include "users.h"
 #include "xmalloc.h"
 
 #include "tide/v1/records.pb-c.h"
@@ -291,6 +292,8 @@ static void send_launch(tide_daemon_t *d, const tide_action_t *a)
     l.restart_count = job->generation - 1;
     l.max_restarts = job->spec.max_restarts > 0 ? job->spec.max_restarts : tide_core_config(d->core)->max_restarts;
     l.resume_step = job->last_ckpt.step;
+    l.run_as = job->spec.run_as ? job->spec.run_as : "";
+    l.owner = job->spec.owner && job->spec.owner[0] ? job->spec.owner : TIDE_ADMIN_IDENTITY;
     if (a->rank < job->n_ranks) {
         /* Checkpoint tiers: this rank's mirror peer, and where its newest checkpoint may be (the previous
          * generation's worker of this rank and that one's mirror), live workers only. */
