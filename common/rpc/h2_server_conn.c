@@ -61,6 +61,7 @@ struct tide_rpc_call {
     uint32_t n_sent;
     void *data;
     tide_rpc_identity_t identity; /* set before the handler runs */
+    char note[96];                /* tide_rpc_call_set_note */
 };
 
 #define NV(n, v, vl)                                                                               \
@@ -283,6 +284,16 @@ const tide_rpc_method_t *tide_rpc_call_method(const tide_rpc_call_t *call)
     return call->method;
 }
 
+void tide_rpc_call_set_note(tide_rpc_call_t *call, const char *note)
+{
+    snprintf(call->note, sizeof(call->note), "%s", note ? note : "");
+}
+
+const char *tide_rpc_call_note(const tide_rpc_call_t *call)
+{
+    return call->note;
+}
+
 const tide_rpc_identity_t *tide_rpc_call_identity(const tide_rpc_call_t *call)
 {
     return &call->identity;
@@ -355,6 +366,13 @@ static void call_close(tide_rpc_call_t *call)
     if (call->headers_done)
         tide__srv_ctx_count(h->ctx, call->method_idx,
                             call->finished ? call->code : TIDE_GRPC_CANCELLED);
+    if (call->headers_done && call->method && h->ctx->on_call_done) {
+        tide_buf_t msg = TIDE_BUF_INIT;
+        if (call->finished)
+            tide_grpc_percent_decode(&msg, (const char *)call->status_msg.data, call->status_msg.len);
+        h->ctx->on_call_done(call, call->finished ? call->code : TIDE_GRPC_CANCELLED, tide_buf_cstr(&msg));
+        tide_buf_free(&msg);
+    }
     if (call->started && call->method->on_close)
         call->method->on_close(call);
     tide_list_remove(&call->link);

@@ -72,6 +72,10 @@ typedef struct tide_rpc_server_config {
     const char *token;                /* bearer token; NULL or "" disables auth (tests only). Copied. */
     tide_rpc_auth_fn authenticate;    /* when set, decides every call but no_auth methods (token unused) */
     void *auth_ud;
+    /* Optional: every call to a known method is over (once, as the stream closes): its status, or
+     * CANCELLED when the client left before one was decided; message decoded, "" when none. For audit
+     * logs: identity, note and peer are still readable. */
+    void (*on_call_done)(const tide_rpc_call_t *call, tide_grpc_code_t code, const char *message);
     size_t max_message;               /* bytes; 0: 4 MiB. Larger messages: RESOURCE_EXHAUSTED */
     uint32_t max_concurrent_streams;  /* 0: 10000 (SETTINGS_MAX_CONCURRENT_STREAMS) */
     uint32_t keepalive_ms;            /* PING interval on idle connections; 0: 10000 */
@@ -123,6 +127,10 @@ const char *tide_rpc_call_header(const tide_rpc_call_t *call, const char *name);
 const char *tide_rpc_call_peer(const tide_rpc_call_t *call);
 /* An id for the underlying connection, unique for the server's life (several streams share one). */
 uint64_t tide_rpc_call_conn_id(const tide_rpc_call_t *call);
+/* A short note the handler leaves for on_call_done (what the call was about: "job 5"); copied, at most
+ * 95 bytes kept. tide_rpc_call_note: "" when none. */
+void tide_rpc_call_set_note(tide_rpc_call_t *call, const char *note);
+const char *tide_rpc_call_note(const tide_rpc_call_t *call);
 /* Who made the call (the authenticate hook's answer); name "" when not authenticated. Never NULL. */
 const tide_rpc_identity_t *tide_rpc_call_identity(const tide_rpc_call_t *call);
 void tide_rpc_call_set_data(tide_rpc_call_t *call, void *data);

@@ -43,6 +43,7 @@ typedef struct tide__srv_ctx {
     size_t token_len;
     tide_rpc_auth_fn authenticate; /* set: decides instead of token */
     void *auth_ud;
+    void (*on_call_done)(const tide_rpc_call_t *call, tide_grpc_code_t code, const char *message);
     size_t max_message;
     size_t max_queued;
     uint32_t max_streams;

@@ -27,6 +27,7 @@ void tide__srv_ctx_init(tide__srv_ctx_t *ctx, const tide_rpc_server_config_t *cf
     }
     ctx->authenticate = cfg->authenticate;
     ctx->auth_ud = cfg->auth_ud;
+    ctx->on_call_done = cfg->on_call_done;
     ctx->max_message = cfg->max_message ? cfg->max_message : TIDE_RPC_DEFAULT_MAX_MESSAGE;
     if (ctx->max_message > 0x7ffffff0u)
         ctx->max_message = 0x7ffffff0u;

@@ -59,6 +59,7 @@ static void echo_unary(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     n_on_message++;
     snprintf(seen_worker, sizeof(seen_worker), "%s", w ? w : "");
     seen_identity = *tide_rpc_call_identity(call);
+    tide_rpc_call_set_note(call, "echo");
     assert_int_equal(tide_rpc_call_send(call, data, len), 0);
     assert_int_equal(tide_rpc_call_send(call, data, len), -EINVAL); /* unary: one response */
     tide_rpc_call_finish(call, TIDE_GRPC_OK, NULL);
@@ -547,6 +548,16 @@ static tide_grpc_code_t test_auth(void *ud, const char *authorization, const cha
     return authorization ? TIDE_GRPC_PERMISSION_DENIED : TIDE_GRPC_UNAUTHENTICATED;
 }
 
+static int n_done;
+static char done_log[512];
+static void test_call_done(const tide_rpc_call_t *call, tide_grpc_code_t code, const char *message)
+{
+    size_t n = strlen(done_log);
+    n_done++;
+    snprintf(done_log + n, sizeof(done_log) - n, "%s/%s/%d/%s|", tide_rpc_call_identity(call)->name,
+             tide_rpc_call_note(call), (int)code, message);
+}
+
 static void h2_auth_hook(void **state)
 {
     harness_t h;
@@ -556,11 +567,13 @@ static void h2_auth_hook(void **state)
         .n_methods = N_METHODS,
         .token = "ignored-when-a-hook-is-set",
         .authenticate = test_auth,
+        .on_call_done = test_call_done,
         .http_handler = http_handler,
     };
 
     (void)state;
-    n_auth_calls = 0;
+    n_auth_calls = n_done = 0;
+    done_log[0] = '\0';
     memset(&seen_identity, 0, sizeof(seen_identity));
     h_init_cfg(&h, &cfg);
     ok = h_unary(&h, "/t.S/Unary", "alice-tok", "x");
@@ -578,6 +591,11 @@ static void h2_auth_hook(void **state)
     assert_int_equal(health->grpc_status, TIDE_GRPC_OK);
     assert_int_equal(n_auth_calls, 3); /* not for the no_auth method */
     assert_int_equal(n_on_message, 2);  /* ok and health */
+    /* on_call_done: once per call, with who, the note, the status and its decoded message */
+    assert_int_equal(n_done, 4);
+    assert_non_null(strstr(done_log, "alice/echo/0/|"));
+    assert_non_null(strstr(done_log, "//7/token of someone expired|"));
+    assert_non_null(strstr(done_log, "//16/token of nobody expired|"));
     h_fini(&h);
 }
 
