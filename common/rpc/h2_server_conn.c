@@ -426,12 +426,11 @@ static void on_request_headers(tide__h2_conn_t *h, tide_rpc_call_t *call)
         text[0] = '\0';
         code = ctx->authenticate(ctx->auth_ud, tide_rpc_call_header(call, "authorization"), path,
                                  &call->identity, text, sizeof(text));
+        call->identity.name[sizeof(call->identity.name) - 1] = '\0';
         if (code != TIDE_GRPC_OK) {
-            memset(&call->identity, 0, sizeof(call->identity));
             reject(call, 200, code, text[0] ? text : "not authenticated");
             return;
         }
-        call->identity.name[sizeof(call->identity.name) - 1] = '\0';
     } else if (ctx->token && !call->method->no_auth &&
                !token_ok(ctx, tide_rpc_call_header(call, "authorization"))) {
         reject(call, 200, TIDE_GRPC_UNAUTHENTICATED, "missing or invalid bearer token");

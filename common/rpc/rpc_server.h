@@ -56,7 +56,8 @@ typedef struct tide_rpc_identity {
 /* Authenticates one call before its handler runs: authorization is the request's "authorization"
  * header (NULL when absent), path the method's. Returns TIDE_GRPC_OK with *id filled, or the code to
  * refuse the call with (UNAUTHENTICATED, PERMISSION_DENIED ...) and msg (NUL-terminated, at most
- * msg_size bytes) as its grpc-message. Runs on the loop thread; must not block. */
+ * msg_size bytes) as its grpc-message; a refused call keeps whatever *id the hook filled (who was refused,
+ * for on_call_done; *id starts zeroed). Runs on the loop thread; must not block. */
 typedef tide_grpc_code_t (*tide_rpc_auth_fn)(void *ud, const char *authorization, const char *path,
                                              tide_rpc_identity_t *id, char *msg, size_t msg_size);
 

@@ -16,6 +16,8 @@
 #include "log.h"
 #include "token.h"
 #include "users.h"
+#include "audit.h"
+#include "authz.h"
 #include "xmalloc.h"
 
 #include "tide/v1/records.pb-c.h"
@@ -68,6 +70,28 @@ tide_grpc_code_t tide_daemon_code(int rc)
     default:
         return TIDE_GRPC_INTERNAL;
     }
+}
+
+/* Every changing call and every refusal goes to the audit log (audit.c). */
+static void call_done(const tide_rpc_call_t *call, tide_grpc_code_t code, const char *message)
+{
+    tide_daemon_t *d = tide_rpc_call_server_data(call);
+    const char *path = tide_rpc_call_method(call)->path;
+
+    if (!tide_audit_changes(path) && code != TIDE_GRPC_UNAUTHENTICATED && code != TIDE_GRPC_PERMISSION_DENIED)
+        return;
+    tide_audit_write(d->audit, tide_clock_wall_ms(), tide_rpc_call_identity(call), tide_rpc_call_peer(call), path,
+                     tide_rpc_call_note(call), code, message);
+}
+
+void tide_daemon_reload_users(tide_daemon_t *d)
+{
+    tide_error_t err;
+
+    tide_error_clear(&err);
+    if (tide_authz_reload(d->authz, true, &err) < 0)
+        tide_err("SIGHUP: users file not reloaded, the identities in force stay: %s", err.text);
+    tide_audit_reopen(d->audit);
 }
 
 void tide_daemon_job_key(const char *id, char *buf, size_t len)
@@ -812,6 +836,17 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
         if (rc < 0)
             return rc;
     }
+    if ((rc = tide_authz_new(d->token, cfg->users_file, &d->authz, err)) < 0)
+        return rc;
+    if (!cfg->audit_log || strcmp(cfg->audit_log, "-") != 0) {
+        char *audit_path = cfg->audit_log ? tide_xstrdup(cfg->audit_log) : tide_xasprintf("%s/audit.log", d->data_dir);
+        rc = tide_audit_open(audit_path, &d->audit, err);
+        free(audit_path);
+    } else {
+        rc = tide_audit_open(NULL, &d->audit, err);
+    }
+    if (rc < 0)
+        return rc;
     /* The secret behind the per-generation MPI credentials (launch_mpi.c): in the data dir, or with HA in
      * the store, so that a generation launched across a failover has one key (restore.c reads it). */
     if (!cfg->fence_key) {
@@ -867,6 +902,9 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     scfg.methods = methods;
     scfg.n_methods = nm;
     scfg.token = d->token;
+    scfg.authenticate = tide_authz_authenticate;
+    scfg.auth_ud = d->authz;
+    scfg.on_call_done = call_done;
     scfg.http_handler = tide_daemon_http;
     scfg.ud = d;
     d->methods = methods;
@@ -939,6 +977,8 @@ void tide_daemon_free(tide_daemon_t *d)
     tide_events_free(d);
     tide_store_batch_free(d->batch);
     tide_core_free(d->core);
+    tide_authz_free(d->authz);
+    tide_audit_free(d->audit);
     tide_arena_free(&d->arena);
     tide_arena_free(&d->rx_arena);
     free(d->methods);

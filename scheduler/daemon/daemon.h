@@ -28,6 +28,8 @@ typedef struct tide_daemon_config {
     const char *data_dir;    /* created if missing */
     const char *store_url;   /* NULL: sqlite:DATA_DIR/state.db */
     const char *token_file;  /* NULL: DATA_DIR/token */
+    const char *users_file;  /* --users: identities beside the admin token (authz.c); NULL: none */
+    const char *audit_log;   /* --audit-log: NULL: DATA_DIR/audit.log; "-": none */
     bool insecure_no_auth;   /* tests of the auth-less path only */
     const char *ckpt_durable_dir; /* --ckpt-durable: sent in every FlushCheckpoint (made absolute);
                                      NULL: "" is sent and the workers' own --ckpt-durable applies.
@@ -69,6 +71,8 @@ typedef struct tide_daemon {
     tide_store_t *store;
     tide_rpc_server_t *server;
     tide_rpc_method_t *methods; /* the server's method table (owned) */
+    struct tide_authz *authz;   /* who may do what (authz.c) */
+    struct tide_audit *audit;   /* the audit log (audit.c) */
     uint64_t epoch;
     int64_t start_wall, start_mono;
 
@@ -132,6 +136,9 @@ void tide_daemon_stop(tide_daemon_t *d);
  * once, exit_code TIDE_DAEMON_STEPPED_DOWN. Idempotent. */
 void tide_daemon_step_down(tide_daemon_t *d, const char *why);
 void tide_daemon_free(tide_daemon_t *d);
+/* SIGHUP: reads the users file again (a broken one is logged and the old identities stay) and reopens
+ * the audit log. */
+void tide_daemon_reload_users(tide_daemon_t *d);
 /* Hands the core the current time. Call before every core event. */
 void tide_daemon_now(tide_daemon_t *d);
 /* Turns the core's pending actions into store writes and outbox entries, then clears them. */

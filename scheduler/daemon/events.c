@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "authz.h"
 #include "daemon.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -16,6 +17,7 @@ struct watcher {
     tide_daemon_t *d;
     tide_rpc_call_t *call;
     char *job_id; /* filter; NULL: every job */
+    char *owner;  /* a user's watch: only events of its own jobs, and those about no job; NULL: all */
 };
 
 void tide_events_init(tide_daemon_t *d, size_t cap)
@@ -44,6 +46,11 @@ void tide_events_free(tide_daemon_t *d)
 
 static bool matches(const watcher_t *w, const tide_event_t *ev)
 {
+    if (w->owner && ev->job_id) {
+        const tide_job_t *job = tide_core_job_find(w->d->core, ev->job_id);
+        if (!job || strcmp(tide_authz_owner(job), w->owner) != 0)
+            return false;
+    }
     return !w->job_id || (ev->job_id && strcmp(ev->job_id, w->job_id) == 0);
 }
 
@@ -101,6 +108,8 @@ static void watch_on_message(tide_rpc_call_t *call, const uint8_t *data, size_t 
     w->d = d;
     w->call = call;
     w->job_id = req->job_id[0] ? tide_xstrdup(req->job_id) : NULL;
+    if (!tide_authz_sees_all(tide_rpc_call_identity(call)))
+        w->owner = tide_xstrdup(tide_rpc_call_identity(call)->name);
     tide_list_init(&w->node);
     tide_rpc_call_set_data(call, w);
     for (size_t i = 0; i < d->ring_len; i++) {
@@ -125,6 +134,7 @@ static void watch_on_close(tide_rpc_call_t *call)
         return;
     tide_list_remove(&w->node);
     free(w->job_id);
+    free(w->owner);
     free(w);
 }
 

@@ -58,6 +58,8 @@ enum {
     OPT_ADVERTISE,
     OPT_LEASE_TTL,
     OPT_STORE_WAIT,
+    OPT_USERS,
+    OPT_AUDIT_LOG,
 };
 
 static const struct option opts[] = {
@@ -103,6 +105,8 @@ static const struct option opts[] = {
     {"advertise", required_argument, NULL, OPT_ADVERTISE},
     {"lease-ttl", required_argument, NULL, OPT_LEASE_TTL},
     {"store-wait", required_argument, NULL, OPT_STORE_WAIT},
+    {"users", required_argument, NULL, OPT_USERS},
+    {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -129,7 +133,11 @@ void tide_sched_usage(FILE *f)
             "  --store-wait DURATION  with etcd: keep trying an unreachable etcd at start this long\n"
             "                         (default 0: exit at once; e.g. 5m where etcd starts beside it)\n"
             "  --token-file FILE      bearer token clients must send (default DATA_DIR/token, created\n"
-            "                         with mode 0600 when missing)\n"
+            "                         with mode 0600 when missing); it is the identity \"admin\"\n"
+            "  --users FILE           the users file: identities, roles, token digests, limits\n"
+            "                         (docs/security.md); re-read when it changes and on SIGHUP\n"
+            "  --audit-log FILE       where every changing call and every refusal is appended as a JSON\n"
+            "                         line (default DATA_DIR/audit.log; \"-\": none; reopened on SIGHUP)\n"
             "  --heartbeat-ms MS      worker heartbeat interval (default 500; SUSPECT after 2 missed,\n"
             "                         DEAD after 3)\n"
             "  --reconnect-deadline-s S  after a restart, how long workers have to re-register before\n"
@@ -379,6 +387,12 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         return 0;
     case OPT_TOKEN_FILE:
         cfg->token_file = arg;
+        return 0;
+    case OPT_USERS:
+        cfg->users_file = arg;
+        return 0;
+    case OPT_AUDIT_LOG:
+        cfg->audit_log = arg;
         return 0;
     case OPT_ADVERTISE:
         if (!strchr(arg, ':') || arg[0] == ':' || strchr(arg, ',')) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "authz.h"
 #include "daemon.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -119,6 +120,10 @@ static void on_request(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     if (!job) {
         snprintf(msg, sizeof(msg), "job %.200s not found", req->id);
         tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, msg);
+        goto done;
+    }
+    if (!tide_authz_job(tide_rpc_call_identity(call), job, "read the logs of", msg, sizeof(msg))) {
+        tide_rpc_call_finish(call, TIDE_GRPC_PERMISSION_DENIED, msg);
         goto done;
     }
     if (job->n_ranks == 0) {

@@ -40,6 +40,15 @@ static void on_signal(uv_signal_t *h, int signum)
     }
 }
 
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    run_ctx_t *ctx = h->data;
+
+    (void)signum;
+    if (ctx->d)
+        tide_daemon_reload_users(ctx->d);
+}
+
 static void close_signal(uv_signal_t *s)
 {
     if (!uv_is_closing((uv_handle_t *)s))
@@ -62,7 +71,7 @@ int main(int argc, char **argv)
     tide_log_level_t level = TIDE_LOG_INFO;
     char *default_dir = tide_default_data_dir();
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
     run_ctx_t ctx = {.loop = &loop};
     tide_ha_t *ha = NULL;
     char *token = NULL;
@@ -88,6 +97,9 @@ int main(int argc, char **argv)
     sigterm.data = sigint.data = &ctx;
     uv_signal_start(&sigterm, on_signal, SIGTERM);
     uv_signal_start(&sigint, on_signal, SIGINT);
+    uv_signal_init(&loop, &sighup);
+    sighup.data = &ctx;
+    uv_signal_start(&sighup, on_sighup, SIGHUP);
 
     if (cfg.store_url && strncmp(cfg.store_url, "etcd://", 7) == 0) {
         /* Several replicas: stand by until elected, then lead with every write fenced. */
@@ -145,6 +157,7 @@ close:
         tide_ha_resign(ha);
     close_signal(&sigterm);
     close_signal(&sigint);
+    close_signal(&sighup);
     tide_ha_free(ha);
     tide_daemon_free(d); /* also runs the loop until every handle closed */
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -183,6 +183,11 @@ static void cordon_common(tide_rpc_call_t *call, const uint8_t *data, size_t len
         tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "id must not be empty");
         goto done;
     }
+    {
+        char note[96];
+        snprintf(note, sizeof(note), "worker %.80s", req->id);
+        tide_rpc_call_set_note(call, note);
+    }
     tide_daemon_now(d);
     rc = tide_core_worker_cordon(d->core, req->id, cordon, &w, &err);
     reply_worker(d, call, rc, w, &err);
@@ -209,6 +214,11 @@ static void drain(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     if (strlen(req->reason) > 256) {
         tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "reason must be at most 256 bytes");
         goto done;
+    }
+    {
+        char note[96];
+        snprintf(note, sizeof(note), "worker %.80s", req->id);
+        tide_rpc_call_set_note(call, note);
     }
     tide_daemon_now(d);
     rc = tide_core_worker_drain(d->core, req->id, req->reason, &w, &err);

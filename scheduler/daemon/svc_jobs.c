@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "authz.h"
 #include "convert.h"
 #include "daemon.h"
 #include "xmalloc.h"
@@ -21,6 +22,21 @@ static void bad_request(tide_rpc_call_t *call, const char *type)
     char msg[128];
     snprintf(msg, sizeof(msg), "request is not a valid %s", type);
     tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, msg);
+}
+
+/* The caller may `verb` job id (authz.c): its owner, an admin, or for reads a read-only caller. Notes the
+ * target for the audit log. An unknown id is the handler's to answer (NOT_FOUND). */
+static bool may(tide_daemon_t *d, tide_rpc_call_t *call, const char *id, const char *verb)
+{
+    const tide_job_t *job = id && id[0] ? tide_core_job_find(d->core, id) : NULL;
+    char note[96], msg[300];
+
+    snprintf(note, sizeof(note), "job %.80s", id ? id : "");
+    tide_rpc_call_set_note(call, note);
+    if (!job || tide_authz_job(tide_rpc_call_identity(call), job, verb, msg, sizeof(msg)))
+        return true;
+    tide_rpc_call_finish(call, TIDE_GRPC_PERMISSION_DENIED, msg);
+    return false;
 }
 
 static void reply_job(tide_daemon_t *d, tide_rpc_call_t *call, const tide_job_t *job)
@@ -46,6 +62,13 @@ static void submit(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     }
     rc = tide_conv_spec_from_pb(req->spec, &spec, &d->arena, &err);
     if (rc == 0) {
+        char msg[300];
+        tide_grpc_code_t code = tide_authz_submit(d->authz, d->core, tide_rpc_call_identity(call), &spec, msg,
+                                                  sizeof(msg));
+        if (code != TIDE_GRPC_OK) {
+            tide_rpc_call_finish(call, code, msg);
+            goto done;
+        }
         tide_daemon_now(d);
         rc = tide_core_job_submit(d->core, &spec, &job, &err);
     }
@@ -55,9 +78,13 @@ static void submit(tide_rpc_call_t *call, const uint8_t *data, size_t len)
                  err.text);
         tide_rpc_call_finish(call, tide_daemon_code(rc), msg);
     } else {
+        char note[96];
+        snprintf(note, sizeof(note), "job %.80s", job->id);
+        tide_rpc_call_set_note(call, note);
         reply_job(d, call, job);
         tide_daemon_absorb(d);
     }
+done:
     tide_arena_reset(&d->arena);
     tide__v1__submit_job_request__free_unpacked(req, NULL);
 }
@@ -91,7 +118,7 @@ static void get(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         bad_request(call, "tide.v1.GetJobRequest");
         return;
     }
-    if ((job = find_job(d, call, req->id)))
+    if (may(d, call, req->id, "see") && (job = find_job(d, call, req->id)))
         reply_job(d, call, job);
     tide__v1__get_job_request__free_unpacked(req, NULL);
 }
@@ -106,6 +133,8 @@ static void list(tide_rpc_call_t *call, const uint8_t *data, size_t len)
     tide_job_t *job = NULL;
     unsigned states = 0;
     char *end = NULL;
+    const tide_rpc_identity_t *me = tide_rpc_call_identity(call);
+    bool all = tide_authz_sees_all(me);
 
     if (!req) {
         bad_request(call, "tide.v1.ListJobsRequest");
@@ -149,6 +178,8 @@ static void list(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         Tide__V1__Job *pb;
         if (job->seq <= after || (states && !(states & (1u << job->state))))
             continue;
+        if (!all && strcmp(tide_authz_owner(job), me->name) != 0)
+            continue; /* a user sees their own jobs only */
         if (n == page) {
             resp.next_page_token = tide_arena_strdup(&d->arena, resp.jobs[n - 1]->id);
             break;
@@ -180,6 +211,8 @@ static void cancel(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "id must not be empty");
         goto done;
     }
+    if (!may(d, call, req->id, "cancel"))
+        goto done;
     tide_daemon_now(d);
     rc = tide_core_job_cancel(d->core, req->id, &job, &err);
     if (rc < 0) {
@@ -208,6 +241,8 @@ static void checkpoint(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "id must not be empty");
         goto done;
     }
+    if (!may(d, call, req->id, "checkpoint"))
+        goto done;
     tide_daemon_now(d);
     rc = tide_core_job_checkpoint(d->core, req->id, req->deadline_ms, &job, &err);
     if (rc == -EINVAL) {
@@ -244,6 +279,8 @@ static void scale(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_rpc_call_finish(call, TIDE_GRPC_INVALID_ARGUMENT, "workers must be 0 with elastic");
         goto done;
     }
+    if (!may(d, call, req->id, "scale"))
+        goto done;
     tide_daemon_now(d);
     rc = tide_core_job_scale(d->core, req->id, req->workers, req->elastic, &job, &err);
     if (rc == -EINVAL) {

@@ -773,7 +773,7 @@ static void free_handle(uv_handle_t *h)
 
 static void client_keepalive_timeout(void **state)
 {
-    uv_tcp_t lst;
+    static uv_tcp_t lst; /* closed after return: teardown's loop run finishes the close */
     struct sockaddr_in a;
     struct sockaddr_storage ss;
     int len = sizeof(ss);
