@@ -157,6 +157,10 @@ def frozen_member():
         for i in range(2):
             ha.start(i)
         first = ha.leader()
+        # both replicas past their start-time etcd check (a check during the freeze's election would find no
+        # healthy member and exit, as documented, without --store-wait)
+        wait_for(lambda: all("standing by at" in open(os.path.join(c.tmp, f"sched{i}.log")).read() for i in range(2)),
+                 30, "both replicas started")
         frozen = etcd.members[0]  # first in every replica's list
         frozen.proc.send_signal(signal.SIGSTOP)
         def submitted():
