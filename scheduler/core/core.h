@@ -941,6 +941,8 @@ void tide_core_job_telemetry(tide_core_t *core, tide_job_t *job, double mfu, int
 /* The job's MFU as the checkpoint gate sees it: a fresh job-level report, else the ranks' progress
  * (O(ranks)); -1 when unknown. */
 double tide_core_job_mfu(const tide_core_t *core, const tide_job_t *job);
+/* GPU time the job used: its ended generations' (job->gpu_seconds) and the running one's so far. */
+double tide_core_job_gpu_seconds(const tide_core_t *core, const tide_job_t *job);
 /* A worker copied (ok) or failed to copy (error) its rank's checkpoint of step to the durable
  * directory. When every rank reported, the job's durable_ckpt becomes that step (PERSIST, event
  * job.checkpoint_durable). Reports of other generations or steps are ignored. */

@@ -330,6 +330,15 @@ static void stop_ranks(tide_core_t *core, tide_job_t *job, const char *why)
     tide__burst_generation_end(core, job);
 }
 
+double tide_core_job_gpu_seconds(const tide_core_t *core, const tide_job_t *job)
+{
+    double s = job->gpu_seconds;
+
+    if (job->gen_start_mono && job->n_ranks > 0 && core->now_mono > job->gen_start_mono)
+        s += (double)job->n_ranks * (double)(core->now_mono - job->gen_start_mono) / 1e3;
+    return s;
+}
+
 static void account_generation(tide_core_t *core, tide_job_t *job)
 {
     if (job->gen_start_mono && job->n_ranks > 0 && core->now_mono > job->gen_start_mono)

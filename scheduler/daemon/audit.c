@@ -16,10 +16,15 @@
 #include "users.h"
 #include "xmalloc.h"
 
+#include "tide/v1/cluster_service.pb-c.h"
+
 struct tide_audit {
     char *path;
     FILE *f;
     uint64_t entries, dropped;
+    tide_audit_entry_t *ring; /* TIDE_AUDIT_KEEP; the newest n, oldest at head */
+    size_t head, n;
+    uint64_t next_seq;
 };
 
 static FILE *open_log(const char *path, int *err)
@@ -44,6 +49,8 @@ int tide_audit_open(const char *path, tide_audit_t **out, tide_error_t *err)
     int rc = 0;
 
     *out = NULL;
+    a->ring = tide_xcalloc(TIDE_AUDIT_KEEP, sizeof(*a->ring));
+    a->next_seq = 1;
     if (path) {
         a->path = tide_xstrdup(path);
         if (!(a->f = open_log(path, &rc))) {
@@ -75,8 +82,110 @@ void tide_audit_free(tide_audit_t *a)
         return;
     if (a->f)
         fclose(a->f);
+    for (size_t i = 0; i < TIDE_AUDIT_KEEP; i++)
+        free(a->ring[i].message);
+    free(a->ring);
     free(a->path);
     free(a);
+}
+
+/* The slot for a new newest entry (the oldest is dropped when full). */
+static tide_audit_entry_t *ring_push(tide_audit_t *a)
+{
+    tide_audit_entry_t *e;
+
+    if (a->n == TIDE_AUDIT_KEEP) {
+        e = &a->ring[a->head];
+        a->head = (a->head + 1) % TIDE_AUDIT_KEEP;
+    } else {
+        e = &a->ring[(a->head + a->n) % TIDE_AUDIT_KEEP];
+        a->n++;
+    }
+    free(e->message);
+    memset(e, 0, sizeof(*e));
+    return e;
+}
+
+void tide_audit_restore(tide_audit_t *a, const tide_audit_entry_t *e)
+{
+    tide_audit_entry_t *slot;
+
+    if (e->seq < a->next_seq)
+        return;
+    slot = ring_push(a);
+    *slot = *e;
+    slot->message = tide_xstrdup(e->message ? e->message : "");
+    a->next_seq = e->seq + 1;
+}
+
+size_t tide_audit_list(const tide_audit_t *a, uint64_t after_seq, const char *user, const tide_audit_entry_t **out,
+                       size_t max)
+{
+    size_t n = 0, i;
+
+    if (after_seq == 0) {
+        /* the newest max: walk back, then turn around */
+        for (i = a->n; i > 0 && n < max; i--) {
+            const tide_audit_entry_t *e = &a->ring[(a->head + i - 1) % TIDE_AUDIT_KEEP];
+            if (!user || !user[0] || !strcmp(e->user, user))
+                out[n++] = e;
+        }
+        for (i = 0; i < n / 2; i++) {
+            const tide_audit_entry_t *t = out[i];
+            out[i] = out[n - 1 - i];
+            out[n - 1 - i] = t;
+        }
+        return n;
+    }
+    for (i = 0; i < a->n && n < max; i++) {
+        const tide_audit_entry_t *e = &a->ring[(a->head + i) % TIDE_AUDIT_KEEP];
+        if (e->seq > after_seq && (!user || !user[0] || !strcmp(e->user, user)))
+            out[n++] = e;
+    }
+    return n;
+}
+
+uint8_t *tide_audit_pack(const tide_audit_entry_t *e, char *key, size_t key_size, size_t *len)
+{
+    Tide__V1__AuditEntry pb = TIDE__V1__AUDIT_ENTRY__INIT;
+    uint8_t *buf;
+
+    pb.seq = e->seq;
+    pb.time_ms = e->time_ms;
+    pb.user = (char *)e->user;
+    pb.role = (char *)e->role;
+    pb.peer = (char *)e->peer;
+    pb.method = (char *)e->method;
+    pb.target = (char *)e->target;
+    pb.code = (char *)e->code;
+    pb.message = e->message ? e->message : "";
+    *len = tide__v1__audit_entry__get_packed_size(&pb);
+    buf = tide_xmalloc(*len + 1);
+    tide__v1__audit_entry__pack(&pb, buf);
+    snprintf(key, key_size, "%s%020llu", TIDE_KEY_AUDIT, (unsigned long long)e->seq);
+    return buf;
+}
+
+int tide_audit_unpack(const void *value, size_t len, tide_audit_entry_t *e)
+{
+    Tide__V1__AuditEntry *pb = tide__v1__audit_entry__unpack(NULL, len, value);
+
+    memset(e, 0, sizeof(*e));
+    if (!pb || pb->seq == 0) {
+        tide__v1__audit_entry__free_unpacked(pb, NULL);
+        return -EINVAL;
+    }
+    e->seq = pb->seq;
+    e->time_ms = pb->time_ms;
+    snprintf(e->user, sizeof(e->user), "%s", pb->user);
+    snprintf(e->role, sizeof(e->role), "%s", pb->role);
+    snprintf(e->peer, sizeof(e->peer), "%s", pb->peer);
+    snprintf(e->method, sizeof(e->method), "%s", pb->method);
+    snprintf(e->target, sizeof(e->target), "%s", pb->target);
+    snprintf(e->code, sizeof(e->code), "%s", pb->code);
+    e->message = tide_xstrdup(pb->message);
+    tide__v1__audit_entry__free_unpacked(pb, NULL);
+    return 0;
 }
 
 bool tide_audit_changes(const char *path)
@@ -93,9 +202,11 @@ bool tide_audit_changes(const char *path)
     return false;
 }
 
-void tide_audit_write(tide_audit_t *a, int64_t wall_ms, const tide_rpc_identity_t *id, const char *peer,
-                      const char *path, const char *target, tide_grpc_code_t code, const char *message)
+const tide_audit_entry_t *tide_audit_write(tide_audit_t *a, int64_t wall_ms, const tide_rpc_identity_t *id,
+                                           const char *peer, const char *path, const char *target,
+                                           tide_grpc_code_t code, const char *message)
 {
+    tide_audit_entry_t *e = ring_push(a);
     cJSON *o;
     char when[40], *line;
     time_t t = (time_t)(wall_ms / 1000);
@@ -103,29 +214,40 @@ void tide_audit_write(tide_audit_t *a, int64_t wall_ms, const tide_rpc_identity_
     const char *method = strrchr(path, '/');
 
     a->entries++;
+    e->seq = a->next_seq++;
+    e->time_ms = wall_ms;
+    snprintf(e->user, sizeof(e->user), "%s", id->name);
+    snprintf(e->role, sizeof(e->role), "%s", tide_role_name((tide_role_t)id->role));
+    snprintf(e->peer, sizeof(e->peer), "%s", peer ? peer : "");
+    snprintf(e->method, sizeof(e->method), "%s", method ? method + 1 : path);
+    snprintf(e->target, sizeof(e->target), "%s", target ? target : "");
+    snprintf(e->code, sizeof(e->code), "%s", tide_grpc_code_name(code));
+    e->message = tide_xstrdup(message ? message : "");
     if (!a->path)
-        return;
+        return e;
     if (!a->f) {
         a->dropped++;
-        return;
+        return e;
     }
     gmtime_r(&t, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%03dZ", (int)(wall_ms % 1000));
     o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "seq", (double)e->seq);
     cJSON_AddStringToObject(o, "time", when);
-    cJSON_AddStringToObject(o, "user", id->name);
-    cJSON_AddStringToObject(o, "role", tide_role_name((tide_role_t)id->role));
-    cJSON_AddStringToObject(o, "peer", peer ? peer : "");
-    cJSON_AddStringToObject(o, "method", method ? method + 1 : path);
-    cJSON_AddStringToObject(o, "target", target ? target : "");
-    cJSON_AddStringToObject(o, "code", tide_grpc_code_name(code));
-    cJSON_AddStringToObject(o, "message", message ? message : "");
+    cJSON_AddStringToObject(o, "user", e->user);
+    cJSON_AddStringToObject(o, "role", e->role);
+    cJSON_AddStringToObject(o, "peer", e->peer);
+    cJSON_AddStringToObject(o, "method", e->method);
+    cJSON_AddStringToObject(o, "target", e->target);
+    cJSON_AddStringToObject(o, "code", e->code);
+    cJSON_AddStringToObject(o, "message", e->message);
     line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!line || fprintf(a->f, "%s\n", line) < 0 || fflush(a->f) != 0)
         a->dropped++;
     free(line);
+    return e;
 }
 
 uint64_t tide_audit_entries(const tide_audit_t *a)

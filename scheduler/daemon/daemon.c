@@ -18,6 +18,7 @@
 #include "users.h"
 #include "audit.h"
 #include "authz.h"
+#include "usage.h"
 #include "xmalloc.h"
 
 #include "tide/v1/records.pb-c.h"
@@ -78,10 +79,26 @@ static void call_done(const tide_rpc_call_t *call, tide_grpc_code_t code, const 
     tide_daemon_t *d = tide_rpc_call_server_data(call);
     const char *path = tide_rpc_call_method(call)->path;
 
-    if (!tide_audit_changes(path) && code != TIDE_GRPC_UNAUTHENTICATED && code != TIDE_GRPC_PERMISSION_DENIED)
+    const tide_audit_entry_t *e;
+    bool changes = tide_audit_changes(path);
+
+    if (!changes && code != TIDE_GRPC_UNAUTHENTICATED && code != TIDE_GRPC_PERMISSION_DENIED)
         return;
-    tide_audit_write(d->audit, tide_clock_wall_ms(), tide_rpc_call_identity(call), tide_rpc_call_peer(call), path,
-                     tide_rpc_call_note(call), code, message);
+    e = tide_audit_write(d->audit, tide_clock_wall_ms(), tide_rpc_call_identity(call), tide_rpc_call_peer(call),
+                         path, tide_rpc_call_note(call), code, message);
+    if (changes && d->batch && !d->failed) {
+        /* Changing calls are also kept in the store (the newest TIDE_AUDIT_KEEP); refusals of reads and of
+         * unknown tokens only in the file, so that a flood of bad calls costs no store writes. */
+        char key[64];
+        size_t len;
+        uint8_t *buf = tide_audit_pack(e, key, sizeof(key), &len);
+        tide_store_batch_put(d->batch, key, buf, len);
+        free(buf);
+        if (e->seq > TIDE_AUDIT_KEEP) {
+            snprintf(key, sizeof(key), "%s%020llu", TIDE_KEY_AUDIT, (unsigned long long)(e->seq - TIDE_AUDIT_KEEP));
+            tide_store_batch_delete(d->batch, key);
+        }
+    }
 }
 
 void tide_daemon_reload_users(tide_daemon_t *d)
@@ -509,6 +526,7 @@ void tide_daemon_absorb(tide_daemon_t *d)
             break;
         case TIDE_ACT_DELETE_JOB: {
             char key[64];
+            tide_usage_pruned(d->usage, d->core, a->job, d->batch); /* its GPU time stays counted */
             forget_dirty(d, a->job_id);
             tide_daemon_job_key(a->job_id, key, sizeof(key));
             tide_store_batch_delete(d->batch, key);
@@ -838,6 +856,7 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     }
     if ((rc = tide_authz_new(d->token, cfg->users_file, &d->authz, err)) < 0)
         return rc;
+    d->usage = tide_usage_new();
     if (!cfg->audit_log || strcmp(cfg->audit_log, "-") != 0) {
         char *audit_path = cfg->audit_log ? tide_xstrdup(cfg->audit_log) : tide_xasprintf("%s/audit.log", d->data_dir);
         rc = tide_audit_open(audit_path, &d->audit, err);
@@ -888,7 +907,8 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
         return done;
     }
 
-    methods = tide_xcalloc(tide_svc_jobs_count + tide_svc_cluster_count + tide_svc_health_count + 4,
+    methods = tide_xcalloc(tide_svc_jobs_count + tide_svc_cluster_count + tide_svc_accounting_count +
+                               tide_svc_health_count + 4,
                            sizeof(*methods));
     for (size_t i = 0; i < tide_svc_jobs_count; i++)
         methods[nm++] = tide_svc_jobs[i];
@@ -896,6 +916,8 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     methods[nm++] = tide_svc_watch_events;
     for (size_t i = 0; i < tide_svc_cluster_count; i++)
         methods[nm++] = tide_svc_cluster[i];
+    for (size_t i = 0; i < tide_svc_accounting_count; i++)
+        methods[nm++] = tide_svc_accounting[i];
     for (size_t i = 0; i < tide_svc_health_count; i++)
         methods[nm++] = tide_svc_health[i];
     methods[nm++] = tide_svc_worker_connect;
@@ -979,6 +1001,7 @@ void tide_daemon_free(tide_daemon_t *d)
     tide_core_free(d->core);
     tide_authz_free(d->authz);
     tide_audit_free(d->audit);
+    tide_usage_free(d->usage);
     tide_arena_free(&d->arena);
     tide_arena_free(&d->rx_arena);
     free(d->methods);

@@ -73,6 +73,7 @@ typedef struct tide_daemon {
     tide_rpc_method_t *methods; /* the server's method table (owned) */
     struct tide_authz *authz;   /* who may do what (authz.c) */
     struct tide_audit *audit;   /* the audit log (audit.c) */
+    struct tide_usage *usage;   /* GPU time of pruned jobs per owner and pool (usage.c) */
     uint64_t epoch;
     int64_t start_wall, start_mono;
 
@@ -179,6 +180,9 @@ extern const tide_rpc_method_t tide_svc_jobs[];
 extern const size_t tide_svc_jobs_count;
 extern const tide_rpc_method_t tide_svc_cluster[];
 extern const size_t tide_svc_cluster_count;
+/* svc_accounting.c: GetUsage, ListAudit */
+extern const tide_rpc_method_t tide_svc_accounting[];
+extern const size_t tide_svc_accounting_count;
 extern const tide_rpc_method_t tide_svc_health[];
 extern const size_t tide_svc_health_count;
 /* svc_health.c: 1 when service names one of tide's services ("tide.v1.JobService", ...), else 0. */

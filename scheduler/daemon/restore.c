@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "convert.h"
+#include "usage.h"
 #include "daemon.h"
 #include "log.h"
 #include "xmalloc.h"
@@ -92,6 +94,16 @@ static void range_cb(int status, const tide_store_kv_t *kvs, size_t n, int64_t r
             tide__v1__worker_record__free_unpacked(w, NULL);
         } else if (strncmp(kv->key, TIDE_KEY_JOBS, strlen(TIDE_KEY_JOBS)) == 0) {
             c->rc = restore_job(c, kv);
+        } else if (strncmp(kv->key, TIDE_KEY_USAGE, strlen(TIDE_KEY_USAGE)) == 0) {
+            c->rc = tide_usage_restore(d->usage, kv->key, kv->value, kv->value_len, c->err);
+        } else if (strncmp(kv->key, TIDE_KEY_AUDIT, strlen(TIDE_KEY_AUDIT)) == 0) {
+            /* the audit trail is a record, not state: one that cannot be read is skipped, not fatal */
+            tide_audit_entry_t e;
+            if (tide_audit_unpack(kv->value, kv->value_len, &e) == 0)
+                tide_audit_restore(d->audit, &e);
+            else
+                tide_warn("store record %s is not a tide.v1.AuditEntry: skipped", kv->key);
+            free(e.message);
         }
     }
 }

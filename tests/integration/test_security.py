@@ -54,7 +54,8 @@ def main():
     with tidetest.Cluster("security") as c:
         users = os.path.join(c.tmp, "users.json")
         users_file(users)
-        c.start_scheduler("--users", users, "--pool", "research")
+        # finished jobs are pruned 3 s after they end: their GPU time must stay in the usage report
+        c.start_scheduler("--users", users, "--pool", "research", "--retention-s", "3")
         c.start_worker("node1", 0)
         c.start_worker("node1", 1)
         c.wait_workers(2)
@@ -247,7 +248,7 @@ def main():
             path = os.path.join(c.data, "audit.log")
             entries = [json.loads(l) for l in open(path)]
             for e in entries:
-                assert set(e) == {"time", "user", "role", "peer", "method", "target", "code", "message"}, e
+                assert set(e) == {"seq", "time", "user", "role", "peer", "method", "target", "code", "message"}, e
                 assert e["time"].endswith("Z") and e["peer"].startswith("127.0.0.1:"), e
 
             def has(**kw):
@@ -264,8 +265,55 @@ def main():
             # reads are not logged unless refused
             assert not has(method="ListJobs", code="OK"), entries
 
+        def test_usage():
+            nonlocal cluster
+            # every job of this test has ended; once pruned, their GPU time stays counted per owner and pool
+            wait_for(lambda: not jobs.ListJobs(js.ListJobsRequest(), metadata=md(admin), timeout=10).jobs, 30,
+                     "every finished job pruned")
+            rep = cluster.GetUsage(cs.GetUsageRequest(), metadata=md(admin), timeout=10)
+            rows = {(r.user, r.pool): r for r in rep.rows}
+            assert rows[("bob", "*")].jobs == 1 and rows[("bob", "*")].gpu_seconds > 0, rep
+            assert rows[("alice", "*")].jobs == 5, rep  # 1 (roles) + 2 (quotas) + 2 (queued limit)
+            assert rows[("pat", "research")].jobs == 1, rep
+            assert rows[("admin", "*")].jobs == 1 and rows[("admin", "*")].gpu_seconds > 0, rep
+            assert abs(rep.total_gpu_seconds - sum(r.gpu_seconds for r in rep.rows)) < 1e-6
+            # a user sees their own rows only
+            mine = cluster.GetUsage(cs.GetUsageRequest(), metadata=md("bob-token"), timeout=10)
+            assert [r.user for r in mine.rows] == ["bob"], mine
+            refused(cluster.GetUsage, cs.GetUsageRequest(user="alice"), "bob-token",
+                    grpc.StatusCode.PERMISSION_DENIED, "own usage")
+            # ... and it survives a restart (pruned totals are in the store)
+            c.kill_scheduler()
+            c.start_scheduler("--users", users, "--pool", "research", "--retention-s", "3")
+            cluster = csg.ClusterServiceStub(grpc.insecure_channel(c.addr))
+
+            def usage_again():
+                try:
+                    return cluster.GetUsage(cs.GetUsageRequest(), metadata=md(admin), timeout=10)
+                except grpc.RpcError as e:  # grpcio's first call may still ride the killed scheduler's socket
+                    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+                    return None
+            again = wait_for(usage_again, 20, "GetUsage from the restarted scheduler")
+            assert [(r.user, r.pool, r.jobs, round(r.gpu_seconds, 6)) for r in again.rows] == \
+                [(r.user, r.pool, r.jobs, round(r.gpu_seconds, 6)) for r in rep.rows], (rep, again)
+
+        def test_audit_api():
+            # admins and read-only callers list the entries; the changing calls' survive the restart above
+            got = cluster.ListAudit(cs.ListAuditRequest(limit=1000), metadata=md("ro-token"), timeout=10).entries
+            assert any(e.user == "alice" and e.method == "SubmitJob" and e.code == "OK" for e in got), got
+            assert any(e.user == "bob" and e.method == "CancelJob" and e.code == "PERMISSION_DENIED" and
+                       e.target.startswith("job ") for e in got), got
+            seqs = [e.seq for e in got]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), seqs
+            bobs = cluster.ListAudit(cs.ListAuditRequest(user="bob"), metadata=md(admin), timeout=10).entries
+            assert bobs and all(e.user == "bob" for e in bobs), bobs
+            after = cluster.ListAudit(cs.ListAuditRequest(after_seq=seqs[-2]), metadata=md(admin), timeout=10).entries
+            assert [e.seq for e in after][:1] == [seqs[-1]], (after, seqs)
+            refused(cluster.ListAudit, cs.ListAuditRequest(), "alice-token", grpc.StatusCode.PERMISSION_DENIED,
+                    "admin and read-only roles only")
+
         tidetest.run([test_ownership_and_roles, test_worker_token, test_bad_tokens, test_quotas, test_queued_limit,
-                      test_rate_limit, test_reload, test_audit_log])
+                      test_rate_limit, test_reload, test_audit_log, test_usage, test_audit_api])
 
 
 if __name__ == "__main__":
