@@ -82,7 +82,7 @@ void tide_token_digest_hex(const char *token, char out[65])
     out[64] = '\0';
 }
 
-static bool name_ok(const char *s)
+bool tide_user_name_valid(const char *s)
 {
     size_t n = strlen(s);
 
@@ -346,7 +346,7 @@ static int parse_user(tide_users_t *t, const cJSON *obj, size_t idx, tide_error_
         goto fail;
     }
     f = cJSON_GetObjectItemCaseSensitive(obj, "name");
-    if (!cJSON_IsString(f) || !name_ok(f->valuestring)) {
+    if (!cJSON_IsString(f) || !tide_user_name_valid(f->valuestring)) {
         tide_errprintf(err, "%s.name: must be 1-%d letters, digits or ._@-", where, TIDE_USER_NAME_MAX);
         goto fail;
     }
@@ -364,7 +364,7 @@ static int parse_user(tide_users_t *t, const cJSON *obj, size_t idx, tide_error_
         goto fail;
     }
     f = cJSON_GetObjectItemCaseSensitive(obj, "unix_user");
-    if (f && (!cJSON_IsString(f) || (f->valuestring[0] && !name_ok(f->valuestring)))) {
+    if (f && (!cJSON_IsString(f) || (f->valuestring[0] && !tide_user_name_valid(f->valuestring)))) {
         tide_errprintf(err, "%s.unix_user: must be an account name", where);
         goto fail;
     }

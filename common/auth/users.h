@@ -71,6 +71,8 @@ const tide_user_t *tide_users_find(const tide_users_t *u, const char *name);
 /* Whether user may submit to pool ("" : no pool named); *limit: that pool's own max_gpus or -1. */
 bool tide_user_pool_allowed(const tide_user_t *user, const char *pool, int32_t *limit);
 
+/* Whether s is a valid identity name (and unix_user): 1-63 letters, digits or ._@- . */
+bool tide_user_name_valid(const char *s);
 /* The lower-case hex SHA-256 of token, as the users file stores it. */
 void tide_token_digest_hex(const char *token, char out[65]);
 const char *tide_role_name(tide_role_t role);
