@@ -44,4 +44,6 @@ USER 10001:10001
 WORKDIR /var/lib/tide
 ENV HOME=/var/lib/tide
 EXPOSE 7070
-CMD ["tide-scheduler", "--listen", "0.0.0.0:7070", "--data-dir", "/var/lib/tide"]
+# Plaintext on 0.0.0.0 needs --insecure (docs/security.md); give --tls-cert/--tls-key/--tls-ca instead for
+# anything beyond a trial (the Helm chart passes one or the other).
+CMD ["tide-scheduler", "--listen", "0.0.0.0:7070", "--data-dir", "/var/lib/tide", "--insecure"]

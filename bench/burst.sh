@@ -10,6 +10,8 @@ BUILD=$(cd "${1:-build}" && pwd)
 ROUNDS=${2:-3}
 PHASES=${3:-6}
 B=$BUILD/bin
+# run as root (CI), the workers must be told that ranks may run as root too (docs/worker.md)
+ROOT_JOBS=$([ "$(id -u)" = 0 ] && echo --allow-root-jobs || true)
 DIR=$(mktemp -d /tmp/tide-bench-burst.XXXXXX)
 PIDS=()
 cleanup() {
@@ -26,7 +28,7 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -s "$DIR/s/scheduler.addr" ] && break; sleep 0.1; done
 export TIDE_SCHEDULER=$(cat "$DIR/s/scheduler.addr") TIDE_TOKEN_FILE=$DIR/s/token
 for g in 0 1 2; do
-    "$B/tide-worker" --node node1 --gpu-index $g --advertise 127.0.0.1 --data-dir "$DIR/w$g" >"$DIR/w$g.log" 2>&1 &
+    "$B/tide-worker" $ROOT_JOBS --node node1 --gpu-index $g --advertise 127.0.0.1 --data-dir "$DIR/w$g" >"$DIR/w$g.log" 2>&1 &
     PIDS+=($!)
 done
 for _ in $(seq 200); do [ "$("$B/tidectl" workers | grep -c READY)" = 3 ] && break; sleep 0.1; done

@@ -18,6 +18,8 @@ ROUNDS=${2:-3}
 EVERY=${3:-50}
 STEPS=400
 B=$BUILD/bin
+# run as root (CI), the workers must be told that ranks may run as root too (docs/worker.md)
+ROOT_JOBS=$([ "$(id -u)" = 0 ] && echo --allow-root-jobs || true)
 DIR=$(mktemp -d /tmp/tide-bench-ckpt.XXXXXX)
 PIDS=()
 cleanup() {
@@ -33,7 +35,7 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -s "$DIR/s/scheduler.addr" ] && break; sleep 0.1; done
 export TIDE_SCHEDULER=$(cat "$DIR/s/scheduler.addr") TIDE_TOKEN_FILE=$DIR/s/token
 for n in 1 2 3; do
-    "$B/tide-worker" --node node$n --gpu-index 0 --advertise 127.0.0.1 --data-dir "$DIR/w$n" \
+    "$B/tide-worker" $ROOT_JOBS --node node$n --gpu-index 0 --advertise 127.0.0.1 --data-dir "$DIR/w$n" \
         --ckpt-hot "$DIR/w$n/hot" --ckpt-mirror-min-free 0 >"$DIR/w$n.log" 2>&1 &
     PIDS+=($!)
 done

@@ -11,6 +11,8 @@
 set -uo pipefail
 
 BIN=$(cd "$1" && pwd)
+# run as root (CI), the workers must be told that ranks may run as root too (docs/worker.md)
+ROOT_JOBS=$([ "$(id -u)" = 0 ] && echo --allow-root-jobs || true)
 OUT=$2
 SECS=${3:-24}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +47,7 @@ echo "== tide-worker --gpu nvml --probe"
 PIDS+=($!)
 wait_for 20 "the scheduler" test -s "$DIR/scheduler/scheduler.addr" || exit 1
 export TIDE_SCHEDULER=$(cat "$DIR/scheduler/scheduler.addr") TIDE_TOKEN_FILE="$DIR/scheduler/token"
-"$BIN/tide-worker" --gpu auto --node gpunode --advertise 127.0.0.1 --data-dir "$DIR/worker" \
+"$BIN/tide-worker" $ROOT_JOBS --gpu auto --node gpunode --advertise 127.0.0.1 --data-dir "$DIR/worker" \
     >"$DIR/worker.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 "the worker" sh -c "'$BIN/tidectl' workers | grep -q ' READY '" || exit 1

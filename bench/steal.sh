@@ -14,6 +14,8 @@ STEPS=${4:-300}
 MBR=${5:-8}
 MS=${6:-4}
 B=$BUILD/bin
+# run as root (CI), the workers must be told that ranks may run as root too (docs/worker.md)
+ROOT_JOBS=$([ "$(id -u)" = 0 ] && echo --allow-root-jobs || true)
 DIR=$(mktemp -d /tmp/tide-bench-steal.XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$DIR"; }
@@ -31,7 +33,7 @@ echo "0 slow 50" >"$DIR/slow.txt"
 for i in $(seq 0 "$W"); do
     n=node$((i / 2)) g=$((i % 2)) extra=()
     [ "$i" = "$W" ] && extra=(--perturb "$DIR/slow.txt")
-    "$B/tide-worker" --node $n --gpu-index $g --advertise 127.0.0.1 --data-dir "$DIR/$n-$g" "${extra[@]}" \
+    "$B/tide-worker" $ROOT_JOBS --node $n --gpu-index $g --advertise 127.0.0.1 --data-dir "$DIR/$n-$g" "${extra[@]}" \
         >"$DIR/$n-$g.log" 2>&1 &
     PIDS+=($!)
 done

@@ -10,6 +10,8 @@ set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 IDLE=${2:-30}
 B=$BUILD/bin
+# run as root (CI), the workers must be told that ranks may run as root too (docs/worker.md)
+ROOT_JOBS=$([ "$(id -u)" = 0 ] && echo --allow-root-jobs || true)
 DIR=$(mktemp -d /tmp/tide-bench-worker.XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$DIR"; }
@@ -22,7 +24,7 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -s "$DIR/s/scheduler.addr" ] && break; sleep 0.1; done
 export TIDE_SCHEDULER=$(cat "$DIR/s/scheduler.addr") TIDE_TOKEN_FILE=$DIR/s/token
 for n in node1 node2; do for g in 0 1; do
-    "$B/tide-worker" --node $n --gpu-index $g --advertise 127.0.0.1 --data-dir "$DIR/$n-$g" >"$DIR/$n-$g.log" 2>&1 &
+    "$B/tide-worker" $ROOT_JOBS --node $n --gpu-index $g --advertise 127.0.0.1 --data-dir "$DIR/$n-$g" >"$DIR/$n-$g.log" 2>&1 &
     PIDS+=($!)
 done; done
 W=${PIDS[1]}

@@ -34,6 +34,11 @@ typedef struct tide_cli {
     const char *env_scheduler;      /* TIDE_SCHEDULER */
     const char *env_token;          /* TIDE_TOKEN */
     const char *env_token_file;     /* TIDE_TOKEN_FILE */
+    /* TLS: --tls-ca/--tls-cert/--tls-key (owned), else TIDE_TLS_CA/_CERT/_KEY (borrowed); --insecure or
+     * TIDE_INSECURE=1 allows plaintext to a non-loopback scheduler. */
+    char *tls_ca_opt, *tls_cert_opt, *tls_key_opt;
+    bool insecure_opt;
+    const char *env_tls_ca, *env_tls_cert, *env_tls_key, *env_insecure;
     const char *default_token_path; /* the default data dir's token (token.h); NULL: none */
     const char *cwd;                /* submit's default --workdir; borrowed */
     int64_t (*now_ms)(void);        /* wall clock in Unix ms; tests pin it */
@@ -117,6 +122,11 @@ int tide_cli_cmd_drain(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc,
 int tide_cli_cmd_status(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_top(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 int tide_cli_cmd_version(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+/* Identities, usage and the audit log (cmd_security.c, docs/security.md): `token create|hash` (no network),
+ * `usage` (ClusterService.GetUsage), `audit` (ClusterService.ListAudit). Return an exit code. */
+int tide_cli_cmd_token(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+int tide_cli_cmd_usage(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
+int tide_cli_cmd_audit(tide_cli_t *cli, const tide_cli_command_t *cmd, int argc, char **argv);
 
 /* Option ids shared by several commands' tables. */
 enum {
@@ -161,12 +171,22 @@ enum {
     /* top */
     TIDE_CLI_OPT_ONCE,
     TIDE_CLI_OPT_INTERVAL,
+    /* token, usage, audit */
+    TIDE_CLI_OPT_USER,
+    TIDE_CLI_OPT_ROLE,
+    TIDE_CLI_OPT_EXPIRES,
+    TIDE_CLI_OPT_LIMIT,
     /* global, and help */
     TIDE_CLI_OPT_SCHEDULER = 100,
     TIDE_CLI_OPT_TOKEN_FILE,
     TIDE_CLI_OPT_OUTPUT,
     TIDE_CLI_OPT_UTC,
     TIDE_CLI_OPT_HELP,
+    /* global: TLS (docs/security.md) */
+    TIDE_CLI_OPT_TLS_CA = 110,
+    TIDE_CLI_OPT_TLS_CERT,
+    TIDE_CLI_OPT_TLS_KEY,
+    TIDE_CLI_OPT_INSECURE,
 };
 
 #endif

@@ -16,6 +16,12 @@ const tide_cli_opt_t tide_cli_global_opts[] = {
      "bearer token file (default: $TIDE_TOKEN, $TIDE_TOKEN_FILE, /var/lib/tide/token)"},
     {"output", 'o', true, TIDE_CLI_OPT_OUTPUT, "FORMAT", "table (default) or json"},
     {"utc", 0, false, TIDE_CLI_OPT_UTC, NULL, "print times in UTC"},
+    {"tls-ca", 0, true, TIDE_CLI_OPT_TLS_CA, "FILE",
+     "talk TLS, verifying the scheduler's certificate against this CA (default: $TIDE_TLS_CA)"},
+    {"tls-cert", 0, true, TIDE_CLI_OPT_TLS_CERT, "FILE", "client certificate for TLS (default: $TIDE_TLS_CERT)"},
+    {"tls-key", 0, true, TIDE_CLI_OPT_TLS_KEY, "FILE", "its private key (default: $TIDE_TLS_KEY)"},
+    {"insecure", 0, false, TIDE_CLI_OPT_INSECURE, NULL,
+     "allow plaintext to a non-loopback scheduler (or TIDE_INSECURE=1)"},
     TIDE_CLI_OPT_END,
 };
 
@@ -120,6 +126,27 @@ static const tide_cli_opt_t top_opts[] = {
     TIDE_CLI_OPT_END,
 };
 
+static const tide_cli_opt_t token_opts[] = {
+    {"user", 0, true, TIDE_CLI_OPT_USER, "NAME", "create: the identity (default: your login name)"},
+    {"role", 0, true, TIDE_CLI_OPT_ROLE, "ROLE", "create: admin, user (default), worker or read-only"},
+    {"expires", 0, true, TIDE_CLI_OPT_EXPIRES, "WHEN",
+     "create: a DURATION from now (30d, 12h) or a UTC time (2027-01-31T00:00:00Z); default never"},
+    TIDE_CLI_OPT_END,
+};
+
+static const tide_cli_opt_t usage_opts[] = {
+    {"user", 0, true, TIDE_CLI_OPT_USER, "NAME", "only this owner's jobs"},
+    {"pool", 0, true, TIDE_CLI_OPT_POOL, "NAME", "only jobs of pool NAME ('*': jobs that named no pool)"},
+    TIDE_CLI_OPT_END,
+};
+
+static const tide_cli_opt_t audit_opts[] = {
+    {"user", 0, true, TIDE_CLI_OPT_USER, "NAME", "only this identity's calls"},
+    {"limit", 0, true, TIDE_CLI_OPT_LIMIT, "N", "the newest N entries, 1 to 1000 (default 100)"},
+    {"follow", 'f', false, TIDE_CLI_OPT_FOLLOW, NULL, "keep printing new entries (polls every second)"},
+    TIDE_CLI_OPT_END,
+};
+
 static const tide_cli_opt_t no_opts[] = {TIDE_CLI_OPT_END};
 
 const tide_cli_command_t tide_cli_commands[] = {
@@ -169,6 +196,19 @@ const tide_cli_command_t tide_cli_commands[] = {
     {"top", "[--once] [--interval DURATION]", "Watch MFU, jobs and GPUs live",
      "Redraws in place on a terminal (Ctrl-C ends it); prints one frame after another otherwise.",
      top_opts, false, tide_cli_cmd_top},
+    {"usage", "[--user NAME] [--pool NAME]", "Show GPU-hours per user and pool",
+     "Every job the scheduler has kept or pruned, running generations up to now (ClusterService.GetUsage).\n"
+     "POOL '*' is jobs that named no pool. A user sees their own rows only.",
+     usage_opts, false, tide_cli_cmd_usage},
+    {"audit", "[--user NAME] [--limit N] [-f]", "Show the scheduler's audit log",
+     "The newest entries, oldest first (ClusterService.ListAudit; admin and read-only callers). With\n"
+     "--follow, new entries are printed as they come until interrupted.",
+     audit_opts, false, tide_cli_cmd_audit},
+    {"token", "create [--user NAME] [--role ROLE] [--expires WHEN] | hash", "Make a bearer token for the users file",
+     "'create' prints a new random token and the users-file entry with its SHA-256 (the token itself is\n"
+     "stored nowhere: hand it over now). 'hash' reads a token from stdin and prints its SHA-256. Neither\n"
+     "contacts the scheduler (docs/security.md).",
+     token_opts, false, tide_cli_cmd_token},
     {"version", "[--client]", "Print tidectl's and the scheduler's versions", NULL, version_opts, false,
      tide_cli_cmd_version},
     {NULL, NULL, NULL, NULL, NULL, false, NULL},
@@ -253,6 +293,21 @@ static int apply_global(tide_cli_t *cli, int id, const char *arg, tide_error_t *
         return 0;
     case TIDE_CLI_OPT_UTC:
         cli->utc = true;
+        return 0;
+    case TIDE_CLI_OPT_TLS_CA:
+        free(cli->tls_ca_opt);
+        cli->tls_ca_opt = tide_xstrdup(arg);
+        return 0;
+    case TIDE_CLI_OPT_TLS_CERT:
+        free(cli->tls_cert_opt);
+        cli->tls_cert_opt = tide_xstrdup(arg);
+        return 0;
+    case TIDE_CLI_OPT_TLS_KEY:
+        free(cli->tls_key_opt);
+        cli->tls_key_opt = tide_xstrdup(arg);
+        return 0;
+    case TIDE_CLI_OPT_INSECURE:
+        cli->insecure_opt = true;
         return 0;
     }
     return 1; /* not a global option */
@@ -383,4 +438,8 @@ void tide_cli_cleanup(tide_cli_t *cli)
     free(cli->scheduler_opt);
     free(cli->token_file_opt);
     cli->scheduler_opt = cli->token_file_opt = NULL;
+    free(cli->tls_ca_opt);
+    free(cli->tls_cert_opt);
+    free(cli->tls_key_opt);
+    cli->tls_ca_opt = cli->tls_cert_opt = cli->tls_key_opt = NULL;
 }

@@ -22,6 +22,10 @@ int main(int argc, char **argv)
     cli.env_scheduler = getenv("TIDE_SCHEDULER");
     cli.env_token = getenv("TIDE_TOKEN");
     cli.env_token_file = getenv("TIDE_TOKEN_FILE");
+    cli.env_tls_ca = getenv("TIDE_TLS_CA");
+    cli.env_tls_cert = getenv("TIDE_TLS_CERT");
+    cli.env_tls_key = getenv("TIDE_TLS_KEY");
+    cli.env_insecure = getenv("TIDE_INSECURE");
     cli.default_token_path = token_path;
     cli.cwd = cwd;
     cli.now_ms = tide_clock_wall_ms;

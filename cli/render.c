@@ -187,13 +187,14 @@ static void step_cell(const Tide__V1__TrainerProgress *p, char *buf, size_t size
 
 void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out)
 {
-    static const char *const headers[] = {"ID", "NAME", "STATE", "WORKERS", "GEN", "STEP", "AGE", "MESSAGE"};
-    tide_cli_table_t *t = tide_cli_table_new(8, headers);
+    static const char *const headers[] = {"ID",  "NAME", "OWNER", "STATE",  "WORKERS",
+                                          "GEN", "STEP", "AGE",   "MESSAGE"};
+    tide_cli_table_t *t = tide_cli_table_new(9, headers);
 
     for (size_t i = 0; i < n; i++) {
         const Tide__V1__Job *j = jobs[i];
         char state[32], workers[96], gen[16], step[24], age[16];
-        const char *cells[8];
+        const char *cells[9];
 
         workers_cell(j, workers, sizeof(workers));
         snprintf(gen, sizeof(gen), "%d", j->generation);
@@ -204,12 +205,13 @@ void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, 
             snprintf(age, sizeof(age), "-");
         cells[0] = j->id;
         cells[1] = j->spec && j->spec->name && *j->spec->name ? j->spec->name : "-";
-        cells[2] = job_state(j->state, state, sizeof(state));
-        cells[3] = workers;
-        cells[4] = gen;
-        cells[5] = step;
-        cells[6] = age;
-        cells[7] = j->message;
+        cells[2] = j->owner && *j->owner ? j->owner : "-"; /* "": a scheduler from before identities */
+        cells[3] = job_state(j->state, state, sizeof(state));
+        cells[4] = workers;
+        cells[5] = gen;
+        cells[6] = step;
+        cells[7] = age;
+        cells[8] = j->message;
         tide_cli_table_add_row(t, cells);
     }
     tide_cli_table_render(t, out);
@@ -635,6 +637,9 @@ void tide_cli_render_job(const Tide__V1__Job *j, int64_t now_ms, bool utc, tide_
     kv(out, "ID:", j->id);
     kv(out, "Name:", s ? s->name : NULL);
     kv(out, "State:", job_state(j->state, buf, sizeof(buf)));
+    kv(out, "Owner:", j->owner);
+    if (j->run_as && *j->run_as)
+        kv(out, "Runs as:", j->run_as);
     tide_cli_enum_name(&tide__v1__priority__descriptor, s ? (int)s->priority : 0, "PRIORITY_", buf, sizeof(buf));
     if (aged_class(j) && j->state == TIDE__V1__JOB_STATE__JOB_STATE_PENDING)
         kvf(out, "Priority:", "%s (aged to %s while waiting)", buf, prio_name(aged_class(j), buf2, sizeof(buf2)));

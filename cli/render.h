@@ -45,7 +45,8 @@ const char *tide_cli_bound_format(const double u[4], uint32_t known, char *buf, 
  * nothing (no SDK, or no heartbeat carried it yet). */
 const Tide__V1__TrainerProgress *tide_cli_job_progress(const Tide__V1__Job *j);
 
-/* Table ID NAME STATE WORKERS GEN STEP AGE MESSAGE; WORKERS is "running/min" or "running/min-max"
+/* Table ID NAME OWNER STATE WORKERS GEN STEP AGE MESSAGE; OWNER "-" when the scheduler sent none;
+ * WORKERS is "running/min" or "running/min-max"
  * ("2→4/2-8" while a resize from 2 to 4 workers runs), STEP rank 0's last reported training step ("-"
  * when it reported none). */
 void tide_cli_render_jobs(Tide__V1__Job *const *jobs, size_t n, int64_t now_ms, tide_buf_t *out);

@@ -31,6 +31,7 @@ struct tide_cli_conn {
     char conn_text[256];
     uv_timer_t sleep_timer; /* tide_cli_conn_sleep's; initialised on first use */
     bool sleep_timer_init, slept;
+    tide_tls_ctx_t *tls; /* NULL: plaintext */
 };
 
 struct tide_cli_call {
@@ -106,7 +107,8 @@ static void probe_on_state(tide_rpc_client_t *client, int status, const char *te
 /* One round: asks every address at once whether it serves tide.v1.JobService (the leader does, a
  * standby says NOT_SERVING). Returns the index of the first that serves, or -1 with *standbys set to
  * how many answered as standbys and why filled with each one's answer. */
-static int probe_round(uv_loop_t *loop, const tide_addr_list_t *l, const char *token, size_t *standbys,
+static int probe_round(uv_loop_t *loop, const tide_addr_list_t *l, const char *token, tide_tls_ctx_t *tls,
+                       size_t *standbys,
                        char *why, size_t why_size)
 {
     static const tide_rpc_client_call_cbs_t cbs = {probe_on_message, probe_on_status};
@@ -125,6 +127,7 @@ static int probe_round(uv_loop_t *loop, const tide_addr_list_t *l, const char *t
         p->addr = l->addrs[i];
         cfg.hostport = p->addr;
         cfg.token = token;
+        cfg.tls = tls;
         cfg.connect_timeout_ms = PROBE_TIMEOUT_MS;
         cfg.on_state = probe_on_state;
         cfg.ud = p;
@@ -170,7 +173,8 @@ static void pause_closed(uv_handle_t *h)
 
 /* The leader among the addresses: waits while an election is under way (some replica answers as a
  * standby), at most LEADER_WAIT_MS. Returns 0 with *chosen (owned), or -1 with why filled. */
-static int find_leader(uv_loop_t *loop, const tide_addr_list_t *l, const char *token, char **chosen, char *why,
+static int find_leader(uv_loop_t *loop, const tide_addr_list_t *l, const char *token, tide_tls_ctx_t *tls,
+                       char **chosen, char *why,
                        size_t why_size)
 {
     uint64_t deadline = uv_hrtime() + (uint64_t)LEADER_WAIT_MS * 1000000;
@@ -181,7 +185,7 @@ static int find_leader(uv_loop_t *loop, const tide_addr_list_t *l, const char *t
     for (;;) {
         size_t standbys = 0;
 
-        idx = probe_round(loop, l, token, &standbys, why, why_size);
+        idx = probe_round(loop, l, token, tls, &standbys, why, why_size);
         if (idx >= 0 || standbys == 0 || uv_hrtime() >= deadline)
             break;
         uv_timer_start(pause, pause_done, 250, 0);
@@ -195,8 +199,42 @@ static int find_leader(uv_loop_t *loop, const tide_addr_list_t *l, const char *t
     return 0;
 }
 
+/* TLS from --tls-ca/--tls-cert/--tls-key (else TIDE_TLS_*): *out a client context, or NULL for plaintext,
+ * which a non-loopback address gets only with --insecure / TIDE_INSECURE=1. Returns 0 or the exit code
+ * (the error printed). */
+static int resolve_tls(tide_cli_t *cli, const char *address, tide_tls_ctx_t **out)
+{
+    const char *ca = cli->tls_ca_opt ? cli->tls_ca_opt : cli->env_tls_ca;
+    const char *cert = cli->tls_cert_opt ? cli->tls_cert_opt : cli->env_tls_cert;
+    const char *key = cli->tls_key_opt ? cli->tls_key_opt : cli->env_tls_key;
+    bool insecure = cli->insecure_opt ||
+                    (cli->env_insecure && *cli->env_insecure && strcmp(cli->env_insecure, "0") != 0);
+    tide_error_t err;
+
+    *out = NULL;
+    ca = ca && *ca ? ca : NULL;
+    cert = cert && *cert ? cert : NULL;
+    key = key && *key ? key : NULL;
+    if (ca) {
+        tide_tls_config_t tc = {.cert_file = cert, .key_file = key, .ca_file = ca};
+        if (tide_tls_ctx_new_client(&tc, out, &err) < 0) {
+            tide_cli_errorf(cli, "%s", err.text);
+            return TIDE_CLI_EXIT_FAILURE;
+        }
+        return 0;
+    }
+    if (cert || key)
+        return tide_cli_usage_error(cli, NULL, "--tls-cert and --tls-key need --tls-ca FILE (or TIDE_TLS_CA)");
+    if (tide_tls_check_plaintext(address, false, false, insecure, &err) < 0) {
+        tide_cli_errorf(cli, "%s (or TIDE_TLS_CA=FILE, TIDE_INSECURE=1)", err.text);
+        return TIDE_CLI_EXIT_FAILURE;
+    }
+    return 0;
+}
+
 int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
 {
+    tide_tls_ctx_t *tls = NULL;
     tide_rpc_client_config_t cfg;
     tide_error_t err = {{0}};
     tide_cli_conn_t *c;
@@ -205,15 +243,21 @@ int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
 
     if (tide_cli_scheduler_resolve(cli->scheduler_opt, cli->env_scheduler, &address, &err) < 0)
         return tide_cli_usage_error(cli, NULL, "%s", err.text);
+    if ((rc = resolve_tls(cli, address, &tls)) != 0) {
+        free(address);
+        return rc;
+    }
     if (tide_token_resolve(cli->token_file_opt, cli->env_token, cli->env_token_file,
                                cli->default_token_path, &token, &err) < 0) {
         tide_cli_errorf(cli, "%s", err.text);
         free(address);
+        tide_tls_ctx_free(tls);
         return TIDE_CLI_EXIT_FAILURE;
     }
     c = tide_xcalloc(1, sizeof(*c));
     c->cli = cli;
     c->address = address;
+    c->tls = tls;
     rc = uv_loop_init(&c->loop);
     if (rc < 0) {
         tide_cli_errorf(cli, "cannot start an event loop: %s", uv_strerror(rc));
@@ -224,7 +268,7 @@ int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
         char why[1024], *chosen = NULL;
 
         if (tide_addr_list_parse(address, NULL, &l, &err) < 0 ||
-            find_leader(&c->loop, &l, token, &chosen, why, sizeof(why)) < 0) {
+            find_leader(&c->loop, &l, token, c->tls, &chosen, why, sizeof(why)) < 0) {
             tide_cli_errorf(cli, "UNAVAILABLE: no scheduler leads among %s (%s)", address,
                             l.n ? why : err.text);
             tide_addr_list_free(&l);
@@ -239,6 +283,7 @@ int tide_cli_conn_open(tide_cli_t *cli, tide_cli_conn_t **out)
     memset(&cfg, 0, sizeof(cfg));
     cfg.hostport = address;
     cfg.token = token;
+    cfg.tls = c->tls;
     cfg.on_state = on_state;
     cfg.ud = c;
     rc = tide_rpc_client_new(&c->loop, &cfg, &c->client, &err);
@@ -261,6 +306,7 @@ fail:
         free(token);
     }
     free(c->address);
+    tide_tls_ctx_free(c->tls);
     free(c);
     return TIDE_CLI_EXIT_FAILURE;
 }
@@ -281,6 +327,7 @@ void tide_cli_conn_close(tide_cli_conn_t *c)
         uv_loop_close(&c->loop);
     }
     free(c->address);
+    tide_tls_ctx_free(c->tls);
     free(c);
 }
 
@@ -472,8 +519,14 @@ void tide_cli_status_text(const tide_cli_conn_t *c, const tide_cli_status_t *st,
             reason += 13 + alen;
         if (!*reason)
             reason = uv_strerror(c->conn_status);
-        snprintf(buf, size, "%s: %s scheduler at %s: %s", name,
-                 c->connected ? "lost connection to" : "cannot reach", c->address, reason);
+        snprintf(buf, size, "%s: %s scheduler at %s: %s%s", name,
+                 c->connected ? "lost connection to" : "cannot reach", c->address, reason,
+                 !c->tls && strstr(reason, "closed by the server before it answered")
+                     ? " (if it serves TLS, give --tls-ca FILE or set TIDE_TLS_CA)"
+                 : c->tls && strstr(reason, "certificate verify failed")
+                     ? " (check --tls-ca: the CA that signed the scheduler's certificate, which must name "
+                       "this address)"
+                     : "");
     } else if (st->code == TIDE_GRPC_UNAVAILABLE && !c->connected) {
         snprintf(buf, size, "%s: cannot reach scheduler at %s%s%s", name, c->address, *reason ? ": " : "",
                  reason);

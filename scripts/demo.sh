@@ -52,10 +52,15 @@ export TIDE_TOKEN_FILE="$DIR/scheduler/token"
 echo "scheduler at $TIDE_SCHEDULER, token in $TIDE_TOKEN_FILE"
 
 say "starting 4 tide-workers: simulated H100s on node1 and node2"
+# A worker running as root runs a rank as root only when allowed (docs/worker.md, "Running ranks as their
+# user"); the demo's job has no Unix account, so as root it is.
+ROOT_JOBS=()
+[ "$(id -u)" -eq 0 ] && ROOT_JOBS=(--allow-root-jobs)
 for node in node1 node2; do
     for gpu in 0 1; do
         "$BIN/tide-worker" --scheduler "$TIDE_SCHEDULER" --token-file "$TIDE_TOKEN_FILE" --node "$node" \
             --gpu-index "$gpu" --gpu sim:h100 --advertise 127.0.0.1 --data-dir "$DIR/$node-gpu$gpu" \
+            "${ROOT_JOBS[@]}" \
             >"$DIR/worker-$node-gpu$gpu.log" 2>&1 &
         PIDS+=($!)
     done

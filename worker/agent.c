@@ -1045,6 +1045,7 @@ static void connect_now(tide_worker_agent_t *a)
     memset(&cc, 0, sizeof(cc));
     cc.hostport = SCHED(a);
     cc.token = a->cfg->token;
+    cc.tls = a->cfg->tls_client; /* NULL: plaintext (a loopback scheduler or --insecure) */
     cc.on_state = on_client_state;
     cc.ud = a;
     tide_error_clear(&err);
@@ -1302,6 +1303,8 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     lc.gpu_index = wc->gpu_index;
     lc.agent_sock = tide_trainer_server_path(trainer);
     lc.ckpt_hot = wc->ckpt_hot;
+    lc.refuse_root_jobs = !wc->allow_root_jobs; /* LaunchRank.run_as (worker/run_as.h) */
+    lc.node = wc->node;
     lc.on_exit = on_rank_exit;
     lc.ud = a;
     tide_launcher_new(loop, &lc, &a->launcher);
@@ -1312,6 +1315,9 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     mc.rank_exec = rank_exec;
     mc.shim = shim;
     mc.launcher = a->launcher;
+    mc.tls_ca = wc->tls_ca;
+    mc.tls_cert = wc->tls_cert;
+    mc.tls_key = wc->tls_key;
     mc.on_exit = on_mpi_rank_exit;
     mc.ud = a;
     tide_worker_mpi_new(loop, &mc, &a->mpi);
@@ -1336,6 +1342,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
             mcc.worker_id = wc->id;
             mcc.token = wc->token;
             mcc.timeout_ms = 300000; /* a stalled peer must not hold a restore past the SDK's wait */
+            mcc.tls = wc->tls_client;
             tide_ckpt_mirror_client_new(loop, &mcc, &a->mirror_client);
             tide_ckpt_mirror_server_bind(a->mirror, a->mpi);
         }
@@ -1351,6 +1358,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         sc.n_methods = tide_worker_mpi_methods_count;
     }
     sc.ud = a->mpi;
+    sc.tls = wc->tls_server; /* NULL: plaintext (loopback or --insecure, config.c) */
     if (rc == 0)
         rc = tide_rpc_server_new(loop, &sc, &a->launcher_server, err);
     if (rc == 0)

@@ -785,6 +785,7 @@ struct tide_ckpt_mirror_client {
     uint64_t max_bytes;
     uint32_t max_files, connect_timeout_ms;
     int64_t timeout_ms;
+    tide_tls_ctx_t *tls; /* borrowed; NULL: plaintext */
 };
 
 /* The data chunk of what the source read last (borrowing its buffer) into c and d. */
@@ -1834,6 +1835,7 @@ int tide_ckpt_mirror_client_new(struct uv_loop_s *loop, const tide_ckpt_mirror_c
         mc->max_files = TIDE_CKPT_MAX_FILES;
     mc->connect_timeout_ms = cfg->connect_timeout_ms;
     mc->timeout_ms = cfg->timeout_ms;
+    mc->tls = cfg->tls;
     *out = mc;
     return 0;
 }
@@ -1867,6 +1869,7 @@ static int cli_open(tide_ckpt_mirror_client_t *mc, xfer_t *x, const char *path)
     rc.token = mc->token;
     rc.max_message = 2 * TIDE_CKPT_MIRROR_CHUNK + (8u << 20); /* a header of many files */
     rc.connect_timeout_ms = mc->connect_timeout_ms;
+    rc.tls = mc->tls;
     rc.on_state = cli_on_state;
     rc.ud = x;
     r = tide_rpc_client_new(mc->own.loop, &rc, &x->rc, &err);

@@ -87,6 +87,8 @@ typedef struct tide_ckpt_mirror_client_config {
     uint32_t max_files;          /* a fetched copy's limit; 0: 4096 */
     uint32_t connect_timeout_ms; /* 0: 5000 */
     int64_t timeout_ms;          /* whole transfer; 0: none */
+    tide_tls_ctx_t *tls;         /* TLS client context for peers (borrowed, must outlive the client);
+                                    NULL: plaintext */
 } tide_ckpt_mirror_client_config_t;
 
 /* The end of one put or fetch. Everything borrowed for the callback only. */

@@ -36,11 +36,12 @@ static const char usage_text[] =
     "                   [--gpu sim:MODEL] [--labels k=v,...] [--advertise HOST]\n"
     "                   [--data-dir DIR] [--token-file FILE] [--log-level debug|info|warn|error]\n"
     "                   [--stop-grace-ms MS] [--listen HOST:PORT] [--perturb FILE]\n"
+    "                   [--tls-ca FILE [--tls-cert FILE --tls-key FILE]] [--insecure]\n"
     "                   [--peak-flops FLOPS] [--net-dev IF,...] [--net-capacity BYTES_PER_S]\n"
     "                   [--storage-dev DISK,...] [--storage-capacity BYTES_PER_S] [--probe]\n"
     "                   [--ckpt-durable DIR] [--ckpt-hot DIR] [--ckpt-warm DIR]\n"
     "                   [--ckpt-keep-hot N] [--ckpt-keep-warm N] [--ckpt-hot-ttl DURATION]\n"
-    "                   [--ckpt-mirror-min-free PCT]\n"
+    "                   [--ckpt-mirror-min-free PCT] [--allow-root-jobs]\n"
     "\n"
     "The tide agent for one GPU: registers with the scheduler and runs the ranks it is given.\n"
     "\n"
@@ -89,7 +90,16 @@ static const char usage_text[] =
     "                         refuse a peer's mirror copy that would leave less than PCT % of\n"
     "                         the hot tier's filesystem free (default 25; 0: no limit); the\n"
     "                         peer then relies on its other tiers\n"
+    "  --allow-root-jobs      a worker running as root may run ranks as root (LaunchRank.run_as\n"
+    "                         empty or a uid-0 account); refused by default\n"
     "  --probe                read the device and the node once, print it and exit\n"
+    "  --tls-ca FILE          talk TLS to the scheduler and to peers, verifying their certificates\n"
+    "                         against this CA (else $TIDE_TLS_CA; docs/security.md)\n"
+    "  --tls-cert FILE        serve WorkerLauncher/WorkerCheckpoints over TLS with this certificate\n"
+    "  --tls-key FILE         (and its key), also presented as the client certificate (else\n"
+    "                         $TIDE_TLS_CERT, $TIDE_TLS_KEY)\n"
+    "  --insecure             allow plaintext to a non-loopback scheduler or on a non-loopback\n"
+    "                         --listen (without TLS such a worker refuses to start)\n"
     "  --help                 this text\n";
 
 const char *tide_worker_usage(void)
@@ -249,7 +259,7 @@ static const char *const value_flags[] = {
     "--advertise", "--data-dir", "--token-file", "--log-level", "--stop-grace-ms", "--listen",
     "--perturb", "--peak-flops", "--net-dev", "--net-capacity", "--storage-dev",
     "--storage-capacity", "--ckpt-durable", "--ckpt-hot", "--ckpt-warm", "--ckpt-keep-hot",
-    "--ckpt-keep-warm", "--ckpt-hot-ttl", "--ckpt-mirror-min-free",
+    "--ckpt-keep-warm", "--ckpt-hot-ttl", "--ckpt-mirror-min-free", "--tls-cert", "--tls-key", "--tls-ca",
 };
 
 /* val made absolute against the current directory (ranks run elsewhere) into *dst. */
@@ -306,6 +316,50 @@ static bool shm_writable(void)
     return stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0;
 }
 
+/* TLS: flags, else TIDE_TLS_CERT / TIDE_TLS_KEY / TIDE_TLS_CA; cert and key go together and need the CA
+ * (peers verify each other with it). */
+static int tls_settle(tide_worker_config_t *cfg, tide_error_t *err)
+{
+    static const char *const envs[] = {"TIDE_TLS_CERT", "TIDE_TLS_KEY", "TIDE_TLS_CA"};
+    char **dst[] = {&cfg->tls_cert, &cfg->tls_key, &cfg->tls_ca};
+
+    for (size_t i = 0; i < 3; i++) {
+        const char *env = getenv(envs[i]);
+        if (!*dst[i] && env && *env)
+            *dst[i] = tide_xstrdup(env);
+    }
+    if (!!cfg->tls_cert != !!cfg->tls_key) {
+        tide_errprintf(err, "%s needs %s", cfg->tls_cert ? "--tls-cert" : "--tls-key",
+                       cfg->tls_cert ? "--tls-key FILE (the certificate's private key)" : "--tls-cert FILE");
+        return -EINVAL;
+    }
+    if (cfg->tls_cert && !cfg->tls_ca) {
+        tide_errprintf(err, "--tls-cert needs --tls-ca FILE (the CA the scheduler's and peers' certificates "
+                            "are checked against)");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int tide_worker_config_load_tls(tide_worker_config_t *cfg, tide_error_t *err)
+{
+    tide_tls_config_t tc = {.cert_file = cfg->tls_cert, .key_file = cfg->tls_key, .ca_file = cfg->tls_ca};
+    int rc;
+
+    /* Plaintext to a non-loopback scheduler, or on a non-loopback --listen, only with --insecure. */
+    if ((rc = tide_tls_check_plaintext(cfg->scheduler, false, cfg->tls_ca != NULL, cfg->insecure, err)) < 0 ||
+        (rc = tide_tls_check_plaintext(cfg->listen, true, cfg->tls_cert != NULL, cfg->insecure, err)) < 0)
+        return rc;
+    if (cfg->tls_ca && !cfg->tls_client && (rc = tide_tls_ctx_new_client(&tc, &cfg->tls_client, err)) < 0)
+        return rc;
+    if (cfg->tls_cert && !cfg->tls_server) {
+        tc.client_cert = TIDE_TLS_CLIENT_CERT_OPTIONAL; /* peers present the same kind of certificate */
+        if ((rc = tide_tls_ctx_new_server(&tc, &cfg->tls_server, err)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err)
 {
     char host[HOST_NAME_MAX + 1];
@@ -333,8 +387,16 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
             rc = 1;
             goto done;
         }
+        if (strcmp(arg, "--insecure") == 0) {
+            cfg->insecure = true;
+            continue;
+        }
         if (strcmp(arg, "--probe") == 0) {
             cfg->probe = true;
+            continue;
+        }
+        if (strcmp(arg, "--allow-root-jobs") == 0) {
+            cfg->allow_root_jobs = true;
             continue;
         }
         if (strncmp(arg, "--", 2) != 0) {
@@ -448,6 +510,12 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         } else if (strcmp(flag, "--ckpt-mirror-min-free") == 0) {
             rc = parse_long(flag, val, 0, 90, &n, err);
             cfg->ckpt_mirror_min_free = (int)n;
+        } else if (strcmp(flag, "--tls-cert") == 0) {
+            set_str(&cfg->tls_cert, val);
+        } else if (strcmp(flag, "--tls-key") == 0) {
+            set_str(&cfg->tls_key, val);
+        } else if (strcmp(flag, "--tls-ca") == 0) {
+            set_str(&cfg->tls_ca, val);
         } else if (strcmp(flag, "--perturb") == 0) {
             set_str(&cfg->perturb, val);
         } else if (strcmp(flag, "--listen") == 0) {
@@ -521,6 +589,8 @@ int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, t
         free(def);
         free(dir);
     }
+    if (rc == 0)
+        rc = tls_settle(cfg, err);
 done:
     free(token_file);
     return rc;
@@ -545,5 +615,10 @@ void tide_worker_config_free(tide_worker_config_t *cfg)
     free(cfg->storage_devs);
     free(cfg->data_dir);
     free(cfg->token);
+    free(cfg->tls_cert);
+    free(cfg->tls_key);
+    free(cfg->tls_ca);
+    tide_tls_ctx_free(cfg->tls_client);
+    tide_tls_ctx_free(cfg->tls_server);
     memset(cfg, 0, sizeof(*cfg));
 }

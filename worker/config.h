@@ -9,6 +9,7 @@
 #include "core.h"
 #include "error.h"
 #include "log.h"
+#include "tls.h"
 
 typedef struct tide_worker_config {
     char *scheduler; /* HOST:PORT */
@@ -27,6 +28,7 @@ typedef struct tide_worker_config {
     char *storage_devs;      /* --storage-dev: disks; NULL: every whole disk */
     double storage_capacity; /* --storage-capacity bytes/s; 0: busy-time fraction */
     bool probe;              /* --probe: print one reading and exit (probe.h) */
+    bool allow_root_jobs;    /* --allow-root-jobs: a root worker may run ranks as root (run_as.h) */
     bool slurm;              /* started by srun (SLURM_JOB_ID): GPU, node and slurm.* labels from Slurm (slurm.h) */
     char *ckpt_durable; /* --ckpt-durable DIR (absolute): where checkpoint copies go, instead
                            of the scheduler's directory; NULL: the scheduler's (flush.h) */
@@ -42,6 +44,13 @@ typedef struct tide_worker_config {
                                  the hot tier's filesystem free; 25; 0: no limit */
     char *data_dir;  /* /var/lib/tide/worker/NODE-gpuINDEX by default */
     char *token;     /* NULL: none */
+    /* TLS (docs/security.md): --tls-cert/--tls-key/--tls-ca, else TIDE_TLS_CERT/KEY/CA; NULL: none. With
+     * tls_ca the worker's calls (scheduler, peers) are TLS; with tls_cert its own server (WorkerLauncher,
+     * WorkerCheckpoints) is, and the certificate is its client certificate too. */
+    char *tls_cert, *tls_key, *tls_ca;
+    bool insecure;              /* --insecure: plaintext to or on non-loopback addresses */
+    tide_tls_ctx_t *tls_client; /* built by tide_worker_config_load_tls from tls_ca (+ cert); owned */
+    tide_tls_ctx_t *tls_server; /* ... from tls_cert/tls_key (tls_ca verifies peers' certificates); owned */
     tide_log_level_t log_level;
     uint32_t stop_grace_ms;
 } tide_worker_config_t;
@@ -51,6 +60,11 @@ typedef struct tide_worker_config {
  * caller frees cfg with tide_worker_config_free in every case. */
 int tide_worker_config_parse(int argc, char **argv, tide_worker_config_t *cfg, tide_error_t *err);
 void tide_worker_config_free(tide_worker_config_t *cfg);
+/* Applies the plaintext rule (a non-loopback scheduler or --listen needs TLS or --insecure: -EPERM with err
+ * naming the address and the flags) and reads the TLS files into cfg->tls_client / tls_server (NULL where
+ * not configured). Returns 0, or -errno with err naming the file that cannot be read or the key that does
+ * not match. tide-worker exits 1 on either. */
+int tide_worker_config_load_tls(tide_worker_config_t *cfg, tide_error_t *err);
 /* The --help text (static). */
 const char *tide_worker_usage(void);
 

@@ -2,7 +2,9 @@
  * file, the helper's "ok" report, the rank record, stop with grace, and exit reporting. Invariants:
  * every process this launcher started is in its list until its exit was seen, so none is left
  * unwatched; a record exists for every rank whose spawn returned 0 and is removed only by
- * tide_launcher_forget; the exit of a failed spawn is never reported. */
+ * tide_launcher_forget; the exit of a failed spawn is never reported; a rank that must run as
+ * another account (run_as.h) is started only through the helper's switch, with its environment
+ * passed on a descriptor so that none of it reaches a root process. */
 #include "launcher.h"
 
 #include <arpa/inet.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,9 +48,12 @@ typedef struct proc {
 
 struct tide_launcher {
     uv_loop_t *loop;
-    char *exec_helper, *data_dir, *worker_id, *advertise, *agent_sock, *ckpt_hot;
+    char *exec_helper, *data_dir, *worker_id, *advertise, *agent_sock, *ckpt_hot, *node;
     int32_t gpu_index;
     uint32_t report_timeout_ms;
+    bool refuse_root_jobs;
+    tide_run_as_lookup_fn lookup;
+    void *lookup_ud;
     tide_launcher_exit_cb on_exit;
     void *ud;
     tide_list_t procs;
@@ -64,6 +70,10 @@ void tide_launcher_new(uv_loop_t *loop, const tide_launcher_config_t *cfg, tide_
     l->agent_sock = cfg->agent_sock ? tide_xstrdup(cfg->agent_sock) : NULL;
     l->ckpt_hot = cfg->ckpt_hot ? tide_xstrdup(cfg->ckpt_hot) : NULL;
     l->advertise = tide_xstrdup(cfg->advertise ? cfg->advertise : "");
+    l->node = tide_xstrdup(cfg->node ? cfg->node : "");
+    l->refuse_root_jobs = cfg->refuse_root_jobs;
+    l->lookup = cfg->lookup ? cfg->lookup : tide_run_as_lookup_system;
+    l->lookup_ud = cfg->lookup_ud;
     l->gpu_index = cfg->gpu_index;
     l->report_timeout_ms =
         cfg->report_timeout_ms ? cfg->report_timeout_ms : REPORT_TIMEOUT_DEFAULT_MS;
@@ -107,6 +117,7 @@ void tide_launcher_free(tide_launcher_t *l)
     free(l->agent_sock);
     free(l->ckpt_hot);
     free(l->advertise);
+    free(l->node);
     free(l);
 }
 
@@ -355,7 +366,7 @@ static const char *const member_vars[] = {
  * (which win). A burst rank (LaunchRank.burst) gets TIDE_BURST and TIDE_BURST_INDEX in place of the
  * member variables. */
 static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, int master_port,
-                      bool with_environ, env_t *e)
+                      bool with_environ, const tide_run_as_t *ra, env_t *e)
 {
     tide_buf_t cvd = TIDE_BUF_INIT;
 
@@ -401,6 +412,15 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
     env_set(e, "TIDE_JOB_ID", r->job_id);
     env_set_int(e, "TIDE_GENERATION", r->generation);
     env_set(e, "TIDE_WORKER_ID", l->worker_id);
+    if (r->owner[0])
+        env_set(e, "TIDE_JOB_OWNER", r->owner);
+    else
+        env_unset(e, "TIDE_JOB_OWNER"); /* never the worker's own, taken for the job's */
+    if (ra && ra->do_switch) {
+        env_set(e, "HOME", ra->account.home[0] ? ra->account.home : "/");
+        env_set(e, "USER", ra->account.name);
+        env_set(e, "LOGNAME", ra->account.name);
+    }
     /* As torchrun does: several ranks on one node do not each start a thread per core. */
     if (!r->burst && r->local_world_size > 1 && !env_has(e, "OMP_NUM_THREADS"))
         env_set(e, "OMP_NUM_THREADS", "1");
@@ -413,6 +433,9 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
         if (mkdir_parents(dir) < 0)
             tide_warn("job %s: cannot create %s: %s (TIDE_CKPT_DIR set all the same)", r->job_id,
                       dir, strerror(errno));
+        else if (ra && ra->do_switch && lchown(dir, ra->account.uid, ra->account.gid) < 0)
+            tide_warn("job %s: chown %s to %s: %s", r->job_id, dir, ra->account.name,
+                      strerror(errno));
         env_set(e, "TIDE_CKPT_DIR", dir);
         free(dir);
     }
@@ -424,6 +447,121 @@ static void build_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *r, i
     }
     env_set(e, "CUDA_VISIBLE_DEVICES", tide_buf_cstr(&cvd));
     tide_buf_free(&cvd);
+}
+
+/* --- running as another account (run_as.h; docs/worker.md, "Running ranks as their user") --- */
+
+/* Adds search permission for group and others to dir when the worker owns it, so that an account
+ * reaches, by name, what is its own inside it, without listing the rest. */
+static void make_traversable(const char *dir)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return;
+    if ((st.st_mode & 0011) != 0011 && chmod(dir, (st.st_mode & 07777) | 0011) < 0)
+        tide_warn("chmod o+x %s: %s", dir, strerror(errno));
+}
+
+/* What the worker hands a rank that runs as account a, made usable by it. Best effort: what fails
+ * is logged, and the rank then fails on it with the system's own message. */
+static void grant(const tide_launcher_t *l, const Tide__V1__LaunchRank *r,
+                  const tide_run_as_account_t *a)
+{
+    char *logs = tide_xasprintf("%s/logs", l->data_dir), *jd = NULL, *log = NULL;
+    struct stat st;
+    int fd;
+
+    /* The data dir (0700) holds the trainer socket; logs/JOB the rank's log, which tide-rank-exec
+     * opens by name for an MPI rank. Records, the epoch and other jobs' logs stay unreadable. */
+    make_traversable(l->data_dir);
+    if (tide_worker_log_dir_make(l->data_dir, r->job_id, NULL) == 0) {
+        jd = tide_worker_log_dir(l->data_dir, r->job_id);
+        make_traversable(logs);
+        make_traversable(jd);
+        log = tide_worker_log_path(l->data_dir, r->job_id, r->generation, r->rank);
+        fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 || fchown(fd, a->uid, a->gid) < 0)
+            tide_warn("log %s for user %s: %s", log, a->name, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    if (l->agent_sock) {
+        /* One account at a time can own the socket: the newest rank's. */
+        if (lstat(l->agent_sock, &st) == 0 && st.st_uid != a->uid && st.st_uid != geteuid())
+            tide_warn("trainer socket %s passes from uid %u to user %s: ranks of uid %u still "
+                      "running here cannot reach it any more",
+                      l->agent_sock, (unsigned)st.st_uid, a->name, (unsigned)st.st_uid);
+        if (lchown(l->agent_sock, a->uid, a->gid) < 0)
+            tide_warn("chown %s to %s: %s", l->agent_sock, a->name, strerror(errno));
+    }
+    if (l->ckpt_hot) {
+        char *dir = tide_xasprintf("%s/%s", l->ckpt_hot, r->job_id);
+        char *parent = tide_xstrdup(l->ckpt_hot), *slash = strrchr(parent, '/');
+        char *mine = tide_xasprintf("tide-%u", (unsigned)geteuid());
+
+        if (mkdir_parents(dir) < 0)
+            tide_warn("job %s: cannot create %s: %s", r->job_id, dir, strerror(errno));
+        else if (lchown(dir, a->uid, a->gid) < 0)
+            tide_warn("chown %s to %s: %s", dir, a->name, strerror(errno));
+        make_traversable(l->ckpt_hot);
+        if (slash && slash != parent) {
+            /* The default hot tier /dev/shm/tide-UID/ID: tide made tide-UID too. */
+            *slash = '\0';
+            slash = strrchr(parent, '/');
+            if (slash && strcmp(slash + 1, mine) == 0)
+                make_traversable(parent);
+        }
+        free(mine);
+        free(parent);
+        free(dir);
+    }
+    free(log);
+    free(jd);
+    free(logs);
+}
+
+int tide_launcher_run_as(tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
+                         tide_run_as_t *ra, tide_error_t *err)
+{
+    int rc = tide_run_as_decide(launch->run_as, geteuid(), !l->refuse_root_jobs, l->node,
+                                l->lookup, l->lookup_ud, ra, err);
+
+    if (rc == 0 && ra->do_switch)
+        grant(l, launch, &ra->account);
+    return rc;
+}
+
+/* The rank's environment on a memfd (NUL-separated "K=V"), for the helper's --env-fd. Returns the
+ * fd or -errno. */
+static int env_memfd(const env_t *e)
+{
+    int fd = memfd_create("tide-rank-env", MFD_CLOEXEC), rc = 0;
+
+    if (fd < 0)
+        return -errno;
+    for (size_t i = 0; i < e->n && rc == 0; i++) {
+        const char *p = e->kv[i];
+        size_t left = strlen(p) + 1;
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                rc = -errno;
+                break;
+            }
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    if (rc == 0 && lseek(fd, 0, SEEK_SET) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
 }
 
 /* A free TCP port: bind port 0 on the advertised address (or any), read it, close. The rank binds
@@ -520,7 +658,15 @@ char **tide_launcher_rank_env(const tide_launcher_t *l, const Tide__V1__LaunchRa
 {
     env_t e = {NULL, 0, 0};
 
-    build_env(l, launch, master_port, false, &e);
+    tide_run_as_t ra;
+
+    /* Decided again for the environment only (an MPI rank's attach): no refusal can be new here,
+     * the spawn already passed it. */
+    if (tide_run_as_decide(launch->run_as, geteuid(), !l->refuse_root_jobs, l->node, l->lookup,
+                           l->lookup_ud, &ra, NULL) < 0)
+        memset(&ra, 0, sizeof(ra));
+    build_env(l, launch, master_port, false, &ra, &e);
+    tide_run_as_clear(&ra);
     *n = e.n;
     return e.kv;
 }
@@ -544,11 +690,13 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
 {
     const char *workdir = launch->workdir[0] ? launch->workdir : l->data_dir;
     uv_process_options_t opts;
-    uv_stdio_container_t stdio[4];
+    uv_stdio_container_t stdio[5];
     tide_worker_record_t rec;
+    tide_run_as_t ra;
+    tide_buf_t groups = TIDE_BUF_INIT;
     env_t env = {NULL, 0, 0};
-    char **args = NULL, parent[24], report[512];
-    int master_port = launch->master_port, logfd = -1, sp[2] = {-1, -1}, rc;
+    char **args = NULL, parent[24], report[512], uid[16], gid[16];
+    int master_port = launch->master_port, logfd = -1, envfd = -1, sp[2] = {-1, -1}, rc;
     proc_t *p = NULL;
     struct stat st;
     size_t na = 0;
@@ -556,6 +704,16 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
     size_t n_command = ov && ov->command ? ov->n_command : launch->n_command;
     int32_t record_rank = ov ? ov->record_rank : launch->rank;
 
+    /* Refusals first: nothing is created or started for a rank that may not run. */
+    rc = tide_launcher_run_as(l, launch, &ra, err);
+    if (rc < 0)
+        goto done;
+    if (ra.do_switch && !launch->workdir[0]) {
+        /* Not the data dir, which is the worker's: the account's home, else the root. */
+        workdir = ra.account.home[0] && stat(ra.account.home, &st) == 0 && S_ISDIR(st.st_mode)
+                      ? ra.account.home
+                      : "/";
+    }
     if (stat(workdir, &st) < 0) {
         rc = -errno;
         tide_errprintf(err, "workdir %s: %s", workdir, uv_strerror(rc));
@@ -581,12 +739,15 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
     rc = open_log(l, launch, ov ? ov->log_path : NULL, &logfd, err);
     if (rc < 0)
         goto done;
+    if (ra.do_switch && fchown(logfd, ra.account.uid, ra.account.gid) < 0)
+        tide_warn("job %s rank %d: chown of its log to %s: %s", launch->job_id, launch->rank,
+                  ra.account.name, strerror(errno));
     if (pipe2(sp, O_CLOEXEC) < 0) {
         rc = -errno;
         tide_errprintf(err, "spawn %s: pipe: %s", command[0], uv_strerror(rc));
         goto done;
     }
-    build_env(l, launch, master_port, true, &env);
+    build_env(l, launch, master_port, true, &ra, &env);
     for (size_t i = 0; ov && i < ov->n_env; i++) {
         const char *eq = strchr(ov->env[i], '=');
         char *name;
@@ -597,12 +758,42 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
         free(name);
     }
     snprintf(parent, sizeof(parent), "%d", (int)uv_os_getpid());
-    args = tide_xcalloc(n_command + 7, sizeof(char *));
+    args = tide_xcalloc(n_command + 23, sizeof(char *));
     args[na++] = l->exec_helper;
     args[na++] = "--parent";
     args[na++] = parent;
     args[na++] = "--status-fd";
     args[na++] = "3";
+    if (ra.do_switch) {
+        envfd = env_memfd(&env);
+        if (envfd < 0) {
+            rc = envfd;
+            envfd = -1;
+            tide_errprintf(err, "spawn %s: the environment for user %s: %s", command[0],
+                           ra.account.name, uv_strerror(rc));
+            goto done;
+        }
+        snprintf(uid, sizeof(uid), "%u", (unsigned)ra.account.uid);
+        snprintf(gid, sizeof(gid), "%u", (unsigned)ra.account.gid);
+        for (size_t i = 0; i < ra.account.n_groups; i++)
+            tide_buf_printf(&groups, "%s%u", i ? "," : "", (unsigned)ra.account.groups[i]);
+        if (ra.account.n_groups == 0)
+            tide_buf_printf(&groups, "%u", (unsigned)ra.account.gid);
+        args[na++] = "--uid";
+        args[na++] = uid;
+        args[na++] = "--gid";
+        args[na++] = gid;
+        args[na++] = "--groups";
+        args[na++] = (char *)tide_buf_cstr(&groups);
+        args[na++] = "--user";
+        args[na++] = ra.account.name;
+        args[na++] = "--home";
+        args[na++] = ra.account.home[0] ? ra.account.home : "/";
+        args[na++] = "--env-fd";
+        args[na++] = "4";
+        args[na++] = "--chdir";
+        args[na++] = (char *)workdir;
+    }
     args[na++] = "--";
     for (size_t i = 0; i < n_command; i++)
         args[na++] = command[i];
@@ -616,13 +807,19 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
     stdio[2].data.fd = logfd;
     stdio[3].flags = UV_INHERIT_FD;
     stdio[3].data.fd = sp[1];
+    if (envfd >= 0) {
+        stdio[4].flags = UV_INHERIT_FD;
+        stdio[4].data.fd = envfd;
+    }
     opts.file = l->exec_helper;
     opts.args = args;
-    opts.env = env.kv;
+    /* A rank switching accounts gets its environment from fd 4 in the helper's child: the helper
+     * itself (root) runs with the worker's own, never the job's (LD_PRELOAD, ...). */
+    opts.env = envfd >= 0 ? NULL : env.kv;
     opts.cwd = workdir;
     opts.flags = UV_PROCESS_DETACHED; /* setsid: the helper leads a new session and process group */
     opts.stdio = stdio;
-    opts.stdio_count = 4;
+    opts.stdio_count = envfd >= 0 ? 5 : 4;
     opts.exit_cb = on_proc_exit;
 
     p = tide_xcalloc(1, sizeof(*p));
@@ -648,6 +845,10 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
     sp[1] = -1;
     close(logfd);
     logfd = -1;
+    if (envfd >= 0) {
+        close(envfd);
+        envfd = -1;
+    }
 
     rc = read_report(sp[0], l->report_timeout_ms, report, sizeof(report));
     if (rc < 0 || strcmp(report, "ok") != 0) {
@@ -689,7 +890,11 @@ done:
         close(sp[1]);
     if (logfd >= 0)
         close(logfd);
+    if (envfd >= 0)
+        close(envfd);
     free(args);
     env_free(&env);
+    tide_buf_free(&groups);
+    tide_run_as_clear(&ra);
     return rc;
 }

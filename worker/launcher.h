@@ -10,6 +10,7 @@
 
 #include "core.h"
 #include "error.h"
+#include "run_as.h"
 #include "tide/v1/worker_service.pb-c.h"
 
 struct uv_loop_s;
@@ -31,6 +32,13 @@ typedef struct tide_launcher_config {
     const char *ckpt_hot;   /* the hot checkpoint tier: ranks get TIDE_CKPT_DIR=ckpt_hot/JOB
                                (created); NULL: not set; copied */
     uint32_t report_timeout_ms; /* wait for the helper's "ok"; 0: 5000 */
+    /* Who ranks run as (LaunchRank.run_as; run_as.h). refuse_root_jobs: a worker running as root
+     * refuses ranks that would run as root (tide-worker sets it unless --allow-root-jobs; false
+     * lets tests run ranks as root). node names this node in refusals; lookup NULL: the system's. */
+    bool refuse_root_jobs;
+    const char *node; /* copied; NULL: "this node" */
+    tide_run_as_lookup_fn lookup;
+    void *lookup_ud;
     tide_launcher_exit_cb on_exit;
     void *ud;
 } tide_launcher_config_t;
@@ -55,6 +63,15 @@ typedef struct tide_launch_override {
                               ranks are slowed through their tide-rank-exec) */
 } tide_launch_override_t;
 
+/* Decides who launch (borrowed) runs as, with the launcher's rules, and when it switches to another
+ * account makes what the worker hands the rank usable by it: the data dir, logs/ and logs/JOB
+ * traversable (0711), the rank's log created and owned by it, the trainer socket owned by it, the
+ * hot tier traversable and TIDE_CKPT_DIR (HOT/JOB) owned by it. Returns 0 with *ra filled (free
+ * with tide_run_as_clear), or -errno with the refusal in err (nothing changed, *ra zeroed). Every
+ * spawn does this itself; MPI ranks without a process here call it (mpi.c). */
+int tide_launcher_run_as(tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
+                         tide_run_as_t *ra, tide_error_t *err);
+
 /* Starts rank `id` as `launch` (borrowed; validated by the core) describes. Returns 0 and fills
  * *out once the command was exec'd and its record written, or -errno with the reason in err (then
  * nothing runs and on_exit is never called for id). Blocks for the helper's report (a fork+exec).
@@ -67,8 +84,9 @@ int tide_launcher_spawn_ex(tide_launcher_t *l, uint64_t id, const Tide__V1__Laun
                            tide_error_t *err);
 /* The variables a rank gets besides the worker's own environment: the job's env map, then tide's
  * (RANK, ..., TIDE_*, CUDA_VISIBLE_DEVICES; a burst rank gets TIDE_BURST, TIDE_BURST_INDEX and no
- * RANK, WORLD_SIZE, LOCAL_*, GROUP_*, ROLE_*, MASTER_*, TORCHELASTIC_*), as "K=V" strings. *n is
- * set; free with tide_launcher_env_free. */
+ * RANK, WORLD_SIZE, LOCAL_*, GROUP_*, ROLE_*, MASTER_*, TORCHELASTIC_*; TIDE_JOB_OWNER; HOME, USER
+ * and LOGNAME of the account when it runs as another one), as "K=V" strings. *n is set; free with
+ * tide_launcher_env_free. */
 char **tide_launcher_rank_env(const tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
                               int master_port, size_t *n);
 void tide_launcher_env_free(char **env, size_t n);

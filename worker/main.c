@@ -102,6 +102,15 @@ int main(int argc, char **argv)
         tide_worker_config_free(&cfg);
         return 2;
     }
+    /* Plaintext off loopback without --insecure, or a certificate or key that cannot be used: exit 1. */
+    if (tide_worker_config_load_tls(&cfg, &err) < 0) {
+        fprintf(stderr, "tide-worker: %s\n", err.text);
+        tide_hostio_close(hostio);
+        tide_gpu_close(gpu);
+        tide_perturb_free(&perturb);
+        tide_worker_config_free(&cfg);
+        return 1;
+    }
     helper = find_helper("tide-exec", "TIDE_EXEC");
     rank_exec = find_helper("tide-rank-exec", "TIDE_RANK_EXEC");
     shim = find_helper("tide-mpi-shim", "TIDE_MPI_SHIM");

@@ -69,6 +69,8 @@ typedef struct waiter {
 struct tide_worker_mpi {
     uv_loop_t *loop;
     char *data_dir, *worker_id, *rank_exec, *shim, *mpirun;
+    char *tls_env[3]; /* "TIDE_TLS_CA=FILE" ... for mpirun's shims; NULL where not set */
+    size_t n_tls_env;
     uint32_t wait_ms;
     tide_launcher_t *launcher;
     tide_worker_mpi_exit_cb on_exit;
@@ -99,6 +101,12 @@ void tide_worker_mpi_new(uv_loop_t *loop, const tide_worker_mpi_config_t *cfg,
                              : env_mpirun && *env_mpirun ? env_mpirun
                                                          : "mpirun");
     m->wait_ms = cfg->wait_ms ? cfg->wait_ms : WAIT_DEFAULT_MS;
+    if (cfg->tls_ca)
+        m->tls_env[m->n_tls_env++] = tide_xasprintf("TIDE_TLS_CA=%s", cfg->tls_ca);
+    if (cfg->tls_cert && cfg->tls_key) {
+        m->tls_env[m->n_tls_env++] = tide_xasprintf("TIDE_TLS_CERT=%s", cfg->tls_cert);
+        m->tls_env[m->n_tls_env++] = tide_xasprintf("TIDE_TLS_KEY=%s", cfg->tls_key);
+    }
     m->launcher = cfg->launcher;
     m->on_exit = cfg->on_exit;
     m->ud = cfg->ud;
@@ -204,9 +212,10 @@ static char *which(const char *prog)
 }
 
 /* A TMPDIR of its own for mpirun and for each node's daemon: simulated nodes on one machine would
- * otherwise share Open MPI's session directory and trip over each other. Created on demand. */
+ * otherwise share Open MPI's session directory and trip over each other. Created on demand; owned
+ * by the job's account when the MPI runtime runs as one (ra), with DATA/mpi traversable. */
 static char *session_dir(const tide_worker_mpi_t *m, const Tide__V1__LaunchRank *l,
-                         const char *what)
+                         const char *what, const tide_run_as_t *ra)
 {
     char *base = tide_xasprintf("%s/mpi", m->data_dir);
     char *dir = tide_xasprintf("%s/%s.g%d.%s", base, l->job_id, l->generation, what);
@@ -215,6 +224,12 @@ static char *session_dir(const tide_worker_mpi_t *m, const Tide__V1__LaunchRank 
         tide_warn("mkdir %s: %s", base, strerror(errno));
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         tide_warn("mkdir %s: %s", dir, strerror(errno));
+    if (ra && ra->do_switch) {
+        if (chmod(base, 0711) < 0)
+            tide_warn("chmod 0711 %s: %s", base, strerror(errno));
+        if (lchown(dir, ra->account.uid, ra->account.gid) < 0)
+            tide_warn("chown %s to %s: %s", dir, ra->account.name, strerror(errno));
+    }
     free(base);
     return dir;
 }
@@ -222,12 +237,12 @@ static char *session_dir(const tide_worker_mpi_t *m, const Tide__V1__LaunchRank 
 /* --- rank 0: mpirun --- */
 
 static int spawn_mpirun(tide_worker_mpi_t *m, uint64_t id, const Tide__V1__LaunchRank *l,
-                        tide_worker_spawned_t *out, tide_error_t *err)
+                        const tide_run_as_t *ra, tide_worker_spawned_t *out, tide_error_t *err)
 {
     tide_launch_override_t ov;
     tide_buf_t hosts = TIDE_BUF_INIT, launchers = TIDE_BUF_INIT;
     char **argv = NULL, *mpirun = which(m->mpirun), world[16], nhosts[16];
-    char *env[3] = {NULL, NULL, NULL}, *tmp;
+    char *env[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *tmp;
     bool loopback = true;
     size_t n = 0, i;
     int rc;
@@ -252,7 +267,10 @@ static int spawn_mpirun(tide_worker_mpi_t *m, uint64_t id, const Tide__V1__Launc
     snprintf(nhosts, sizeof(nhosts), "%zu", l->n_mpi_hosts);
     argv = tide_xcalloc(48 + l->n_command, sizeof(char *));
     argv[n++] = mpirun;
-    if (getuid() == 0)
+    /* mpirun, its daemons and so the ranks run as the job's account when it has one (the launcher
+     * switches them, docs/worker.md "Running ranks as their user"): Open MPI's PMIx server takes
+     * only clients of its own uid, so the runtime and the ranks share it. */
+    if (ra->do_switch ? ra->account.uid == 0 : geteuid() == 0)
         argv[n++] = "--allow-run-as-root";
     argv[n++] = "-n";
     argv[n++] = world;
@@ -306,16 +324,18 @@ static int spawn_mpirun(tide_worker_mpi_t *m, uint64_t id, const Tide__V1__Launc
     argv[n++] = "--";
     for (i = 0; i < l->n_command; i++)
         argv[n++] = l->command[i];
-    tmp = session_dir(m, l, "mpirun");
+    tmp = session_dir(m, l, "mpirun", ra);
     env[0] = tide_xasprintf("TIDE_MPI_LAUNCHERS=%s", tide_buf_cstr(&launchers));
     env[1] = tide_xasprintf("TIDE_MPI_CREDENTIAL=%s", l->mpi_credential);
     env[2] = tide_xasprintf("TMPDIR=%s", tmp);
+    for (i = 0; i < m->n_tls_env; i++) /* the shim's StartDaemon calls (mpi_shim.c) */
+        env[3 + i] = m->tls_env[i];
     free(tmp);
     memset(&ov, 0, sizeof(ov));
     ov.command = argv;
     ov.n_command = n;
     ov.env = (const char *const *)env;
-    ov.n_env = 3;
+    ov.n_env = 3 + m->n_tls_env;
     ov.record_rank = l->rank;
     ov.mpi_runtime = true;
     rc = tide_launcher_spawn_ex(m->launcher, id, l, &ov, out, err);
@@ -554,17 +574,25 @@ int tide_worker_mpi_spawn(tide_worker_mpi_t *m, uint64_t id, const Tide__V1__Lau
                           tide_worker_spawned_t *out, tide_error_t *err)
 {
     mpi_rank_t *r;
+    tide_run_as_t ra;
     int rc = 0;
 
     if (!launch->mpi_credential[0]) {
         tide_errprintf(err, "--launcher mpi: the LaunchRank carries no credential");
         return -EINVAL;
     }
+    /* The account rules refuse a virtual rank here too, before its rank-exec can attach; for an
+     * accepted one the worker's socket and the rank's log become the account's. */
+    rc = tide_launcher_run_as(m->launcher, launch, &ra, err);
+    if (rc < 0)
+        return rc;
     if (launch->rank == 0) {
-        rc = spawn_mpirun(m, id, launch, out, err);
+        rc = spawn_mpirun(m, id, launch, &ra, out, err);
+        tide_run_as_clear(&ra);
         if (rc < 0)
             return rc;
     } else {
+        tide_run_as_clear(&ra);
         out->pid = 0;
         out->master_port = launch->master_port;
     }
@@ -851,6 +879,7 @@ static void start_daemon_now(tide_worker_mpi_t *m, tide_rpc_call_t *call,
     tide_worker_spawned_t sp;
     tide_buf_t socks = TIDE_BUF_INIT;
     tide_error_t err;
+    tide_run_as_t ra;
     char *env[3], *log, *tmp, msg[300];
     tide_list_t *pos;
     daemon_t *d;
@@ -897,7 +926,10 @@ static void start_daemon_now(tide_worker_mpi_t *m, tide_rpc_call_t *call,
         tide_buf_printf(&socks, "%s%s", i ? ":" : "", host->agent_socks[i]);
     env[0] = tide_xasprintf("TIDE_RANK_SOCKS=%s", tide_buf_cstr(&socks));
     env[1] = tide_xasprintf("TIDE_MPI_CREDENTIAL=%s", l->mpi_credential);
-    tmp = session_dir(m, l, req->node);
+    if (tide_launcher_run_as(m->launcher, l, &ra, NULL) < 0)
+        memset(&ra, 0, sizeof(ra)); /* the spawn below refuses it with the reason */
+    tmp = session_dir(m, l, req->node, &ra);
+    tide_run_as_clear(&ra);
     env[2] = tide_xasprintf("TMPDIR=%s", tmp);
     free(tmp);
     log = tide_xasprintf("%s/logs/%s/g%d.orted.log", m->data_dir, l->job_id, l->generation);
@@ -1103,6 +1135,8 @@ static void on_timer_closed(uv_handle_t *h)
     free(m->rank_exec);
     free(m->shim);
     free(m->mpirun);
+    for (size_t k = 0; k < m->n_tls_env; k++)
+        free(m->tls_env[k]);
     free(m);
 }
 

@@ -35,6 +35,9 @@ typedef struct tide_worker_mpi_config {
     const char *mpirun;    /* NULL: "mpirun" from PATH ($TIDE_MPIRUN overrides); copied */
     uint32_t wait_ms;      /* how long an attach or StartDaemon waits for its LaunchRank; 0: 30000 */
     tide_launcher_t *launcher; /* borrowed */
+    /* The worker's TLS files, handed to tide-mpi-shim as TIDE_TLS_CA / _CERT / _KEY (its StartDaemon calls
+     * to peers' launchers are TLS then); NULL: none. Copied. */
+    const char *tls_ca, *tls_cert, *tls_key;
     tide_worker_mpi_exit_cb on_exit;
     void *ud;
 } tide_worker_mpi_config_t;

@@ -537,6 +537,7 @@ int main(int argc, char **argv)
     Tide__V1__StartDaemonRequest req = TIDE__V1__START_DAEMON_REQUEST__INIT;
     tide_rpc_client_config_t cfg;
     tide_error_t err = {{0}};
+    tide_tls_ctx_t *tls = NULL;
     shim_t s;
     const char *dbg = getenv("TIDE_MPI_SHIM_DEBUG"), *job, *gen_s, *cred, *at;
     char *line = NULL, **dargv = NULL, why[256], *end;
@@ -631,7 +632,22 @@ int main(int argc, char **argv)
     }
     memset(&cfg, 0, sizeof(cfg));
     cfg.hostport = s.hostport; /* no token: the credential authorises the call */
-    tide_debug("%s: connecting to %s", s.node, s.hostport);
+    {
+        /* The worker's TLS (mpi.c hands its files down): the peer's launcher serves TLS then. */
+        const char *ca = getenv("TIDE_TLS_CA"), *cert = getenv("TIDE_TLS_CERT"), *key = getenv("TIDE_TLS_KEY");
+        if (ca && *ca) {
+            tide_tls_config_t tc = {.cert_file = cert && *cert ? cert : NULL,
+                                    .key_file = key && *key ? key : NULL, .ca_file = ca};
+            if (tide_tls_ctx_new_client(&tc, &tls, &err) < 0) {
+                fprintf(stderr, "tide-mpi-shim: %s\n", err.text);
+                finish(&s);
+                uv_run(&s.loop, UV_RUN_DEFAULT);
+                goto done;
+            }
+            cfg.tls = tls;
+        }
+    }
+    tide_debug("%s: connecting to %s%s", s.node, s.hostport, tls ? " (TLS)" : "");
     rc = tide_rpc_client_new(&s.loop, &cfg, &s.client, &err);
     if (rc < 0) {
         fprintf(stderr, "tide-mpi-shim: %s (%s): %s\n", s.node, s.hostport,
@@ -677,5 +693,6 @@ done:
     }
     free(line);
     free(s.hostport);
+    tide_tls_ctx_free(tls);
     return status;
 }

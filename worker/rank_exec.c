@@ -12,7 +12,9 @@
  * Wire (one JSON object a line): we send attach, get attached or error; then the worker may send
  * {"op":"signal","signal":N} (forwarded to the command's group) and we send exited at the end.
  * Exit status: the command's; 1 when attaching fails; 2 for a usage error; 127 when the command
- * cannot be exec'd; 137 when the worker's socket closed. */
+ * cannot be exec'd; 137 when the worker's socket closed.
+ * It switches no account: for a job with one (docs/worker.md, "Running ranks as their user") the
+ * worker starts mpirun and orted as that account already, so it and the command run as it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -210,6 +212,25 @@ static bool pick_sock(const char *socks, long index, struct sockaddr_un *out)
     out->sun_family = AF_UNIX;
     memcpy(out->sun_path, p, len);
     return true;
+}
+
+/* Connects sock to sa. A job that runs as its own account (docs/worker.md, "Running ranks as their
+ * user") reaches a worker's socket once that worker has its LaunchRank, which may come after this
+ * node's daemon started the rank: permission denied is retried until ATTACH_TIMEOUT_MS. Returns 0
+ * or -1 with errno. */
+static int connect_sock(int sock, const struct sockaddr_un *sa)
+{
+    int64_t deadline = now_ms() + ATTACH_TIMEOUT_MS;
+
+    for (;;) {
+        struct timespec pause = {0, 50 * 1000000};
+
+        if (connect(sock, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+            return 0;
+        if (errno != EACCES || now_ms() >= deadline)
+            return -1;
+        nanosleep(&pause, NULL);
+    }
 }
 
 /* Waits for the worker's answer to attach (one line into line, LINE_MAX_BYTES). Returns 0, or -1
@@ -437,7 +458,7 @@ int main(int argc, char **argv)
         return 1;
 
     sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    if (sock < 0 || connect_sock(sock, &sa) < 0) {
         fprintf(stderr, "tide-rank-exec: connect to %s: %s\n", sa.sun_path, strerror(errno));
         return 1;
     }

@@ -1,4 +1,6 @@
 /* grpc-message percent-encoding both ways (see grpc_percent.h). Pure functions over tide_buf_t. */
+#include <stdbool.h>
+
 #include "grpc_percent.h"
 
 static const char hex[] = "0123456789ABCDEF";
@@ -9,7 +11,10 @@ void tide_grpc_percent_encode(tide_buf_t *b, const char *s, size_t len)
 
     for (i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c <= 0x7e && c != '%') {
+        /* A space first or last too: HTTP/2 refuses a field value that starts or ends with whitespace
+         * (RFC 9113, 8.2.1), and nghttp2 resets such a stream. */
+        bool edge_space = c == ' ' && (i == 0 || i == len - 1);
+        if (c >= 0x20 && c <= 0x7e && c != '%' && !edge_space) {
             tide_buf_append(b, &c, 1);
         } else {
             char e[3] = {'%', hex[c >> 4], hex[c & 15]};

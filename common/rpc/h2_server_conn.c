@@ -304,6 +304,11 @@ const char *tide_rpc_call_peer(const tide_rpc_call_t *call)
     return call->h2->conn->peer;
 }
 
+const char *tide_rpc_call_peer_cn(const tide_rpc_call_t *call)
+{
+    return call->h2->conn->peer_cn;
+}
+
 uint64_t tide_rpc_call_conn_id(const tide_rpc_call_t *call)
 {
     return call->h2->conn->id;

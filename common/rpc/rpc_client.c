@@ -2,7 +2,9 @@
  * on_status runs exactly once per started call, and a call is freed only after it (never while its
  * on_message is on the stack); the nghttp2 session is deleted only once every handle has closed, so
  * user callbacks may free the client from inside nghttp2 callbacks; one write is in flight at a
- * time (bytes in wbuf). */
+ * time (bytes in wbuf). With TLS (tls.c) the handshake runs between the TCP connect and the HTTP/2
+ * preface, inside the connect timeout; the connection is up once it is done with ALPN h2, and every byte
+ * after that passes through the TLS connection. */
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "heap.h"
 #include "list.h"
 #include "rpc_client.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 #define OUT_HIGH            (1u << 20)
@@ -94,7 +97,11 @@ struct tide_rpc_client {
     int pending_err; /* a connect failure found synchronously, reported from the loop */
     int64_t last_read, ping_sent;
     bool ping_outstanding;
-    char down_text[160];
+    char down_text[256];
+    tide_tls_ctx_t *tls_ctx; /* a reference; NULL: plaintext (h2c) */
+    tide_tls_conn_t *tls;    /* from the TCP connect on */
+    tide_buf_t plain;        /* TLS: decrypted input, reused */
+    bool got_bytes;          /* anything was read on the connection */
     uint8_t rbuf[64 << 10];
 };
 
@@ -235,7 +242,7 @@ static void submit(tide_rpc_client_call_t *call)
     char timeout[TIDE_GRPC_TIMEOUT_MAX_LEN];
     nghttp2_nv nva[10] = {
         NV(":method", "POST", 4),
-        NV(":scheme", "http", 4),
+        NV(":scheme", c->tls_ctx ? "https" : "http", c->tls_ctx ? 5u : 4u),
         NV(":path", call->path, strlen(call->path)),
         NV(":authority", c->hostport, strlen(c->hostport)),
         NV("content-type", "application/grpc", 16),
@@ -604,9 +611,34 @@ static void arm_timer(tide_rpc_client_t *c)
 
 static void write_cb(uv_write_t *req, int status);
 
+/* Writes wbuf (not empty). Returns 0, or -1 after the connection went down. */
+static int start_write(tide_rpc_client_t *c)
+{
+    uv_buf_t b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
+    int rc;
+
+    c->wreq.data = c;
+    rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+    if (rc != 0) {
+        c->wbuf.len = 0;
+        conn_down(c, rc, "write failed");
+        return -1;
+    }
+    c->writing = true;
+    return 0;
+}
+
 static void flush(tide_rpc_client_t *c)
 {
-    if (c->freeing || c->state != C_UP || c->writing)
+    if (c->freeing || c->writing)
+        return;
+    if (c->state == C_CONNECTING && c->tls && c->tcp_open) {
+        /* The TLS handshake's records. */
+        if (tide_tls_conn_take_output(c->tls, &c->wbuf) > 0)
+            (void)start_write(c);
+        return;
+    }
+    if (c->state != C_UP)
         return;
     while (c->out.len < OUT_HIGH) {
         const uint8_t *p;
@@ -619,23 +651,28 @@ static void flush(tide_rpc_client_t *c)
             break;
         tide_buf_append(&c->out, p, (size_t)n);
     }
-    if (c->out.len > 0) {
+    if (c->tls) {
+        /* Encrypted into wbuf (both buffers stay warm; nothing is allocated once they are). */
+        tide_error_t err;
+        if (c->out.len > 0 && tide_tls_conn_write(c->tls, c->out.data, c->out.len, &err) < 0) {
+            char text[sizeof(c->down_text)];
+            c->out.len = 0;
+            snprintf(text, sizeof(text), "TLS with %.80s failed: %.150s", c->hostport, err.text);
+            conn_down(c, -EPROTO, text);
+            return;
+        }
+        c->out.len = 0;
+        if (tide_tls_conn_take_output(c->tls, &c->wbuf) > 0) {
+            (void)start_write(c);
+            return;
+        }
+    } else if (c->out.len > 0) {
         tide_buf_t tmp = c->wbuf;
-        uv_buf_t b;
-        int rc;
 
         c->wbuf = c->out;
         c->out = tmp;
         c->out.len = 0;
-        b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
-        c->wreq.data = c;
-        rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
-        if (rc != 0) {
-            c->wbuf.len = 0;
-            conn_down(c, rc, "write failed");
-            return;
-        }
-        c->writing = true;
+        (void)start_write(c);
         return;
     }
     if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
@@ -648,7 +685,7 @@ static void write_cb(uv_write_t *req, int status)
 
     c->writing = false;
     c->wbuf.len = 0;
-    if (c->freeing || c->state != C_UP)
+    if (c->freeing || c->state == C_DOWN)
         return;
     if (status < 0) {
         conn_down(c, status, uv_strerror(status));
@@ -682,6 +719,9 @@ static void destroy(tide_rpc_client_t *c)
     tide_heap_free(&c->timers);
     tide_buf_free(&c->out);
     tide_buf_free(&c->wbuf);
+    tide_buf_free(&c->plain);
+    tide_tls_conn_free(c->tls);
+    tide_tls_ctx_free(c->tls_ctx);
     free(c->hostport);
     free(c->host);
     free(c->port);
@@ -767,8 +807,12 @@ static void connect_timeout_fired(tide_rpc_client_t *c, ctimer_t *t, int64_t now
         conn_down(c, c->pending_err, c->down_text);
         return;
     }
-    snprintf(text, sizeof(text), "connect to %s: timed out after %u ms", c->hostport,
-             c->connect_timeout_ms);
+    if (c->tls)
+        snprintf(text, sizeof(text), "TLS handshake with %s: no answer within %u ms", c->hostport,
+                 c->connect_timeout_ms);
+    else
+        snprintf(text, sizeof(text), "connect to %s: timed out after %u ms", c->hostport,
+                 c->connect_timeout_ms);
     conn_down(c, -ETIMEDOUT, text);
 }
 
@@ -793,21 +837,76 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->rbuf, sizeof(c->rbuf));
 }
 
+static void session_up(tide_rpc_client_t *c);
+
+/* TLS: ciphertext in; the handshake's end brings the session up. Returns 0 when the plaintext (in
+ * c->plain) is for nghttp2, -1 when the connection went down or is not up yet. */
+static int read_tls(tide_rpc_client_t *c, const uint8_t *data, size_t len)
+{
+    bool was = tide_tls_conn_established(c->tls);
+    tide_error_t err;
+    char text[sizeof(c->down_text)];
+
+    c->plain.len = 0;
+    if (tide_tls_conn_feed(c->tls, data, len, &c->plain, &err) < 0) {
+        /* Best effort: the alert tells the server why. */
+        if (!c->writing && tide_tls_conn_take_output(c->tls, &c->wbuf) > 0) {
+            uv_buf_t b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
+            (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+            c->wbuf.len = 0;
+        }
+        snprintf(text, sizeof(text), "TLS %s %.80s failed: %.140s", was ? "with" : "handshake with", c->hostport,
+                 err.text);
+        conn_down(c, -EPROTO, text);
+        return -1;
+    }
+    if (!was && tide_tls_conn_established(c->tls)) {
+        session_up(c);
+        if (!c->freeing && c->on_state)
+            c->on_state(c, 0, "connected", c->ud);
+        if (c->freeing || c->state != C_UP)
+            return -1;
+    }
+    if (c->state != C_UP) {
+        flush(c); /* the handshake's next records */
+        return -1;
+    }
+    return 0;
+}
+
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     tide_rpc_client_t *c = stream->data;
+    const uint8_t *data = (const uint8_t *)buf->base;
+    size_t len = nread > 0 ? (size_t)nread : 0;
 
-    if (c->freeing || c->state != C_UP)
+    if (c->freeing || c->state == C_DOWN || (c->state != C_UP && !c->tls))
         return;
     if (nread < 0) {
-        conn_down(c, nread == UV_EOF ? -ECONNRESET : (int)nread,
-                  nread == UV_EOF ? "connection closed by the server" : uv_strerror((int)nread));
+        char text[sizeof(c->down_text)];
+        if (c->tls && c->state != C_UP)
+            snprintf(text, sizeof(text), "TLS handshake with %s failed: %s (is it a TLS server?)", c->hostport,
+                     nread == UV_EOF ? "the server closed the connection" : uv_strerror((int)nread));
+        else if (nread == UV_EOF && !c->got_bytes)
+            /* What a TLS server does to a plaintext client (docs/security.md). */
+            snprintf(text, sizeof(text), "connection closed by the server before it answered");
+        else
+            snprintf(text, sizeof(text), "%s",
+                     nread == UV_EOF ? "connection closed by the server" : uv_strerror((int)nread));
+        conn_down(c, nread == UV_EOF ? -ECONNRESET : (int)nread, text);
         return;
     }
     if (nread == 0)
         return;
     c->last_read = now_ms(c);
-    if (nghttp2_session_mem_recv(c->session, (const uint8_t *)buf->base, (size_t)nread) < 0) {
+    c->got_bytes = true;
+    if (c->tls) {
+        if (read_tls(c, data, len) < 0)
+            return;
+        data = c->plain.data;
+        len = c->plain.len;
+    }
+    if (len > 0 && nghttp2_session_mem_recv(c->session, data, len) < 0) {
         if (!c->freeing)
             conn_down(c, -EPROTO, "HTTP/2 protocol error from the server");
         return;
@@ -857,7 +956,7 @@ static void session_up(tide_rpc_client_t *c)
 static void connect_cb(uv_connect_t *req, int status)
 {
     tide_rpc_client_t *c = req->data;
-    char text[160];
+    char text[256];
 
     if (c->freeing || c->state != C_CONNECTING)
         return;
@@ -869,6 +968,17 @@ static void connect_cb(uv_connect_t *req, int status)
     uv_tcp_nodelay(&c->tcp, 1);
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) != 0) {
         conn_down(c, -EIO, "cannot read from the socket");
+        return;
+    }
+    if (c->tls_ctx) {
+        tide_error_t err;
+        if (tide_tls_conn_new(c->tls_ctx, c->host, &c->tls, &err) < 0 ||
+            tide_tls_conn_start(c->tls, &err) < 0) {
+            snprintf(text, sizeof(text), "TLS with %.80s: %.160s", c->hostport, err.text);
+            conn_down(c, -EPROTO, text);
+            return;
+        }
+        flush(c); /* the ClientHello; the session comes up when the handshake is done (read_tls) */
         return;
     }
     session_up(c);
@@ -961,8 +1071,15 @@ int tide_rpc_client_new(struct uv_loop_s *loop, const tide_rpc_client_config_t *
                        cfg && cfg->hostport ? cfg->hostport : "");
         return -EINVAL;
     }
+    if (cfg->tls && tide_tls_ctx_is_server(cfg->tls)) {
+        tide_errprintf(err, "rpc client: the TLS context is a server's");
+        free(host);
+        free(port);
+        return -EINVAL;
+    }
     c = tide_xcalloc(1, sizeof(*c));
     c->loop = loop;
+    c->tls_ctx = tide_tls_ctx_ref(cfg->tls);
     c->hostport = tide_xstrdup(cfg->hostport);
     c->host = host;
     c->port = port;
@@ -1032,7 +1149,26 @@ void tide_rpc_client_free(tide_rpc_client_t *c)
     c->freeing = true;
     fail_calls(c, "client closed");
     deliver_done(c);
-    if (c->state == C_UP && c->session && !c->writing) {
+    if (c->state == C_UP && c->session && !c->writing && c->tls) {
+        /* GOAWAY and close_notify, encrypted, best effort. */
+        nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
+        c->out.len = 0;
+        for (;;) {
+            const uint8_t *p;
+            ssize_t n = nghttp2_session_mem_send(c->session, &p);
+            if (n <= 0)
+                break;
+            tide_buf_append(&c->out, p, (size_t)n);
+        }
+        (void)tide_tls_conn_write(c->tls, c->out.data, c->out.len, NULL);
+        c->out.len = 0;
+        tide_tls_conn_close_notify(c->tls);
+        if (tide_tls_conn_take_output(c->tls, &c->wbuf) > 0) {
+            uv_buf_t b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
+            (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        }
+        c->wbuf.len = 0;
+    } else if (c->state == C_UP && c->session && !c->writing) {
         nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
         for (;;) {
             const uint8_t *p;

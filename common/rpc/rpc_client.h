@@ -1,4 +1,4 @@
-/* gRPC client over one HTTP/2 connection (h2c, prior knowledge) with nghttp2 on a libuv loop: unary,
+/* gRPC client over one HTTP/2 connection (h2c with prior knowledge, or TLS with ALPN h2) with nghttp2 on a libuv loop: unary,
  * server-streaming and bidirectional calls multiplexed on that connection. The owner reconnects by making
  * a new client. Everything runs on the loop thread.
  *
@@ -16,6 +16,7 @@
 
 #include "error.h"
 #include "grpc_status.h"
+#include "tls.h"
 
 struct uv_loop_s;
 
@@ -33,6 +34,9 @@ typedef struct tide_rpc_client_config {
      * Called with 0 at most once, then once with < 0 at the end unless tide_rpc_client_free came first. */
     void (*on_state)(tide_rpc_client_t *c, int status, const char *text, void *ud);
     void *ud;
+    tide_tls_ctx_t *tls;           /* a client context (tide_tls_ctx_new_client): TLS with ALPN h2, the
+                                      server's certificate checked against its CA and the host of
+                                      hostport; NULL: plaintext (h2c). The client keeps a reference. */
 } tide_rpc_client_config_t;
 
 typedef struct tide_rpc_client_call_cbs {

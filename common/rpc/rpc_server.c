@@ -1,8 +1,11 @@
 /* The libuv shell of the gRPC server: listens, accepts, reads into the socket-free connection core
- * (server_conn.c), writes what it produces, and runs one uv timer for the core's timer heap.
+ * (server_conn.c), writes what it produces, and runs one uv timer for the core's timer heap. With TLS
+ * (tls.c) every socket's bytes pass through its TLS connection: ciphertext in, plaintext to the core,
+ * the core's output encrypted before it is written.
  * Invariants: at most one write per connection is in flight (its bytes live in sc->wbuf until it
- * completes); a core connection is freed only in its socket's close callback, never under a
- * handler's stack; the server is freed when its last handle has closed. */
+ * completes); the core's output is taken only when no write is in flight, so its bound (and the read
+ * pause) holds with TLS too; a core connection is freed only in its socket's close callback, never
+ * under a handler's stack; the server is freed when its last handle has closed. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -10,16 +13,22 @@
 #include <string.h>
 #include <uv.h>
 
+#include "log.h"
 #include "rpc_server.h"
 #include "server_core.h"
+#include "tls.h"
 #include "xmalloc.h"
 
 typedef struct sconn {
     tide_rpc_server_t *srv;
     uv_tcp_t tcp;
     tide__srv_conn_t *core;
+    tide_tls_conn_t *tls; /* NULL: plaintext */
     tide_buf_t wbuf;
+    tide_buf_t pbuf; /* TLS: the core's plaintext output on its way into tls (kept warm) */
     uv_write_t wreq;
+    bool tls_checked; /* the first byte was looked at */
+    bool tls_bye;     /* close_notify queued */
     bool writing;
     bool reading;
     bool closing;
@@ -43,6 +52,9 @@ struct tide_rpc_server {
     tide_list_t flush;
     void (*close_cb)(void *ud);
     void *close_ud;
+    tide_tls_ctx_t *tls;        /* a reference; NULL: plaintext */
+    uint64_t plaintext_refused; /* TLS server: connections that did not start with a TLS record */
+    tide_buf_t plain;           /* TLS: decrypted input, handed to a core and reused */
     uint8_t rbuf[64 << 10];
 };
 
@@ -108,6 +120,8 @@ static void handle_closed(tide_rpc_server_t *s)
     if (--s->open_handles > 0 || !s->freeing)
         return;
     tide__srv_ctx_fini(&s->ctx);
+    tide_tls_ctx_free(s->tls);
+    tide_buf_free(&s->plain);
     void (*cb)(void *) = s->close_cb;
     void *ud = s->close_ud;
     free(s);
@@ -121,9 +135,24 @@ static void sconn_closed(uv_handle_t *h)
     tide_rpc_server_t *s = sc->srv;
 
     tide__srv_conn_free(sc->core); /* on_close runs here for open calls */
+    tide_tls_conn_free(sc->tls);
     tide_buf_free(&sc->wbuf);
+    tide_buf_free(&sc->pbuf);
     free(sc);
     handle_closed(s);
+}
+
+/* Moves the core's output into sc->wbuf, which must be empty: swapped as it is, or through TLS
+ * (encrypted, with whatever handshake records and alerts TLS has queued). Returns the bytes to write. */
+static size_t sconn_take(sconn_t *sc)
+{
+    if (!sc->tls)
+        return tide__srv_conn_take_output(sc->core, &sc->wbuf);
+    if (tide__srv_conn_take_output(sc->core, &sc->pbuf) > 0) {
+        (void)tide_tls_conn_write(sc->tls, sc->pbuf.data, sc->pbuf.len, NULL); /* failure: seen in flush */
+        sc->pbuf.len = 0;
+    }
+    return tide_tls_conn_take_output(sc->tls, &sc->wbuf);
 }
 
 static void sconn_close(sconn_t *sc)
@@ -139,7 +168,15 @@ static void sconn_close(sconn_t *sc)
     if (!sc->writing) {
         /* Best effort for a last GOAWAY or error response; never blocks. */
         tide__srv_conn_pull(sc->core);
-        if (tide__srv_conn_take_output(sc->core, &sc->wbuf) > 0) {
+        if (sc->tls && !sc->tls_bye && tide_tls_conn_established(sc->tls)) {
+            sc->tls_bye = true;
+            if (tide__srv_conn_take_output(sc->core, &sc->pbuf) > 0) {
+                (void)tide_tls_conn_write(sc->tls, sc->pbuf.data, sc->pbuf.len, NULL);
+                sc->pbuf.len = 0;
+            }
+            tide_tls_conn_close_notify(sc->tls);
+        }
+        if (sconn_take(sc) > 0) {
             uv_buf_t b = uv_buf_init((char *)sc->wbuf.data, (unsigned)sc->wbuf.len);
             (void)uv_try_write((uv_stream_t *)&sc->tcp, &b, 1);
         }
@@ -156,6 +193,40 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)sc->srv->rbuf, sizeof(sc->srv->rbuf));
 }
 
+/* TLS: ciphertext in, plaintext to the core. A connection that does not open with a TLS handshake
+ * record (0x16) is closed at once and counted; a failed handshake is logged and closed once its alert
+ * is written (sconn_flush). */
+static void sconn_read_tls(sconn_t *sc, const uint8_t *data, size_t len)
+{
+    tide_rpc_server_t *s = sc->srv;
+    tide__srv_conn_t *core = sc->core;
+    bool was = tide_tls_conn_established(sc->tls);
+    tide_error_t err;
+    int rc;
+
+    if (tide_tls_conn_failed(sc->tls))
+        return;
+    if (!sc->tls_checked) {
+        sc->tls_checked = true;
+        if (data[0] != 0x16) {
+            s->plaintext_refused++;
+            tide_info("closed a plaintext connection from %s: this server speaks TLS only", core->peer);
+            tide__srv_conn_close(core, TIDE__CONN_ABORT);
+            return;
+        }
+    }
+    s->plain.len = 0;
+    rc = tide_tls_conn_feed(sc->tls, data, len, &s->plain, &err);
+    if (!was && tide_tls_conn_established(sc->tls))
+        snprintf(core->peer_cn, sizeof(core->peer_cn), "%s", tide_tls_conn_peer_cn(sc->tls));
+    if (s->plain.len > 0)
+        tide__srv_conn_feed(core, s->plain.data, s->plain.len);
+    if (rc < 0)
+        tide_info("TLS with %s failed: %s", core->peer, err.text);
+    else if (tide_tls_conn_peer_closed(sc->tls))
+        tide__srv_conn_eof(core);
+}
+
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     sconn_t *sc = stream->data;
@@ -163,7 +234,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     if (sc->closing)
         return;
     if (nread > 0) {
-        tide__srv_conn_feed(sc->core, (const uint8_t *)buf->base, (size_t)nread);
+        if (sc->tls)
+            sconn_read_tls(sc, (const uint8_t *)buf->base, (size_t)nread);
+        else
+            tide__srv_conn_feed(sc->core, (const uint8_t *)buf->base, (size_t)nread);
     } else if (nread < 0) {
         uv_read_stop(stream);
         sc->reading = false;
@@ -201,7 +275,13 @@ static void sconn_flush(sconn_t *sc)
         return;
     if (!sc->writing) {
         tide__srv_conn_pull(core);
-        if (tide__srv_conn_take_output(core, &sc->wbuf) > 0) {
+        if (sc->tls && !sc->tls_bye && core->state == TIDE__CONN_CLOSE_AFTER_FLUSH && core->out.len == 0 &&
+            tide_tls_conn_established(sc->tls)) {
+            /* The core has said everything (its last bytes went in an earlier write): close_notify. */
+            sc->tls_bye = true;
+            tide_tls_conn_close_notify(sc->tls);
+        }
+        if (sconn_take(sc) > 0) {
             uv_buf_t b = uv_buf_init((char *)sc->wbuf.data, (unsigned)sc->wbuf.len);
             sc->wreq.data = sc;
             if (uv_write(&sc->wreq, (uv_stream_t *)&sc->tcp, &b, 1, write_cb) != 0) {
@@ -213,7 +293,9 @@ static void sconn_flush(sconn_t *sc)
         }
     }
     if (core->state == TIDE__CONN_ABORT ||
-        (core->state == TIDE__CONN_CLOSE_AFTER_FLUSH && !sc->writing && core->out.len == 0)) {
+        (core->state == TIDE__CONN_CLOSE_AFTER_FLUSH && !sc->writing && core->out.len == 0 &&
+         (!sc->tls || sc->tls_bye || !tide_tls_conn_established(sc->tls))) ||
+        (sc->tls && tide_tls_conn_failed(sc->tls) && !sc->writing)) {
         sconn_close(sc);
         return;
     }
@@ -274,6 +356,14 @@ static void on_connection(uv_stream_t *server, int status)
     uv_tcp_nodelay(&sc->tcp, 1);
     format_peer(&sc->tcp, peer, sizeof(peer));
     sc->core = tide__srv_conn_new(&s->ctx, peer, sconn_notify, sc);
+    if (s->tls) {
+        tide_error_t err;
+        if (tide_tls_conn_new(s->tls, NULL, &sc->tls, &err) < 0) {
+            tide_warn("TLS for %s: %s", peer, err.text);
+            sconn_close(sc);
+            return;
+        }
+    }
     if (uv_read_start((uv_stream_t *)&sc->tcp, alloc_cb, read_cb) == 0)
         sc->reading = true;
     else
@@ -300,8 +390,13 @@ int tide_rpc_server_new(struct uv_loop_s *loop, const tide_rpc_server_config_t *
             return -EINVAL;
         }
     }
+    if (cfg->tls && !tide_tls_ctx_is_server(cfg->tls)) {
+        tide_errprintf(err, "rpc server: the TLS context is a client's");
+        return -EINVAL;
+    }
     s = tide_xcalloc(1, sizeof(*s));
     s->loop = loop;
+    s->tls = tide_tls_ctx_ref(cfg->tls);
     tide_list_init(&s->conns);
     tide_list_init(&s->flush);
     tide__srv_ctx_init(&s->ctx, cfg, srv_now, srv_timers_changed, s);
@@ -443,6 +538,11 @@ void tide_rpc_server_free(tide_rpc_server_t *s, void (*close_cb)(void *ud), void
     uv_prepare_stop(&s->prepare);
     uv_close((uv_handle_t *)&s->timer, srv_handle_closed);
     uv_close((uv_handle_t *)&s->prepare, srv_handle_closed);
+}
+
+uint64_t tide_rpc_server_plaintext_refused(const tide_rpc_server_t *s)
+{
+    return s ? s->plaintext_refused : 0;
 }
 
 void tide_rpc_server_foreach_stat(const tide_rpc_server_t *s,

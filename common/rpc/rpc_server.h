@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "error.h"
 #include "grpc_status.h"
+#include "tls.h"
 
 struct uv_loop_s;
 
@@ -84,6 +85,9 @@ typedef struct tide_rpc_server_config {
     size_t max_queued_bytes;          /* per call output bound for tide_rpc_call_send; 0: 16 MiB */
     tide_http_handler_fn http_handler; /* NULL: every HTTP/1 request gets 404 */
     void *ud;                          /* handed back by tide_rpc_call_server_data and http_handler */
+    tide_tls_ctx_t *tls;               /* a server context (tide_tls_ctx_new_server): every connection is
+                                          TLS, plaintext ones are closed; NULL: plaintext (h2c). The
+                                          server keeps a reference. */
 } tide_rpc_server_config_t;
 
 /* Creates a server on loop; config is copied (methods borrowed). Returns 0 or -errno. */
@@ -99,6 +103,9 @@ void tide_rpc_server_shutdown(tide_rpc_server_t *s);
  * its handles are closed; close_cb (optional) runs then. NULL is fine. Not from inside a method
  * callback (use tide_rpc_server_shutdown there and free from the loop). */
 void tide_rpc_server_free(tide_rpc_server_t *s, void (*close_cb)(void *ud), void *ud);
+
+/* Connections closed because they did not start with a TLS record on a TLS server. */
+uint64_t tide_rpc_server_plaintext_refused(const tide_rpc_server_t *s);
 
 /* Per-method counts of finished calls by status code, for /metrics. Calls to unknown paths are
  * counted under path "unknown". fn is called once per (path, code) with a non-zero count. */
@@ -126,6 +133,9 @@ const tide_rpc_method_t *tide_rpc_call_method(const tide_rpc_call_t *call);
 const char *tide_rpc_call_header(const tide_rpc_call_t *call, const char *name);
 /* "127.0.0.1:43210" */
 const char *tide_rpc_call_peer(const tide_rpc_call_t *call);
+/* The subject CN of the client certificate that verified on this call's TLS connection; "" when none
+ * (plaintext, no certificate). Borrowed for the life of the call. */
+const char *tide_rpc_call_peer_cn(const tide_rpc_call_t *call);
 /* An id for the underlying connection, unique for the server's life (several streams share one). */
 uint64_t tide_rpc_call_conn_id(const tide_rpc_call_t *call);
 /* A short note the handler leaves for on_call_done (what the call was about: "job 5"); copied, at most

@@ -101,6 +101,7 @@ typedef struct tide__srv_conn {
     tide__srv_ctx_t *ctx;
     uint64_t id;
     char peer[64];
+    char peer_cn[128]; /* verified client certificate's CN (TLS, set by the shell); "" when none */
     tide__conn_kind_t kind;
     tide__conn_state_t state;
     bool dead;                          /* being freed: calls refuse new work */

@@ -25,7 +25,14 @@ struct tide_audit {
     tide_audit_entry_t *ring; /* TIDE_AUDIT_KEEP; the newest n, oldest at head */
     size_t head, n;
     uint64_t next_seq;
+    /* unauthenticated refusals: at most ANON_RATE lines a second in the file (bursts of ANON_BURST) */
+    double anon_tokens;
+    int64_t anon_at_ms;
+    uint64_t anon_suppressed; /* since the last line written */
 };
+
+#define ANON_RATE  20.0
+#define ANON_BURST 100.0
 
 static FILE *open_log(const char *path, int *err)
 {
@@ -51,6 +58,7 @@ int tide_audit_open(const char *path, tide_audit_t **out, tide_error_t *err)
     *out = NULL;
     a->ring = tide_xcalloc(TIDE_AUDIT_KEEP, sizeof(*a->ring));
     a->next_seq = 1;
+    a->anon_tokens = ANON_BURST;
     if (path) {
         a->path = tide_xstrdup(path);
         if (!(a->f = open_log(path, &rc))) {
@@ -202,19 +210,49 @@ bool tide_audit_changes(const char *path)
     return false;
 }
 
-const tide_audit_entry_t *tide_audit_write(tide_audit_t *a, int64_t wall_ms, const tide_rpc_identity_t *id,
-                                           const char *peer, const char *path, const char *target,
-                                           tide_grpc_code_t code, const char *message)
+static void write_line(tide_audit_t *a, const tide_audit_entry_t *e)
 {
-    tide_audit_entry_t *e = ring_push(a);
     cJSON *o;
     char when[40], *line;
-    time_t t = (time_t)(wall_ms / 1000);
+    time_t t = (time_t)(e->time_ms / 1000);
     struct tm tm;
+
+    if (!a->path)
+        return;
+    if (!a->f) {
+        a->dropped++;
+        return;
+    }
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%03dZ", (int)(e->time_ms % 1000));
+    o = cJSON_CreateObject();
+    if (e->seq)
+        cJSON_AddNumberToObject(o, "seq", (double)e->seq);
+    cJSON_AddStringToObject(o, "time", when);
+    cJSON_AddStringToObject(o, "user", e->user);
+    cJSON_AddStringToObject(o, "role", e->role);
+    cJSON_AddStringToObject(o, "peer", e->peer);
+    cJSON_AddStringToObject(o, "method", e->method);
+    cJSON_AddStringToObject(o, "target", e->target);
+    cJSON_AddStringToObject(o, "code", e->code);
+    cJSON_AddStringToObject(o, "message", e->message ? e->message : "");
+    if (!e->seq && a->anon_suppressed) {
+        cJSON_AddNumberToObject(o, "suppressed_before", (double)a->anon_suppressed);
+        a->anon_suppressed = 0;
+    }
+    line = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!line || fprintf(a->f, "%s\n", line) < 0 || fflush(a->f) != 0)
+        a->dropped++;
+    free(line);
+}
+
+static void fill(tide_audit_entry_t *e, int64_t wall_ms, const tide_rpc_identity_t *id, const char *peer,
+                 const char *path, const char *target, tide_grpc_code_t code, const char *message)
+{
     const char *method = strrchr(path, '/');
 
-    a->entries++;
-    e->seq = a->next_seq++;
     e->time_ms = wall_ms;
     snprintf(e->user, sizeof(e->user), "%s", id->name);
     snprintf(e->role, sizeof(e->role), "%s", tide_role_name((tide_role_t)id->role));
@@ -223,30 +261,39 @@ const tide_audit_entry_t *tide_audit_write(tide_audit_t *a, int64_t wall_ms, con
     snprintf(e->target, sizeof(e->target), "%s", target ? target : "");
     snprintf(e->code, sizeof(e->code), "%s", tide_grpc_code_name(code));
     e->message = tide_xstrdup(message ? message : "");
-    if (!a->path)
-        return e;
-    if (!a->f) {
-        a->dropped++;
-        return e;
+}
+
+const tide_audit_entry_t *tide_audit_write(tide_audit_t *a, int64_t wall_ms, const tide_rpc_identity_t *id,
+                                           const char *peer, const char *path, const char *target,
+                                           tide_grpc_code_t code, const char *message)
+{
+    tide_audit_entry_t *e, anon;
+
+    a->entries++;
+    if (!id->name[0]) {
+        /* Nobody we know: the file only, unnumbered, and at most ANON_RATE lines a second, so that a flood
+         * of bad tokens can neither grow the file without bound nor push real entries out. */
+        if (wall_ms > a->anon_at_ms) {
+            a->anon_tokens += ANON_RATE * (double)(wall_ms - a->anon_at_ms) / 1000.0;
+            if (a->anon_tokens > ANON_BURST)
+                a->anon_tokens = ANON_BURST;
+            a->anon_at_ms = wall_ms;
+        }
+        if (a->anon_tokens < 1) {
+            a->anon_suppressed++;
+            return NULL;
+        }
+        a->anon_tokens -= 1;
+        memset(&anon, 0, sizeof(anon));
+        fill(&anon, wall_ms, id, peer, path, target, code, message);
+        write_line(a, &anon);
+        free(anon.message);
+        return NULL;
     }
-    gmtime_r(&t, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%03dZ", (int)(wall_ms % 1000));
-    o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "seq", (double)e->seq);
-    cJSON_AddStringToObject(o, "time", when);
-    cJSON_AddStringToObject(o, "user", e->user);
-    cJSON_AddStringToObject(o, "role", e->role);
-    cJSON_AddStringToObject(o, "peer", e->peer);
-    cJSON_AddStringToObject(o, "method", e->method);
-    cJSON_AddStringToObject(o, "target", e->target);
-    cJSON_AddStringToObject(o, "code", e->code);
-    cJSON_AddStringToObject(o, "message", e->message);
-    line = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!line || fprintf(a->f, "%s\n", line) < 0 || fflush(a->f) != 0)
-        a->dropped++;
-    free(line);
+    e = ring_push(a);
+    e->seq = a->next_seq++;
+    fill(e, wall_ms, id, peer, path, target, code, message);
+    write_line(a, e);
     return e;
 }
 

@@ -37,8 +37,11 @@ void tide_audit_reopen(tide_audit_t *a);
 void tide_audit_free(tide_audit_t *a);
 /* Whether a call to method (its full path) changes state, so is always logged. */
 bool tide_audit_changes(const char *path);
-/* One entry, numbered after the newest kept. wall_ms: Unix ms. target: what it was about ("job 5"); may be
- * "". Returns the kept entry (valid until TIDE_AUDIT_KEEP more are written). */
+/* One entry. From a known identity (id->name set): numbered after the newest kept, kept, written to the
+ * file, and returned (valid until TIDE_AUDIT_KEEP more are written) for the daemon to store. From nobody
+ * known (a missing, unknown or malformed token): the file only, unnumbered, at most 20 lines a second
+ * (the next line written says how many were suppressed); returns NULL. wall_ms: Unix ms. target: what it was
+ * about ("job 5"); may be "". */
 const tide_audit_entry_t *tide_audit_write(tide_audit_t *a, int64_t wall_ms, const tide_rpc_identity_t *id,
                                            const char *peer, const char *path, const char *target,
                                            tide_grpc_code_t code, const char *message);

@@ -66,6 +66,7 @@ struct tide_authz {
     struct stat seen; /* the users file as last loaded */
     int64_t checked_ms;
     uint64_t reload_errors;
+    bool missing; /* the users file could not be found at the last check */
     uint64_t denied;
     bucket_t *buckets;
 };
@@ -87,8 +88,13 @@ int tide_authz_reload(tide_authz_t *a, bool force, tide_error_t *err)
     if (stat(a->users_path, &st) < 0) {
         rc = -errno;
         tide_errprintf(err, "%s: %s", a->users_path, strerror(-rc));
-        goto fail;
+        a->reload_errors++;
+        if (a->missing && !force)
+            return 0; /* reported once until it is back */
+        a->missing = true;
+        return rc;
     }
+    a->missing = false;
     if (!force && a->users && same_file(&st, &a->seen))
         return 0;
     if ((rc = tide_users_load(a->users_path, &u, err)) < 0)
@@ -277,6 +283,8 @@ tide_grpc_code_t tide_authz_authenticate(void *ud, const char *authorization, co
             break;
         case TIDE_AUTH_EXPIRED: {
             char when[32];
+            snprintf(id->name, sizeof(id->name), "%s", u->name); /* the audit log says whose token */
+            id->role = (int)u->role;
             time_t t = (time_t)(expired / 1000);
             struct tm tm;
             gmtime_r(&t, &tm);
@@ -285,6 +293,8 @@ tide_grpc_code_t tide_authz_authenticate(void *ud, const char *authorization, co
                         short_name(path), u->name, when);
         }
         case TIDE_AUTH_REVOKED:
+            snprintf(id->name, sizeof(id->name), "%s", u->name);
+            id->role = (int)u->role;
             return deny(a, TIDE_GRPC_UNAUTHENTICATED, msg, msg_size, "%s: the token of %s was revoked",
                         short_name(path), u->name);
         default:
@@ -336,11 +346,22 @@ bool tide_authz_job(const tide_rpc_identity_t *id, const tide_job_t *job, const 
 
 static const char *const class_names[TIDE_PRIO_COUNT] = {"LOW", "NORMAL", "HIGH", "CRITICAL"};
 
-/* GPUs job may hold: its largest size. */
+/* GPUs a spec may hold: its largest size, and the workers a burst may lend it on top (lending.c: up to
+ * ceil(n * burst_percent / 100)). */
+static int64_t spec_gpus(const tide_job_spec_t *spec)
+{
+    int64_t n = spec->max_workers > spec->min_workers ? spec->max_workers : spec->min_workers;
+
+    if (n < 0)
+        n = 0;
+    if (spec->burst_percent > 0)
+        n += (n * spec->burst_percent + 99) / 100;
+    return n;
+}
+
 static int64_t job_gpus(const tide_job_t *job)
 {
-    int32_t n = job->spec.max_workers > job->spec.min_workers ? job->spec.max_workers : job->spec.min_workers;
-    return n > 0 ? n : 0;
+    return spec_gpus(&job->spec);
 }
 
 static bool unfinished(const tide_job_t *job)
@@ -384,6 +405,20 @@ static tide_grpc_code_t check_gpus(const tide_user_t *u, const char *pool, int32
     return TIDE_GRPC_OK;
 }
 
+bool tide_authz_current(const tide_authz_t *a, const tide_rpc_identity_t *id, char *msg, size_t n)
+{
+    const tide_user_t *u;
+
+    if (!a->admin_token || id->role == TIDE_ROLE_NONE || !strcmp(id->name, TIDE_ADMIN_IDENTITY))
+        return true; /* no authentication, or the scheduler's own token */
+    u = tide_users_find(a->users, id->name);
+    if (u && (int)u->role == id->role)
+        return true;
+    snprintf(msg, n, "%s is no longer %s in the users file", id->name,
+             u ? "in that role" : "an identity");
+    return false;
+}
+
 tide_grpc_code_t tide_authz_submit(tide_authz_t *a, const tide_core_t *core, const tide_rpc_identity_t *id,
                                    tide_job_spec_t *spec, char *msg, size_t n)
 {
@@ -393,6 +428,8 @@ tide_grpc_code_t tide_authz_submit(tide_authz_t *a, const tide_core_t *core, con
     int32_t pool_limit = -1;
     tide_job_spec_t probe = *spec;
 
+    if (!tide_authz_current(a, id, msg, n))
+        return TIDE_GRPC_PERMISSION_DENIED; /* removed (or its role changed) since the call began */
     spec->owner = (char *)(id->name[0] ? id->name : TIDE_ADMIN_IDENTITY);
     spec->run_as = (char *)(u ? u->unix_user : "");
     if (!u || id->role == TIDE_ROLE_ADMIN)
@@ -419,7 +456,7 @@ tide_grpc_code_t tide_authz_submit(tide_authz_t *a, const tide_core_t *core, con
     if (u->max_gpus < 0 && pool_limit < 0 && u->max_queued_jobs < 0)
         return TIDE_GRPC_OK;
     probe.max_workers = spec->max_workers ? spec->max_workers : spec->min_workers;
-    want = probe.max_workers > probe.min_workers ? probe.max_workers : probe.min_workers;
+    want = spec_gpus(&probe);
     tally(core, u->name, pool, NULL, &gpus, &pool_gpus, &queued);
     if (u->max_queued_jobs >= 0 && queued + 1 > u->max_queued_jobs) {
         snprintf(msg, n, "quota: %s has %lld jobs queued; the limit is %d (max_queued_jobs)", u->name,

@@ -34,6 +34,10 @@ tide_grpc_code_t tide_authz_authenticate(void *ud, const char *authorization, co
  * the next reload. */
 const tide_user_t *tide_authz_user(const tide_authz_t *a, const char *name);
 
+/* Whether the call's identity is still the one the users file in force names, in the same role (the call
+ * was authenticated when it began; the file may have been reloaded since). The admin token and
+ * unauthenticated setups always are. When not, msg says why. */
+bool tide_authz_current(const tide_authz_t *a, const tide_rpc_identity_t *id, char *msg, size_t msg_size);
 /* Whether the caller sees every job (admin, read-only, or no authentication), not only its own. */
 bool tide_authz_sees_all(const tide_rpc_identity_t *id);
 /* A job's owner as shown ("admin" for jobs of the scheduler's own token and older jobs). */

@@ -82,13 +82,15 @@ static void call_done(const tide_rpc_call_t *call, tide_grpc_code_t code, const 
     const tide_audit_entry_t *e;
     bool changes = tide_audit_changes(path);
 
-    if (!changes && code != TIDE_GRPC_UNAUTHENTICATED && code != TIDE_GRPC_PERMISSION_DENIED)
+    if (!changes && code != TIDE_GRPC_UNAUTHENTICATED && code != TIDE_GRPC_PERMISSION_DENIED &&
+        code != TIDE_GRPC_RESOURCE_EXHAUSTED)
         return;
     e = tide_audit_write(d->audit, tide_clock_wall_ms(), tide_rpc_call_identity(call), tide_rpc_call_peer(call),
                          path, tide_rpc_call_note(call), code, message);
-    if (changes && d->batch && !d->failed) {
-        /* Changing calls are also kept in the store (the newest TIDE_AUDIT_KEEP); refusals of reads and of
-         * unknown tokens only in the file, so that a flood of bad calls costs no store writes. */
+    if (e && d->batch && !d->failed) {
+        /* A known identity's entries are also kept in the store (the newest TIDE_AUDIT_KEEP, numbered without
+         * gaps across restarts); unknown tokens' refusals only in the file (rate-limited), so that a flood of
+         * bad calls costs no store writes and pushes nothing out. */
         char key[64];
         size_t len;
         uint8_t *buf = tide_audit_pack(e, key, sizeof(key), &len);
@@ -929,6 +931,7 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     scfg.on_call_done = call_done;
     scfg.http_handler = tide_daemon_http;
     scfg.ud = d;
+    scfg.tls = cfg->tls;
     d->methods = methods;
     if ((rc = tide_rpc_server_new(loop, &scfg, &d->server, err)) < 0)
         return rc;

@@ -31,6 +31,12 @@ typedef struct tide_daemon_config {
     const char *users_file;  /* --users: identities beside the admin token (authz.c); NULL: none */
     const char *audit_log;   /* --audit-log: NULL: DATA_DIR/audit.log; "-": none */
     bool insecure_no_auth;   /* tests of the auth-less path only */
+    /* TLS (docs/security.md, "TLS"): the flags' files, and the server context main.c builds from them
+     * (borrowed; NULL: plaintext h2c). */
+    const char *tls_cert, *tls_key, *tls_ca;
+    bool tls_require_client_cert; /* --tls-require-client-cert: refuse clients without a certificate */
+    bool insecure;                /* --insecure: plaintext allowed on a non-loopback --listen */
+    tide_tls_ctx_t *tls;
     const char *ckpt_durable_dir; /* --ckpt-durable: sent in every FlushCheckpoint (made absolute);
                                      NULL: "" is sent and the workers' own --ckpt-durable applies.
                                      Copies happen only with core.ckpt_flush. */
@@ -96,6 +102,7 @@ typedef struct tide_daemon {
 
     /* worker streams by id (svc_workers.c) */
     wstream_t *streams;
+    struct worker_binding *worker_bindings; /* worker id -> the worker identity that registered it */
     uint64_t next_stream_id;
 
     /* events (events.c): a ring of the newest, and the watchers */

@@ -62,6 +62,15 @@ enum {
     OPT_AUDIT_LOG,
 };
 
+/* TLS (docs/security.md): the same names on every tide binary. */
+enum {
+    OPT_TLS_CERT = 512,
+    OPT_TLS_KEY,
+    OPT_TLS_CA,
+    OPT_TLS_REQUIRE_CLIENT_CERT,
+    OPT_INSECURE,
+};
+
 static const struct option opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
@@ -107,6 +116,11 @@ static const struct option opts[] = {
     {"store-wait", required_argument, NULL, OPT_STORE_WAIT},
     {"users", required_argument, NULL, OPT_USERS},
     {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+    {"tls-require-client-cert", no_argument, NULL, OPT_TLS_REQUIRE_CLIENT_CERT},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -144,6 +158,12 @@ void tide_sched_usage(FILE *f)
             "                         their jobs fail (default 30)\n"
             "  --stop-grace-s S       SIGTERM to SIGKILL grace when stopping ranks (default 10)\n"
             "  --retention-s S        how long finished jobs are kept (default 604800 = 7 days)\n"
+            "  --tls-cert FILE        serve TLS (ALPN h2; HTTP/1.1 /metrics too) with this PEM certificate\n"
+            "                         chain and --tls-key FILE its key (docs/security.md)\n"
+            "  --tls-ca FILE          verify client certificates against this CA when clients present one\n"
+            "  --tls-require-client-cert  refuse connections without a certificate signed by --tls-ca\n"
+            "  --insecure             allow plaintext on a non-loopback --listen address (without TLS\n"
+            "                         such a scheduler refuses to start)\n"
             "  --version              print the version\n"
             "\n"
             "Policy (docs/policies.md). DURATION: 0, 90 (seconds), 500ms, 90s, 15m, 2h, 1d, 1h30m.\n"
@@ -401,6 +421,21 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         }
         cfg->advertise = arg;
         return 0;
+    case OPT_TLS_CERT:
+        cfg->tls_cert = arg;
+        return 0;
+    case OPT_TLS_KEY:
+        cfg->tls_key = arg;
+        return 0;
+    case OPT_TLS_CA:
+        cfg->tls_ca = arg;
+        return 0;
+    case OPT_TLS_REQUIRE_CLIENT_CERT:
+        cfg->tls_require_client_cert = true;
+        return 0;
+    case OPT_INSECURE:
+        cfg->insecure = true;
+        return 0;
     case OPT_LEASE_TTL:
         return duration_flag("--lease-ttl", arg, 2000, 60000, &cfg->lease_ttl_ms, err);
     case OPT_STORE_WAIT:
@@ -567,6 +602,29 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
     return -EINVAL;
 }
 
+/* TLS flags go together; plaintext on a non-loopback address only with --insecure. */
+static int check_tls_flags(const tide_daemon_config_t *cfg, tide_error_t *err)
+{
+    if (!!cfg->tls_cert != !!cfg->tls_key) {
+        tide_errprintf(err, "%s needs %s", cfg->tls_cert ? "--tls-cert" : "--tls-key",
+                       cfg->tls_cert ? "--tls-key FILE (the certificate's private key)" : "--tls-cert FILE");
+        return -EINVAL;
+    }
+    if (cfg->tls_ca && !cfg->tls_cert) {
+        tide_errprintf(err, "--tls-ca verifies client certificates: it needs --tls-cert and --tls-key");
+        return -EINVAL;
+    }
+    if (cfg->tls_require_client_cert && !cfg->tls_ca) {
+        tide_errprintf(err, "--tls-require-client-cert needs --tls-ca FILE (the CA that signs client certificates)");
+        return -EINVAL;
+    }
+    if (cfg->insecure && cfg->tls_cert) {
+        tide_errprintf(err, "--insecure and --tls-cert contradict each other");
+        return -EINVAL;
+    }
+    return tide_tls_check_plaintext(cfg->listen, true, cfg->tls_cert != NULL, cfg->insecure, err) < 0 ? -EINVAL : 0;
+}
+
 int tide_sched_parse_args(int argc, char **argv, tide_daemon_config_t *cfg, tide_log_level_t *level, FILE *out,
                           tide_error_t *err)
 {
@@ -615,5 +673,5 @@ int tide_sched_parse_args(int argc, char **argv, tide_daemon_config_t *cfg, tide
                        cfg->advertise ? "--advertise" : cfg->lease_ttl_ms ? "--lease-ttl" : "--store-wait");
         return -EINVAL;
     }
-    return 0;
+    return check_tls_flags(cfg, err);
 }

@@ -36,6 +36,7 @@ struct tide_ha {
     tide_etcd_t *etcd;
     tide_standby_t *standby;
     char *listen, *advertise, *token;
+    tide_tls_ctx_t *tls; /* borrowed (tide_ha_config_t) */
     char *key;     /* the leadership key's full etcd name (prefix + TIDE_KEY_LEADER) */
     char *key_b64; /* ... base64 */
     int64_t ttl_s, margin_ms, tick_ms;
@@ -399,6 +400,7 @@ int tide_ha_new(uv_loop_t *loop, const tide_ha_config_t *cfg, tide_ha_t **out, t
     ha->listen = tide_xstrdup(cfg->listen);
     ha->advertise = tide_xstrdup(cfg->advertise ? cfg->advertise : cfg->listen);
     ha->token = cfg->token ? tide_xstrdup(cfg->token) : NULL;
+    ha->tls = cfg->tls;
     ha->key = tide_xasprintf("%s%s", prefix, TIDE_KEY_LEADER);
     ha->key_b64 = tide_base64_encode(ha->key, strlen(ha->key));
     ha->ttl_s = (ttl_ms + 999) / 1000;
@@ -424,7 +426,7 @@ int tide_ha_new(uv_loop_t *loop, const tide_ha_config_t *cfg, tide_ha_t **out, t
 
 int tide_ha_campaign(tide_ha_t *ha, tide_error_t *err)
 {
-    int rc = tide_standby_start(ha->loop, ha->listen, ha->advertise, ha->token, &ha->standby, err);
+    int rc = tide_standby_start(ha->loop, ha->listen, ha->advertise, ha->token, ha->tls, &ha->standby, err);
 
     if (rc < 0)
         return rc;

@@ -23,6 +23,7 @@ typedef struct tide_ha_config {
     const char *listen;    /* where the standby (and then the leader) listens */
     const char *advertise; /* the address written into the leadership key; NULL: listen */
     const char *token;     /* the bearer token the standby checks; NULL: none */
+    tide_tls_ctx_t *tls;   /* the standby server's TLS context (borrowed, must outlive ha); NULL: plaintext */
     int64_t lease_ttl_ms;  /* 0: 3000; rounded up to whole seconds (etcd's unit) */
     int64_t etcd_wait_ms;  /* an unreachable etcd at start: 0 is an error at once (checked in tide_ha_new),
                               > 0 is tried that long (then tide_ha_gave_up), < 0 for ever (after a

@@ -122,7 +122,8 @@ static void on_request(tide_rpc_call_t *call, const uint8_t *data, size_t len)
         tide_rpc_call_finish(call, TIDE_GRPC_NOT_FOUND, msg);
         goto done;
     }
-    if (!tide_authz_job(tide_rpc_call_identity(call), job, "read the logs of", msg, sizeof(msg))) {
+    if (!tide_authz_current(d->authz, tide_rpc_call_identity(call), msg, sizeof(msg)) ||
+        !tide_authz_job(tide_rpc_call_identity(call), job, "read the logs of", msg, sizeof(msg))) {
         tide_rpc_call_finish(call, TIDE_GRPC_PERMISSION_DENIED, msg);
         goto done;
     }

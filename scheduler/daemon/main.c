@@ -90,6 +90,18 @@ int main(int argc, char **argv)
         goto out;
     }
     tide_log_init("tide-scheduler", level);
+    if (cfg.tls_cert) {
+        /* TLS: a certificate or key that cannot be used stops the start (exit 1) naming the file. */
+        tide_tls_config_t tc = {.cert_file = cfg.tls_cert, .key_file = cfg.tls_key, .ca_file = cfg.tls_ca,
+                                .client_cert = cfg.tls_require_client_cert ? TIDE_TLS_CLIENT_CERT_REQUIRE
+                                               : cfg.tls_ca                ? TIDE_TLS_CLIENT_CERT_OPTIONAL
+                                                                           : TIDE_TLS_CLIENT_CERT_NONE};
+        if (tide_tls_ctx_new_server(&tc, &cfg.tls, &err) < 0) {
+            fprintf(stderr, "tide-scheduler: %s\n", err.text);
+            rc = 1;
+            goto out;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&loop);
     uv_signal_init(&loop, &sigterm);
@@ -112,6 +124,7 @@ int main(int argc, char **argv)
             goto close;
         }
         hc.token = token;
+        hc.tls = cfg.tls;
         if ((rc = tide_ha_new(&loop, &hc, &ha, &err)) < 0 || (rc = tide_ha_campaign(ha, &err)) < 0) {
             tide_err("cannot start: %s", err.text);
             rc = 1;
@@ -171,6 +184,7 @@ close:
         start_over(argv);
     tide_info("stopped");
 out:
+    tide_tls_ctx_free(cfg.tls);
     free(default_dir);
     return rc;
 }

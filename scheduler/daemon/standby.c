@@ -99,15 +99,17 @@ static int http(const char *method, const char *path, tide_buf_t *body, const ch
     return 404;
 }
 
+/* Refusals need no token: they tell nothing but the leader's address, and a worker or user whose token only
+ * the leader's users file knows must hear UNAVAILABLE (go to the leader), not UNAUTHENTICATED. */
 static void add_refusing(tide_rpc_method_t *out, size_t *n, const tide_rpc_method_t *m)
 {
-    out[*n] = (tide_rpc_method_t){.path = m->path, .kind = m->kind, .no_auth = m->no_auth,
+    out[*n] = (tide_rpc_method_t){.path = m->path, .kind = m->kind, .no_auth = true,
                                   .on_message = refuse, .on_half_close = refuse_half_close};
     (*n)++;
 }
 
 int tide_standby_start(uv_loop_t *loop, const char *listen, const char *self, const char *token,
-                       tide_standby_t **out, tide_error_t *err)
+                       tide_tls_ctx_t *tls, tide_standby_t **out, tide_error_t *err)
 {
     tide_standby_t *s = tide_xcalloc(1, sizeof(*s));
     tide_rpc_server_config_t cfg = {0};
@@ -117,11 +119,14 @@ int tide_standby_start(uv_loop_t *loop, const char *listen, const char *self, co
     s->loop = loop;
     s->self = tide_xstrdup(self);
     refresh_msg(s);
-    s->methods = tide_xcalloc(tide_svc_jobs_count + tide_svc_cluster_count + 5, sizeof(*s->methods));
+    s->methods = tide_xcalloc(tide_svc_jobs_count + tide_svc_cluster_count + tide_svc_accounting_count + 5,
+                              sizeof(*s->methods));
     for (size_t i = 0; i < tide_svc_jobs_count; i++)
         add_refusing(s->methods, &n, &tide_svc_jobs[i]);
     for (size_t i = 0; i < tide_svc_cluster_count; i++)
         add_refusing(s->methods, &n, &tide_svc_cluster[i]);
+    for (size_t i = 0; i < tide_svc_accounting_count; i++)
+        add_refusing(s->methods, &n, &tide_svc_accounting[i]);
     add_refusing(s->methods, &n, &tide_svc_job_logs);
     add_refusing(s->methods, &n, &tide_svc_watch_events);
     add_refusing(s->methods, &n, &tide_svc_worker_connect);
@@ -133,6 +138,7 @@ int tide_standby_start(uv_loop_t *loop, const char *listen, const char *self, co
     cfg.methods = s->methods;
     cfg.n_methods = n;
     cfg.token = token;
+    cfg.tls = tls; /* the leader's TLS: clients and workers see one server either way */
     cfg.http_handler = http;
     cfg.ud = s;
     *out = s;

@@ -5,6 +5,7 @@
 #define TIDE_SCHED_STANDBY_H
 
 #include "error.h"
+#include "tls.h"
 
 struct uv_loop_s;
 typedef struct tide_standby tide_standby_t;
@@ -13,6 +14,7 @@ typedef struct tide_standby tide_standby_t;
  * bearer token (NULL: none). Returns 0 or -errno with err naming the address; on failure *out is still
  * set and must be given to tide_standby_free. Strings are copied. */
 int tide_standby_start(struct uv_loop_s *loop, const char *listen, const char *self, const char *token,
+                       tide_tls_ctx_t *tls,
                        tide_standby_t **out, tide_error_t *err);
 /* The leader's address to name in refusals (copied), NULL while none is known. NULL s is fine. */
 void tide_standby_set_leader(tide_standby_t *s, const char *leader);

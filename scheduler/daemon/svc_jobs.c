@@ -33,7 +33,8 @@ static bool may(tide_daemon_t *d, tide_rpc_call_t *call, const char *id, const c
 
     snprintf(note, sizeof(note), "job %.80s", id ? id : "");
     tide_rpc_call_set_note(call, note);
-    if (!job || tide_authz_job(tide_rpc_call_identity(call), job, verb, msg, sizeof(msg)))
+    if (tide_authz_current(d->authz, tide_rpc_call_identity(call), msg, sizeof(msg)) &&
+        (!job || tide_authz_job(tide_rpc_call_identity(call), job, verb, msg, sizeof(msg))))
         return true;
     tide_rpc_call_finish(call, TIDE_GRPC_PERMISSION_DENIED, msg);
     return false;

@@ -13,6 +13,7 @@
 #include "convert.h"
 #include "daemon.h"
 #include "log.h"
+#include "users.h"
 #include "worker_msg.h"
 #include "xmalloc.h"
 
@@ -27,6 +28,37 @@ struct wstream {
     UT_hash_handle hh;
     uint32_t task_warnings; /* task reports refused and logged on this stream */
 };
+
+/* Which identity registered each worker id (docs/security.md, "Workers"): a worker token may not take over a
+ * worker id another identity registered. In memory: after a scheduler restart the first to register wins. */
+struct worker_binding {
+    char *worker_id;
+    char identity[64];
+    UT_hash_handle hh;
+};
+
+/* Whether the stream's identity may register worker_id; binds it when it is the first. */
+static bool binding_ok(tide_daemon_t *d, const tide_rpc_identity_t *id, const char *worker_id, char *msg,
+                       size_t cap)
+{
+    struct worker_binding *b = NULL;
+
+    if (id->role != TIDE_ROLE_WORKER)
+        return true; /* the admin token (or no authentication): any worker */
+    HASH_FIND_STR(d->worker_bindings, worker_id, b);
+    if (!b) {
+        b = tide_xcalloc(1, sizeof(*b));
+        b->worker_id = tide_xstrdup(worker_id);
+        snprintf(b->identity, sizeof(b->identity), "%s", id->name);
+        HASH_ADD_KEYPTR(hh, d->worker_bindings, b->worker_id, strlen(b->worker_id), b);
+        return true;
+    }
+    if (!strcmp(b->identity, id->name))
+        return true;
+    snprintf(msg, cap, "hello.worker_id: %.80s was registered by %s; %s may not take it over", worker_id,
+             b->identity, id->name);
+    return false;
+}
 
 static void *rx_alloc(void *ud, size_t n)
 {
@@ -70,11 +102,18 @@ void tide_wstreams_free(tide_daemon_t *d)
 {
     wstream_t *ws, *tmp;
 
+    struct worker_binding *b, *btmp;
+
     HASH_ITER(hh, d->streams, ws, tmp) {
         HASH_DEL(d->streams, ws);
         if (ws->call)
             tide_rpc_call_set_data(ws->call, NULL);
         free(ws);
+    }
+    HASH_ITER(hh, d->worker_bindings, b, btmp) {
+        HASH_DEL(d->worker_bindings, b);
+        free(b->worker_id);
+        free(b);
     }
 }
 
@@ -135,6 +174,11 @@ static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
     if (tide_wmsg_hello(h, &info, &reps, &d->rx_arena, msg, sizeof(msg)) < 0) {
         tide_warn("%s", msg);
         tide_rpc_call_finish(ws->call, TIDE_GRPC_FAILED_PRECONDITION, msg);
+        return;
+    }
+    if (!binding_ok(d, tide_rpc_call_identity(ws->call), info.id, msg, sizeof(msg))) {
+        tide_warn("%s", msg);
+        tide_rpc_call_finish(ws->call, TIDE_GRPC_PERMISSION_DENIED, msg);
         return;
     }
     tide_daemon_now(d);

@@ -260,6 +260,40 @@ def label_problems(docs):
     return bad
 
 
+def tls_problems(docs, secret):
+    """tls.secretName: the Secret mounted read-only into scheduler and workers at one place, whose tls.crt, tls.key
+    and ca.crt are passed as --tls-cert/--tls-key/--tls-ca, no --insecure, HTTPS probes on the scheduler.
+    secret None: no TLS, and --insecure said explicitly."""
+    bad = []
+    for comp in ("scheduler", "worker"):
+        wl = workload(docs, comp)
+        if not wl:
+            bad.append(f"no {comp}")
+            continue
+        c = containers(wl)[0]
+        if secret is None:
+            if "--insecure" not in c.get("args", []) or any(a.startswith("--tls-") for a in c.get("args", [])):
+                bad.append(f"{comp}: without tls.secretName, --insecure and no --tls-* flags: {c.get('args')}")
+            continue
+        vols = [v for v in pod_spec(wl).get("volumes", []) if v.get("secret", {}).get("secretName") == secret]
+        mounts = [m for m in c.get("volumeMounts", []) if vols and m["name"] == vols[0]["name"]]
+        if len(vols) != 1 or len(mounts) != 1 or not mounts[0].get("readOnly"):
+            bad.append(f"{comp}: Secret {secret} not mounted read-only once ({vols}, {mounts})")
+            continue
+        d = mounts[0]["mountPath"]
+        for flag, key in (("--tls-cert", "tls.crt"), ("--tls-key", "tls.key"), ("--tls-ca", "ca.crt")):
+            if arg(c, flag) != f"{d}/{key}":
+                bad.append(f"{comp}: {flag} is {arg(c, flag)!r}, not {d}/{key}")
+        if "--insecure" in c.get("args", []):
+            bad.append(f"{comp}: --insecure with TLS")
+        if comp == "scheduler":
+            for kind in ("livenessProbe", "readinessProbe"):
+                g = c.get(kind, {}).get("httpGet", {})
+                if g.get("scheme") != "HTTPS" or g.get("path") != "/healthz":
+                    bad.append(f"scheduler {kind} is not HTTPS GET /healthz: {c.get(kind)}")
+    return bad
+
+
 def expect_complaint(name, checker, docs, mutate):
     """A checker must report a broken rendering: proves it can fail."""
     broken = copy.deepcopy(docs)
@@ -388,6 +422,44 @@ def main():
               "external etcd: the existing Secret is mounted" + (f": {problems}" if problems else ""))
         check(not probe_problems(ext) and not gpu_problems(ext), "external etcd: probes and GPUs")
 
+    # 4b. TLS: tls.secretName mounted and passed as the flags; without it, --insecure said explicitly.
+    check(not tls_problems(d, None), f"defaults: --insecure, no TLS flags: {tls_problems(d, None)}")
+    tls = render("--set", "tls.secretName=tide-tls")
+    problems = tls_problems(tls, "tide-tls")
+    check(not problems, "tls.secretName: Secret mounted, --tls-cert/--tls-key/--tls-ca, HTTPS probes"
+          + (f": {problems}" if problems else ""))
+    check(not probe_problems(tls), "tls.secretName: probes on every container")
+    ts = workload(tls, "scheduler")
+    if ts:
+        check(ts["spec"]["template"]["metadata"].get("annotations", {}).get("prometheus.io/scheme") == "https",
+              "tls.secretName: Prometheus scrapes https")
+        def untls_worker(docs):
+            c = containers(workload(docs, "worker"))[0]
+            c["args"] = [a for a in c["args"] if not a.startswith("--tls-ca")]
+        expect_complaint("a worker without --tls-ca", lambda x: tls_problems(x, "tide-tls"), tls, untls_worker)
+        expect_complaint("a grpc probe under TLS", lambda x: tls_problems(x, "tide-tls"), tls,
+                         lambda docs: containers(workload(docs, "scheduler"))[0].update(
+                             readinessProbe={"grpc": {"port": 7070}}))
+        expect_complaint("TLS flags without --insecure missing", lambda x: tls_problems(x, None), tls, lambda x: None)
+    rc, out = helm("lint", "--strict", CHART, "--set", "tls.secretName=tide-tls")
+    check(rc == 0, "helm lint --strict with tls.secretName")
+    rc, out = helm("lint", "--strict", CHART, "--set", "tls.secretName=Not_A_Name")
+    check(rc != 0 and "/tls/secretName" in out, "an invalid tls.secretName fails lint naming /tls/secretName")
+
+    # 4c. The users file: auth.usersSecret mounted read-only into the scheduler and passed as --users.
+    us = workload(render("--set", "auth.usersSecret=tide-users"), "scheduler")
+    if us:
+        c = containers(us)[0]
+        mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+        vols = {v["name"]: v for v in pod_spec(us)["volumes"]}
+        check(arg(c, "--users") == "/etc/tide/users/users.json" and mounts.get("users", {}).get("readOnly")
+              and mounts["users"]["mountPath"] == "/etc/tide/users"
+              and vols.get("users", {}).get("secret", {}).get("secretName") == "tide-users",
+              "auth.usersSecret: the Secret mounted read-only and passed as --users")
+    check(arg(containers(workload(d, "scheduler"))[0], "--users") is None, "defaults: no --users")
+    rc, out = helm("lint", "--strict", CHART, "--set", "auth.usersSecret=Bad_Name")
+    check(rc != 0 and "/auth/usersSecret" in out, "an invalid auth.usersSecret fails lint naming /auth/usersSecret")
+
     # 5. Refusals. Several replicas without etcd: the schema (lint and template) and the template's own fail.
     rc, out = helm("template", REL, CHART, "--set", "scheduler.replicas=3")
     check(rc != 0 and "/scheduler/replicas" in out, "replicas=3 without etcd: helm template refuses (schema)")
@@ -415,7 +487,7 @@ def main():
     # stops before anything starts). The pod's $(VARS) get plausible values.
     build = os.environ.get("TIDE_BUILD_DIR") or os.path.join(SRC, "build")
     subst = {"$(POD_NAME)": "p-0", "$(POD_NAMESPACE)": NS, "$(POD_IP)": "10.0.0.7", "$(NODE_NAME)": "gpu-node-1"}
-    for label, docs in (("defaults", d), ("HA", ha), ("external etcd", ext)):
+    for label, docs in (("defaults", d), ("HA", ha), ("external etcd", ext), ("TLS", tls)):
         for comp in ("scheduler", "worker"):
             wl = workload(docs, comp)
             if not wl:

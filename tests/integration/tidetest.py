@@ -107,6 +107,7 @@ class Cluster:
         self.token = None
         self.workers = {}
         self.data = os.path.join(self.tmp, "sched")
+        self.tls_ca = None  # the CA tidectl verifies the scheduler with (start_scheduler(tls=...))
 
     def __enter__(self):
         return self
@@ -124,7 +125,14 @@ class Cluster:
         _live.append(p)
         return p
 
-    def start_scheduler(self, *extra, wait=True):
+    def start_scheduler(self, *extra, wait=True, tls=None):
+        """tls: {"cert", "key", "ca" (optional), "require" (optional)}: serve TLS (docs/security.md); tidectl then
+        verifies it with tls["ca"]."""
+        if tls:
+            extra = ("--tls-cert", tls["cert"], "--tls-key", tls["key"],
+                     *(("--tls-ca", tls["ca"]) if tls.get("ca") else ()),
+                     *(("--tls-require-client-cert",) if tls.get("require") else ()), *extra)
+            self.tls_ca = tls.get("ca")
         addr_file = os.path.join(self.data, "scheduler.addr")
         if os.path.exists(addr_file):
             os.unlink(addr_file)
@@ -148,7 +156,17 @@ class Cluster:
     def env(self):
         return {"TIDE_SCHEDULER": self.addr, "TIDE_TOKEN": self.token}
 
-    def start_worker(self, node, gpu, *extra):
+    def start_worker(self, node, gpu, *extra, allow_root_jobs=None, tls=None):
+        """allow_root_jobs (default: when the tests run as root, as CI does) passes --allow-root-jobs: a root
+        worker then runs ranks of jobs without a Unix account as root (docs/worker.md, "Running ranks as their
+        user")."""
+        if allow_root_jobs is None:
+            allow_root_jobs = os.geteuid() == 0
+        if allow_root_jobs:
+            extra = ("--allow-root-jobs", *extra)
+        if tls:  # {"ca", "cert" (optional), "key" (optional)}: TLS to the scheduler and peers, TLS servers
+            extra = ("--tls-ca", tls["ca"], *(("--tls-cert", tls["cert"], "--tls-key", tls["key"])
+                                               if tls.get("cert") else ()), *extra)
         wid = f"{node}/gpu{gpu}"
         log = os.path.join(self.tmp, f"worker-{node}-gpu{gpu}.log")
         data = os.path.join(self.tmp, f"worker-{node}-gpu{gpu}")
@@ -162,9 +180,13 @@ class Cluster:
         self.workers[wid] = p
         return p
 
-    def tidectl(self, *args, check=True, timeout=60, input=None):
+    def tidectl(self, *args, check=True, timeout=60, input=None, tls_ca=None):
+        """tls_ca: the CA for TLS (default: the one start_scheduler(tls=...) was given; "" for plaintext)."""
         e = dict(os.environ)
         e.update(self.env())
+        ca = self.tls_ca if tls_ca is None else tls_ca
+        if ca:
+            e["TIDE_TLS_CA"] = ca
         r = subprocess.run([os.path.join(BIN, "tidectl"), *args], capture_output=True, text=True, env=e,
                            timeout=timeout, input=input)
         if check and r.returncode != 0:

@@ -88,6 +88,18 @@ token
 
 {{/* Where the token file is mounted, and its path (--token-file). */}}
 {{- define "tide.tokenDir" -}}/etc/tide/token{{- end }}
+{{/* Where tls.secretName is mounted (tls.crt, tls.key, ca.crt). */}}
+{{- define "tide.tlsDir" -}}/etc/tide/tls{{- end }}
+{{/* The TLS flags every tide binary takes (docs/security.md): the Secret's files, or --insecure without one. */}}
+{{- define "tide.tlsArgs" -}}
+{{- if .Values.tls.secretName }}
+- --tls-cert={{ include "tide.tlsDir" . }}/tls.crt
+- --tls-key={{ include "tide.tlsDir" . }}/tls.key
+- --tls-ca={{ include "tide.tlsDir" . }}/ca.crt
+{{- else }}
+- --insecure
+{{- end }}
+{{- end }}
 {{- define "tide.tokenFile" -}}{{ include "tide.tokenDir" . }}/{{ include "tide.tokenSecretKey" . }}{{- end }}
 
 {{/* "tide:0.1.0"; with (dict "ctx" $ "image" .Values.workers.image) its repository and tag override image.*. */}}
@@ -179,5 +191,8 @@ clear message even where the schema is skipped (--skip-schema-validation).
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ .Values.scheduler.port | quote }}
 prometheus.io/path: /metrics
+{{- if .Values.tls.secretName }}
+prometheus.io/scheme: https
+{{- end }}
 {{- end }}
 {{- end }}

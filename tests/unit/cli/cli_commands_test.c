@@ -16,78 +16,31 @@
 #include <cmocka.h>
 
 #include "cli.h"
+#include "cli_run.h"
 #include "fake_rpc.h"
 #include "tide/v1/cluster_service.pb-c.h"
 #include "tide/v1/job_service.pb-c.h"
 #include "tide/v1/types.pb-c.h"
 
-#define NOW_MS 1714564800000LL /* 2024-05-01 12:00:00 UTC */
-
-typedef struct result {
-    int rc;
-    char *out, *err;
-    size_t out_len;
-} result_t;
+#define NOW_MS CLI_RUN_NOW_MS
 
 static const char *env_scheduler, *env_token;
+static const char *env_insecure; /* TIDE_INSECURE */
 static bool err_tty;             /* run() tells the command that stderr is a terminal */
-static int64_t (*clock_fn)(void); /* run()'s clock; NULL: fixed_now */
+static int64_t (*clock_fn)(void); /* run()'s clock; NULL: the fixed one */
 
-static int64_t fixed_now(void)
-{
-    return NOW_MS;
-}
-
-/* Runs "tidectl ARGS..." (NULL-terminated) and captures its output. */
+/* Runs "tidectl ARGS..." (NULL-terminated) with this file's environment and captures its output. */
 static result_t run(const char *first, ...)
 {
-    char *argv[64];
-    int argc = 0;
+    cli_env_t env = {.scheduler = env_scheduler, .token = env_token, .insecure = env_insecure,
+                     .cwd = "/home/u/exp", .now_ms = clock_fn, .err_tty = err_tty};
     va_list ap;
     result_t r;
-    size_t err_len;
-    FILE *out, *err;
-    tide_cli_t cli;
 
-    argv[argc++] = "tidectl";
     va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *))
-        argv[argc++] = (char *)a;
+    r = cli_vrun(&env, first, ap);
     va_end(ap);
-    argv[argc] = NULL;
-
-    memset(&r, 0, sizeof(r));
-    out = open_memstream(&r.out, &r.out_len);
-    err = open_memstream(&r.err, &err_len);
-    memset(&cli, 0, sizeof(cli));
-    cli.out = out;
-    cli.err = err;
-    cli.env_scheduler = env_scheduler;
-    cli.env_token = env_token;
-    cli.cwd = "/home/u/exp";
-    cli.now_ms = clock_fn ? clock_fn : fixed_now;
-    cli.err_tty = err_tty;
-    cli.poll_interval_ms = 1;
-    r.rc = tide_cli_main(&cli, argc, argv);
-    tide_cli_cleanup(&cli);
-    fclose(out);
-    fclose(err);
-    /* Every connection is gone and its loop closed when a command returns. */
-    assert_int_equal(fake_rpc_live_clients(), 0);
     return r;
-}
-
-static void result_free(result_t *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-static void expect_str(const char *got, const char *want)
-{
-    if (strcmp(got, want) != 0)
-        print_error("want:\n%s\ngot:\n%s\n", want, got);
-    assert_string_equal(got, want);
 }
 
 static int setup(void **state)
@@ -96,6 +49,7 @@ static int setup(void **state)
     fake_rpc_reset();
     env_scheduler = NULL;
     env_token = NULL;
+    env_insecure = NULL;
     err_tty = false;
     clock_fn = NULL;
     return 0;
@@ -244,6 +198,7 @@ static void test_submit(void **state)
     fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
     env_scheduler = "envhost:9000";
     env_token = "  s3cret \n";
+    env_insecure = "1"; /* plaintext to a non-loopback scheduler (docs/security.md) */
     r = run("submit", "--min", "2", "--max", "4", "-e", "A=1", "--priority", "high", "-t", "1:30:00", "/usr/bin/python3",
             "train.py", "--epochs", "3", NULL);
     assert_int_equal(r.rc, 0);
@@ -494,10 +449,10 @@ static void test_jobs_pages(void **state)
     fake_rpc_route("/tide.v1.JobService/ListJobs", list_handler, &p);
     r = run("jobs", "--state", "succeeded,failed", NULL);
     assert_int_equal(r.rc, 0);
-    expect_str(r.out, "ID   NAME    STATE       WORKERS   GEN   STEP   AGE   MESSAGE\n"
-                      "1    mnist   SUCCEEDED   0/2       1     -      2h\n"
-                      "2    mnist   SUCCEEDED   0/2       1     -      2h\n"
-                      "3    mnist   SUCCEEDED   0/2       1     -      2h\n");
+    expect_str(r.out, "ID   NAME    OWNER   STATE       WORKERS   GEN   STEP   AGE   MESSAGE\n"
+                      "1    mnist   -       SUCCEEDED   0/2       1     -      2h\n"
+                      "2    mnist   -       SUCCEEDED   0/2       1     -      2h\n"
+                      "3    mnist   -       SUCCEEDED   0/2       1     -      2h\n");
     assert_int_equal(p.calls, 3);
     assert_string_equal(p.seen_tokens[0], "");
     assert_string_equal(p.seen_tokens[1], "p2");
@@ -1616,6 +1571,37 @@ static void status_handler(fake_call_t *call, const uint8_t *req, size_t len, vo
     fake_call_finish(call, TIDE_GRPC_OK, NULL);
 }
 
+/* Plaintext to a non-loopback scheduler only with --insecure or TIDE_INSECURE=1 (docs/security.md). */
+static void test_plaintext_off_loopback(void **state)
+{
+    result_t r;
+    (void)state;
+
+    fake_rpc_route("/tide.v1.ClusterService/GetClusterStatus", status_handler, NULL);
+    r = run("--scheduler", "10.0.0.9:7070", "status", NULL);
+    assert_int_equal(r.rc, 1);
+    expect_str(r.err, "tidectl: refusing to connect to 10.0.0.9:7070 without TLS: give --tls-ca FILE (the CA that "
+                      "signed its certificate), or --insecure to send plaintext over the network (or "
+                      "TIDE_TLS_CA=FILE, TIDE_INSECURE=1)\n");
+    assert_string_equal(r.out, "");
+    result_free(&r);
+    r = run("--scheduler", "10.0.0.9:7070", "--insecure", "status", NULL);
+    assert_int_equal(r.rc, 0);
+    result_free(&r);
+    env_insecure = "1";
+    r = run("--scheduler", "10.0.0.9:7070", "status", NULL);
+    assert_int_equal(r.rc, 0);
+    result_free(&r);
+    env_insecure = NULL;
+    r = run("--scheduler", "localhost:7070", "status", NULL);
+    assert_int_equal(r.rc, 0);
+    result_free(&r);
+    /* A client certificate without the CA is a usage error. */
+    r = run("--tls-cert", "c.pem", "--tls-key", "k.pem", "status", NULL);
+    assert_int_equal(r.rc, 2);
+    result_free(&r);
+}
+
 static void test_cluster(void **state)
 {
     result_t r;
@@ -1912,6 +1898,7 @@ int main(void)
         cmocka_unit_test_setup(test_help_and_usage, setup),
         cmocka_unit_test_setup(test_submit_burst, setup),
         cmocka_unit_test_setup(test_submit, setup),
+        cmocka_unit_test_setup(test_plaintext_off_loopback, setup),
         cmocka_unit_test_setup(test_submit_from_file, setup),
         cmocka_unit_test_setup(test_submit_wait, setup),
         cmocka_unit_test_setup(test_submit_wait_failed, setup),

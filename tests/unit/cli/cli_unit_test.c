@@ -374,27 +374,28 @@ static void test_render_jobs(void **state)
     s2.name = "resnet-long-name";
     s2.min_workers = s2.max_workers = 1;
     j1.id = "17", j1.spec = &s1, j1.state = TIDE__V1__JOB_STATE__JOB_STATE_RUNNING, j1.generation = 1;
+    j1.owner = "alice"; /* the others have none (a scheduler from before identities): "-" */
     j1.n_worker_ids = 2, j1.worker_ids = wids, j1.submit_time_ms = NOW_MS - 185000;
     j2.id = "18", j2.spec = &s2, j2.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING;
     j2.message = "waiting for 1 free worker", j2.submit_time_ms = NOW_MS - 5000;
     j3.id = "9", j3.state = 9, j3.submit_time_ms = NOW_MS - 4 * 86400000LL;
     tide_cli_render_jobs(jobs, 3, NOW_MS, &b);
     expect_str(tide_buf_cstr(&b),
-               "ID   NAME               STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
-               "17   mnist              RUNNING   2/2-4     1     1200   3m\n"
-               "18   resnet-long-name   PENDING   0/1       0     -      5s    waiting for 1 free worker\n"
-               "9    -                  9         0         0     -      4d\n");
+               "ID   NAME               OWNER   STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
+               "17   mnist              alice   RUNNING   2/2-4     1     1200   3m\n"
+               "18   resnet-long-name   -       PENDING   0/1       0     -      5s    waiting for 1 free worker\n"
+               "9    -                  -       9         0         0     -      4d\n");
     tide_buf_free(&b);
 
     /* Rank 0 without the SDK (or no step yet) shows "-", even when another rank reports. */
     p0.sdk = 0;
     tide_cli_render_jobs(jobs, 1, NOW_MS, &b);
-    expect_str(tide_buf_cstr(&b), "ID   NAME    STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
-                                  "17   mnist   RUNNING   2/2-4     1     -      3m\n");
+    expect_str(tide_buf_cstr(&b), "ID   NAME    OWNER   STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
+                                  "17   mnist   alice   RUNNING   2/2-4     1     -      3m\n");
     tide_buf_reset(&b);
     p0.sdk = 1, p0.step = -1;
     tide_cli_render_jobs(jobs, 1, NOW_MS, &b);
-    assert_non_null(strstr(tide_buf_cstr(&b), "\n17   mnist   RUNNING   2/2-4     1     -      3m\n"));
+    assert_non_null(strstr(tide_buf_cstr(&b), "\n17   mnist   alice   RUNNING   2/2-4     1     -      3m\n"));
     tide_buf_free(&b);
 }
 
@@ -421,10 +422,13 @@ static void test_render_job(void **state)
     j.gpu_seconds = 1170.04;
     j.exit_code = 137, j.failed_rank = 0;
     j.message = "rank 0 was killed\n(out of memory?)";
+    j.owner = "alice", j.run_as = "alice_unix";
     tide_cli_render_job(&j, NOW_MS, false, &b);
     expect_str(tide_buf_cstr(&b), "ID:           17\n"
                                   "Name:         mnist\n"
                                   "State:        FAILED\n"
+                                  "Owner:        alice\n"
+                                  "Runs as:      alice_unix\n"
                                   "Priority:     HIGH\n"
                                   "Launcher:     ENV\n"
                                   "Size:         2 workers (min 2, max 4, elastic)\n"
@@ -457,6 +461,7 @@ static void test_render_job(void **state)
     expect_str(tide_buf_cstr(&b), "ID:           3\n"
                                   "Name:         -\n"
                                   "State:        RUNNING\n"
+                                  "Owner:        -\n"
                                   "Priority:     UNSPECIFIED\n"
                                   "Launcher:     -\n"
                                   "Size:         2 workers\n"
@@ -674,8 +679,8 @@ static void test_render_resize(void **state)
     tide_buf_reset(&b);
     /* The jobs table says both sizes while it runs. */
     tide_cli_render_jobs(jobs, 1, NOW_MS, &b);
-    expect_str(tide_buf_cstr(&b), "ID   NAME    STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
-                                  "7    mnist   RUNNING   2\xe2\x86\x92" "4/2-8   2     -      -\n");
+    expect_str(tide_buf_cstr(&b), "ID   NAME    OWNER   STATE     WORKERS   GEN   STEP   AGE   MESSAGE\n"
+                                  "7    mnist   -       RUNNING   2\xe2\x86\x92" "4/2-8   2     -      -\n");
     tide_buf_reset(&b);
 
     /* tide's own shrink says why on a second line; a long phase reads in minutes. */
@@ -698,7 +703,7 @@ static void test_render_resize(void **state)
     expect_str(tide_buf_cstr(&b), "Resize:       2 -> 8 (requested) pending: only 3 workers free\n");
     tide_buf_reset(&b);
     tide_cli_render_jobs(jobs, 1, NOW_MS, &b); /* pending: nothing moves yet */
-    assert_non_null(strstr(tide_buf_cstr(&b), "\n7    mnist   RUNNING   2/2-8     2"));
+    assert_non_null(strstr(tide_buf_cstr(&b), "\n7    mnist   -       RUNNING   2/2-8     2"));
     tide_buf_reset(&b);
 
     /* The last completed one, with its phases; fewer than asked is said. */

@@ -50,7 +50,7 @@ class Scheduler:
     def job(self, state, gen=0, message=""):
         t = self.t
         j = t.Job(id="1", state=state, generation=gen, message=message, submit_time_ms=int(time.time() * 1000) - 5000,
-                  failed_rank=-1)
+                  failed_rank=-1, owner="alice")
         j.spec.name = "train"
         j.spec.command.extend(["python3", "train.py"])
         j.spec.min_workers = 2
@@ -192,6 +192,21 @@ class Scheduler:
         self.auth(ctx)
         return self.t.Worker(id=req.id, cordoned=True)
 
+    def GetUsage(self, req, ctx):
+        self.auth(ctx)
+        r = self.c.UsageReport(total_gpu_seconds=9000.0)
+        r.rows.add(user=req.user or "alice", pool="*", gpu_seconds=9000.0, jobs=2, running_jobs=1, gpus_in_use=2)
+        return r
+
+    def ListAudit(self, req, ctx):
+        self.auth(ctx)
+        if req.user == "mallory":
+            ctx.abort(grpc.StatusCode.PERMISSION_DENIED, "role user may not read the audit log")
+        resp = self.c.ListAuditResponse()
+        resp.entries.add(seq=req.after_seq + 1, time_ms=1714564800000, user="alice", role="user", method="CancelJob",
+                         target="job 1", code="OK")
+        return resp
+
 
 def serve(s):
     t, j, c = s.t, s.j, s.c
@@ -212,6 +227,8 @@ def serve(s):
         "GetClusterStatus": u(s.GetClusterStatus, c.GetClusterStatusRequest.FromString,
                               c.ClusterStatus.SerializeToString),
         "CordonWorker": u(s.CordonWorker, c.WorkerRef.FromString, t.Worker.SerializeToString),
+        "GetUsage": u(s.GetUsage, c.GetUsageRequest.FromString, c.UsageReport.SerializeToString),
+        "ListAudit": u(s.ListAudit, c.ListAuditRequest.FromString, c.ListAuditResponse.SerializeToString),
     }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("tide.v1.JobService", job_methods),
@@ -253,9 +270,10 @@ def main():
                 print("FAIL submitted spec: %r" % s.submitted)
             check(tidectl, port, ["submit", "--wait", "--", "python3", "train.py"], 0,
                   "job 1: PENDING (queued)\njob 1: RUNNING on n1/gpu0,n1/gpu1 (generation 1)\njob 1: SUCCEEDED\n", "")
-            check(tidectl, port, ["jobs"], 0, contains=("ID   NAME    STATE", "1    train   RUNNING   2/2",
-                                                        "2    train   FAILED    2/2       1     ", "rank 1 exited with code 3\n"))
-            check(tidectl, port, ["job", "1"], 0, contains=("ID:           1\n", "State:        SUCCEEDED\n"))
+            check(tidectl, port, ["jobs"], 0, contains=("ID   NAME    OWNER   STATE", "1    train   alice   RUNNING   2/2",
+                                                        "2    train   alice   FAILED    2/2       1     ", "rank 1 exited with code 3\n"))
+            check(tidectl, port, ["job", "1"], 0, contains=("ID:           1\n", "State:        SUCCEEDED\n",
+                                                             "Owner:        alice\n"))
             check(tidectl, port, ["job", "7"], 1, "", "tidectl: NOT_FOUND: job 7 not found\n")
             check(tidectl, port, ["cancel", "1"], 0, "job 1 cancelled\n", "")
             check(tidectl, port, ["checkpoint", "1", "--deadline", "30s", "--wait"], 0,
@@ -278,6 +296,15 @@ def main():
             check(tidectl, port, ["cordon", "n1/gpu0"], 0, "worker n1/gpu0 cordoned\n", "")
             check(tidectl, port, ["status"], 0, contains=("(tide 9.9.9, up 1h, leader epoch 2, store sqlite)",))
             check(tidectl, port, ["version"], 0, contains=("scheduler 9.9.9 at 127.0.0.1:%d\n" % port,))
+            check(tidectl, port, ["usage", "--user", "bob"], 0,
+                  "USER    POOL   GPU-HOURS   JOBS   RUNNING   GPUS\n"
+                  "bob     *      2.50        2      1         2\n"
+                  "TOTAL          2.50        2      1         2\n", "")
+            check(tidectl, port, ["audit", "--utc"], 0,
+                  "TIME                      USER    ROLE   METHOD      TARGET   RESULT   MESSAGE\n"
+                  "2024-05-01 12:00:00 UTC   alice   user   CancelJob   job 1    OK\n", "")
+            check(tidectl, port, ["audit", "--user", "mallory"], 1, "",
+                  "tidectl: PERMISSION_DENIED: role user may not read the audit log\n")
             check(tidectl, port, ["-o", "json", "status"], 0, contains=('"version": "9.9.9"', '"leaderEpoch": "2"'))
             # Nothing listens on the port once the server is gone.
         finally:

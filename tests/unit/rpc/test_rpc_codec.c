@@ -262,6 +262,13 @@ static void percent_roundtrip(void **state)
     dec.len = 0;
     tide_grpc_percent_decode(&dec, "%41%62%", 7);
     assert_string_equal(tide_buf_cstr(&dec), "Ab%");
+    /* A space first or last is escaped: HTTP/2 refuses a field value with whitespace at either end. */
+    enc.len = 0;
+    tide_grpc_percent_encode(&enc, " is gone ", 9);
+    assert_string_equal(tide_buf_cstr(&enc), "%20is gone%20");
+    enc.len = 0;
+    tide_grpc_percent_encode(&enc, " ", 1);
+    assert_string_equal(tide_buf_cstr(&enc), "%20");
     tide_buf_free(&enc);
     tide_buf_free(&dec);
 }
