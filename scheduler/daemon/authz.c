@@ -67,6 +67,7 @@ struct tide_authz {
     int64_t checked_ms;
     uint64_t reload_errors;
     bool missing; /* the users file could not be found at the last check */
+    uint64_t generation; /* +1 per users file taken into force */
     uint64_t denied;
     bucket_t *buckets;
 };
@@ -102,6 +103,7 @@ int tide_authz_reload(tide_authz_t *a, bool force, tide_error_t *err)
     tide_users_free(a->users);
     a->users = u;
     a->seen = st;
+    a->generation++;
     tide_info("users file %s: %zu identities in force", a->users_path, tide_users_count(u));
     return 0;
 fail:
@@ -150,6 +152,11 @@ void tide_authz_free(tide_authz_t *a)
 size_t tide_authz_identities(const tide_authz_t *a)
 {
     return tide_users_count(a->users) + (a->admin_token ? 1 : 0);
+}
+
+uint64_t tide_authz_generation(const tide_authz_t *a)
+{
+    return a->generation;
 }
 
 uint64_t tide_authz_reload_errors(const tide_authz_t *a)

@@ -24,6 +24,9 @@ void tide_authz_free(tide_authz_t *a);
 int tide_authz_reload(tide_authz_t *a, bool force, tide_error_t *err);
 size_t tide_authz_identities(const tide_authz_t *a);
 uint64_t tide_authz_reload_errors(const tide_authz_t *a);
+/* Counts the users files taken into force: when it moves, the daemon ends the open streams of identities
+ * that are gone (tide_daemon_revoke). */
+uint64_t tide_authz_generation(const tide_authz_t *a);
 
 /* The server's authenticate hook (ud: the tide_authz_t). Decides the identity, then whether its role
  * may call path, then its rate limit. */

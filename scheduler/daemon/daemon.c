@@ -673,6 +673,14 @@ static void check_cb(uv_check_t *h)
         uv_stop(d->loop);
         return;
     }
+    if (tide_authz_generation(d->authz) != d->authz_generation) {
+        /* A new users file: streams opened by identities it no longer has (or has in another role) end now,
+         * not only their next calls. */
+        d->authz_generation = tide_authz_generation(d->authz);
+        tide_events_revoke(d);
+        tide_logs_revoke(d);
+        tide_wstreams_revoke(d);
+    }
     /* Time the loop spent busy (not waiting in poll) since the last turn. Longer than a heartbeat
      * interval means heartbeats sat unread in the sockets: give the workers that time back. */
     if (d->last_check_ns && d->idle_metrics) {
@@ -858,6 +866,7 @@ int tide_daemon_start(uv_loop_t *loop, const tide_daemon_config_t *cfg, tide_dae
     }
     if ((rc = tide_authz_new(d->token, cfg->users_file, &d->authz, err)) < 0)
         return rc;
+    d->authz_generation = tide_authz_generation(d->authz);
     d->usage = tide_usage_new();
     if (!cfg->audit_log || strcmp(cfg->audit_log, "-") != 0) {
         char *audit_path = cfg->audit_log ? tide_xstrdup(cfg->audit_log) : tide_xasprintf("%s/audit.log", d->data_dir);

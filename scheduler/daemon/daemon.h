@@ -80,6 +80,7 @@ typedef struct tide_daemon {
     struct tide_authz *authz;   /* who may do what (authz.c) */
     struct tide_audit *audit;   /* the audit log (audit.c) */
     struct tide_usage *usage;   /* GPU time of pruned jobs per owner and pool (usage.c) */
+    uint64_t authz_generation;  /* the users file generation whose revocations were applied */
     uint64_t epoch;
     int64_t start_wall, start_mono;
 
@@ -178,6 +179,8 @@ void tide_daemon_job_key(const char *id, char *buf, size_t len);
 /* events.c */
 void tide_events_init(tide_daemon_t *d, size_t cap);
 void tide_events_free(tide_daemon_t *d);
+/* Ends the event streams of identities the users file in force no longer has (UNAUTHENTICATED). */
+void tide_events_revoke(tide_daemon_t *d);
 /* Publishes one event (already durable) to the ring and the watchers. Takes ownership of ev's strings. */
 void tide_events_publish(tide_daemon_t *d, tide_event_t *ev);
 extern const tide_rpc_method_t tide_svc_watch_events;
@@ -209,6 +212,8 @@ void tide_wstream_send(tide_daemon_t *d, uint64_t stream_id, const uint8_t *byte
 /* Ends the stream with a status. */
 void tide_wstream_close(tide_daemon_t *d, uint64_t stream_id, tide_grpc_code_t code, const char *msg);
 void tide_wstreams_free(tide_daemon_t *d);
+/* Ends the worker streams of identities the users file in force no longer has (UNAUTHENTICATED). */
+void tide_wstreams_revoke(tide_daemon_t *d);
 /* The stream id a core conn handle stands for. */
 static inline uint64_t tide_conn_id(void *conn)
 {
@@ -225,6 +230,8 @@ void tide_logs_on_data(tide_daemon_t *d, uint64_t stream_id, const Tide__V1__Log
 /* A worker stream ended: its relays end. */
 void tide_logs_on_stream_closed(tide_daemon_t *d, uint64_t stream_id);
 void tide_logs_free(tide_daemon_t *d);
+/* Ends the log relays of identities the users file in force no longer has (UNAUTHENTICATED). */
+void tide_logs_revoke(tide_daemon_t *d);
 
 /* http.c: GET /healthz and /metrics. */
 /* The cluster's utilization, failure risk and health score (docs/metrics.md), as ClusterStatus and

@@ -44,6 +44,18 @@ void tide_events_free(tide_daemon_t *d)
     d->ring_len = 0;
 }
 
+void tide_events_revoke(tide_daemon_t *d)
+{
+    tide_list_t *pos, *tmp;
+    char msg[200];
+
+    tide_list_for_each_safe(pos, tmp, &d->watchers) {
+        watcher_t *w = tide_list_entry(pos, watcher_t, node);
+        if (!tide_authz_current(d->authz, tide_rpc_call_identity(w->call), msg, sizeof(msg)))
+            tide_rpc_call_finish(w->call, TIDE_GRPC_UNAUTHENTICATED, msg);
+    }
+}
+
 static bool matches(const watcher_t *w, const tide_event_t *ev)
 {
     if (w->owner && ev->job_id) {

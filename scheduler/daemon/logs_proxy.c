@@ -36,6 +36,18 @@ struct log_req {
     UT_hash_handle hh;
 };
 
+void tide_logs_revoke(tide_daemon_t *d)
+{
+    log_req_t *q, *tmp;
+    char msg[200];
+
+    HASH_ITER(hh, d->log_reqs, q, tmp) {
+        tide_rpc_call_t *call = q->relay ? q->relay->call : NULL;
+        if (call && !tide_authz_current(d->authz, tide_rpc_call_identity(call), msg, sizeof(msg)))
+            tide_rpc_call_finish(call, TIDE_GRPC_UNAUTHENTICATED, msg); /* idempotent: one relay, many ranks */
+    }
+}
+
 static void relay_error(relay_t *r, int32_t rank, const char *text)
 {
     if (r->errors.len)

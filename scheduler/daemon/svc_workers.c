@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "authz.h"
 #include "convert.h"
 #include "daemon.h"
 #include "log.h"
@@ -96,6 +97,19 @@ void tide_wstream_close(tide_daemon_t *d, uint64_t stream_id, tide_grpc_code_t c
 
     if (ws && ws->call)
         tide_rpc_call_finish(ws->call, code, msg);
+}
+
+void tide_wstreams_revoke(tide_daemon_t *d)
+{
+    wstream_t *ws, *tmp;
+    char msg[200];
+
+    HASH_ITER(hh, d->streams, ws, tmp) {
+        if (ws->call && !tide_authz_current(d->authz, tide_rpc_call_identity(ws->call), msg, sizeof(msg))) {
+            tide_warn("worker %s: %s: its stream ends", ws->worker ? ws->worker->id : "?", msg);
+            tide_rpc_call_finish(ws->call, TIDE_GRPC_UNAUTHENTICATED, msg);
+        }
+    }
 }
 
 void tide_wstreams_free(tide_daemon_t *d)

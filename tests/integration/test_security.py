@@ -254,9 +254,25 @@ def main():
             wait_for(lambda: "users[0] (x).role" in c.log("scheduler"), 20, "the broken users file reported")
             assert frank_ok()
             jobs.ListJobs(js.ListJobsRequest(), metadata=md("bob-token"), timeout=10)
+            # frank follows the events; removing him ends that stream too, not only his next calls
+            stream = jobs.WatchEvents(js.WatchEventsRequest(follow=True), metadata=md("frank-token"), timeout=60)
+            ended = []
+
+            def drain():
+                try:
+                    for _ in stream:
+                        pass
+                except grpc.RpcError as e:
+                    ended.append(e)
+            import threading
+            th = threading.Thread(target=drain, daemon=True)
+            th.start()
             users_file(users)  # SIGHUP re-reads at once
             c.sched.send_signal(1)
             wait_for(lambda: not frank_ok(), 20, "frank gone after SIGHUP")
+            th.join(20)
+            assert ended and ended[0].code() == grpc.StatusCode.UNAUTHENTICATED and \
+                "frank is no longer an identity" in ended[0].details(), ended
 
         def test_audit_log():
             path = os.path.join(c.data, "audit.log")
