@@ -53,6 +53,8 @@ typedef struct rank_peers {
     char *credential;  /* "" : none */
     char **sources;    /* restore_peers, then the mirror */
     size_t n_sources;
+    bool as_other;     /* runs as another account than the worker's: restores hand their copy to `as` */
+    tide_ckpt_account_t as;
 } rank_peers_t;
 
 /* A reported checkpoint being tiered, and where its mirror goes: taken at the report, so the rank's last
@@ -77,6 +79,8 @@ typedef struct restore_req {
     size_t n_sources;
     char *credential;
     char *fetch_error;  /* the last fetch's failure, for the reply */
+    bool as_other;      /* the rank's account, when not the worker's (rank_peers_t) */
+    tide_ckpt_account_t as;
 } restore_req_t;
 
 typedef struct held_exit {
@@ -198,6 +202,10 @@ static void peers_add(tide_worker_agent_t *a, uint64_t id, const Tide__V1__Launc
             p->sources[p->n_sources++] = tide_xstrdup(l->restore_peers[i]);
     if (p->mirror[0])
         p->sources[p->n_sources++] = tide_xstrdup(p->mirror);
+    /* The rank started, so its account passed the launcher's rules: what it reads must be its own
+     * (docs/worker.md, "Running ranks as their user"). */
+    if (a->launcher && tide_launcher_account(a->launcher, l, &p->as.uid, &p->as.gid, NULL) == 1)
+        p->as_other = true;
 }
 
 static void peers_drop(tide_worker_agent_t *a, uint64_t id)
@@ -768,6 +776,12 @@ static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_f
     bool current = rc == 0 && (q->resume_step < 0 || found->meta.step >= q->resume_step);
 
     (void)token;
+    if (rc == -EACCES) {
+        /* Found, but the rank's account cannot be given it: another peer's copy would fare no better. */
+        tide_warn("job %s rank %d: %s", q->job_id, q->rank, why);
+        restore_reply(a, q, rc, found, tier, why);
+        return;
+    }
     while (!current && q->next_source < q->n_sources && a->mirror_client && a->tiers && a->cfg->ckpt_hot &&
            a->cfg->ckpt_hot[0]) {
         const char *peer = q->sources[q->next_source++];
@@ -783,8 +797,8 @@ static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_f
 
 static void restore_search(restore_req_t *q)
 {
-    tide_ckpt_tiers_restore(q->a->tiers, q->job_id, q->generation, q->rank, q->resume_step, q->token,
-                            on_restore_found, q);
+    tide_ckpt_tiers_restore(q->a->tiers, q->job_id, q->generation, q->rank, q->resume_step,
+                            q->as_other ? &q->as : NULL, q->token, on_restore_found, q);
 }
 
 static void on_trainer_restore(void *ud, uint64_t token, const char *job_id, int32_t generation,
@@ -818,6 +832,10 @@ static void on_trainer_restore(void *ud, uint64_t token, const char *job_id, int
     q->rank = rank;
     q->resume_step = resume_step;
     q->credential = tide_xstrdup(p ? p->credential : "");
+    if (p && p->as_other) {
+        q->as_other = true;
+        q->as = p->as;
+    }
     q->sources = tide_xcalloc((p ? p->n_sources : 0) + 1, sizeof(*q->sources));
     for (size_t i = 0; p && i < p->n_sources; i++)
         q->sources[q->n_sources++] = tide_xstrdup(p->sources[i]);

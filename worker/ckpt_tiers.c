@@ -1,12 +1,13 @@
 /* The checkpoint tiers' loop side (ckpt_tiers.h): reports in the hot layout become save jobs run
  * one at a time on the threadpool (manifest in hot, verified atomic copy to warm, pruning), and
- * restore requests become searches run at once. Forgets and TTL sweeps of the hot tier (an ended
- * job's HOT/JOB and HOT/mirror/JOB) run in the same one-at-a-time queue as the saves. Invariants: at
- * most one save, forget or sweep job is on the threadpool (so a prune or a removal of one tier never
- * races another, and a job's copies are never removed under its own save); a job's strings are owned
- * by the job; once
- * tide_ckpt_tiers_free was called no callback reaches the caller, and the struct goes with the
- * last job that was on the threadpool. */
+ * restore requests become searches run at once (the copy found handed to the rank's account, when
+ * it runs as another one, before the answer: an answer never names what the rank cannot read).
+ * Forgets and TTL sweeps of the hot tier (an ended job's HOT/JOB and HOT/mirror/JOB) run in the same
+ * one-at-a-time queue as the saves. Invariants: at most one save, forget or sweep job is on the
+ * threadpool (so a prune or a removal of one tier never races another, and a job's copies are never
+ * removed under its own save); a job's strings are owned by the job; once tide_ckpt_tiers_free was
+ * called no callback reaches the caller, and the struct goes with the last job that was on the
+ * threadpool. */
 #include "ckpt_tiers.h"
 
 #include <dirent.h>
@@ -66,6 +67,9 @@ typedef struct job {
     void *ud;
     uint64_t token;
     tide_ckpt_found_t found;
+    bool has_as;             /* hand the copy found to `as` */
+    tide_ckpt_account_t as;
+    bool handover_failed;    /* found, but not handed over: rc -EACCES, err says why */
     /* forget / sweep */
     int64_t ttl_ms;
     char **keep; /* sweep: jobs with a rank running here (copied) */
@@ -721,6 +725,193 @@ void tide_ckpt_tiers_forgotten(const tide_ckpt_tiers_t *t, uint64_t *jobs, uint6
 
 /* --- restore --- */
 
+#define GIVE_MAX_DEPTH 16
+
+/* Gives the directory at/name itself (opened without following a link) to as; returns its fd or
+ * -errno. */
+static int give_dir(int at, const char *name, const tide_ckpt_account_t *as)
+{
+    struct stat st;
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
+
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0 || ((st.st_uid != as->uid || st.st_gid != as->gid) &&
+                               fchown(fd, as->uid, as->gid) < 0)) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* Gives the tree of the directory at/name to as: the directory, and everything in it (lchown: a
+ * symbolic link itself, never its target). A regular file with other hard links is refused
+ * (-EPERM): it could be anybody's file. Returns 0 or -errno with err naming the path. */
+static int give_tree(int at, const char *name, const char *path, int depth,
+                     const tide_ckpt_account_t *as, tide_error_t *err)
+{
+    struct dirent *e;
+    DIR *d;
+    int fd = give_dir(at, name, as), rc = 0;
+
+    if (fd < 0) {
+        tide_errprintf(err, "%s: %s", path, strerror(-fd));
+        return fd;
+    }
+    d = fdopendir(fd);
+    if (!d) {
+        rc = -errno;
+        close(fd);
+        tide_errprintf(err, "%s: %s", path, strerror(-rc));
+        return rc;
+    }
+    while (rc == 0 && (e = readdir(d))) {
+        struct stat st;
+        char *sub;
+
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        sub = tide_xasprintf("%s/%s", path, e->d_name);
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = -errno;
+            tide_errprintf(err, "%s: %s", sub, strerror(-rc));
+        } else if (S_ISDIR(st.st_mode)) {
+            if (depth + 1 < GIVE_MAX_DEPTH)
+                rc = give_tree(dirfd(d), e->d_name, sub, depth + 1, as, err);
+        } else if (st.st_uid == as->uid && st.st_gid == as->gid) {
+            /* already the account's */
+        } else if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+            rc = -EPERM;
+            tide_errprintf(err, "%s: has %lu hard links: not handed over", sub,
+                           (unsigned long)st.st_nlink);
+        } else if (fchownat(dirfd(d), e->d_name, as->uid, as->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = -errno;
+            tide_errprintf(err, "%s: chown: %s", sub, strerror(-rc));
+        }
+        free(sub);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Gives HOT/JOB, HOT/JOB/step-S and the tree of HOT/JOB/step-S/rank-R to as. */
+static int give_hot_copy(const char *hot, const char *job, int64_t step, int32_t rank,
+                         const tide_ckpt_account_t *as, tide_error_t *err)
+{
+    char step_name[32], rank_name[24];
+    char *path = tide_xasprintf("%s/%s", hot, job);
+    int hotfd = open(hot, O_RDONLY | O_DIRECTORY | O_CLOEXEC), jobfd = -1, stepfd = -1, rc;
+
+    snprintf(step_name, sizeof(step_name), "step-%" PRId64, step);
+    snprintf(rank_name, sizeof(rank_name), "rank-%d", rank);
+    if (hotfd < 0) {
+        rc = -errno;
+        tide_errprintf(err, "%s: %s", hot, strerror(-rc));
+        goto done;
+    }
+    rc = jobfd = give_dir(hotfd, job, as);
+    if (rc < 0) {
+        tide_errprintf(err, "%s: %s", path, strerror(-rc));
+        goto done;
+    }
+    free(path);
+    path = tide_xasprintf("%s/%s/%s", hot, job, step_name);
+    rc = stepfd = give_dir(jobfd, step_name, as);
+    if (rc < 0) {
+        tide_errprintf(err, "%s: %s", path, strerror(-rc));
+        goto done;
+    }
+    free(path);
+    path = tide_xasprintf("%s/%s/%s/%s", hot, job, step_name, rank_name);
+    rc = give_tree(stepfd, rank_name, path, 0, as, err);
+done:
+    if (stepfd >= 0)
+        close(stepfd);
+    if (jobfd >= 0)
+        close(jobfd);
+    if (hotfd >= 0)
+        close(hotfd);
+    free(path);
+    return rc;
+}
+
+/* HOT/JOB for the account: made (0700) when missing; refused when it is not a directory (a link). */
+static int hot_job_dir(const char *hot, const char *job, const tide_ckpt_account_t *as,
+                       tide_error_t *err)
+{
+    char *dir = tide_xasprintf("%s/%s", hot, job);
+    struct stat st;
+    int rc = 0;
+
+    if (mkdir(dir, 0700) == 0) {
+        if (lchown(dir, as->uid, as->gid) < 0)
+            rc = -errno;
+    } else if (errno != EEXIST) {
+        rc = -errno;
+    } else if (lstat(dir, &st) < 0) {
+        rc = -errno;
+    } else if (!S_ISDIR(st.st_mode)) {
+        rc = -ENOTDIR;
+    }
+    if (rc < 0)
+        tide_errprintf(err, "%s: %s", dir, strerror(-rc));
+    free(dir);
+    return rc;
+}
+
+/* The restore's copy, found in tier found.tier, handed to j->as (see tide_ckpt_tiers_restore). On
+ * success j->found.path names what the account can read. */
+static int hand_over(job_t *j)
+{
+    tide_ckpt_tiers_t *t = j->t;
+    tide_ckpt_found_t *f = &j->found;
+    tide_flush_result_t res;
+    tide_flush_copy_t req;
+    char *manifest = NULL, *dest = NULL;
+    char mhex[65], expect[65];
+    tide_error_t *err = &j->err;
+    int rc;
+
+    memset(&res, 0, sizeof(res));
+    if (f->tier == 0) {
+        rc = give_hot_copy(t->hot, j->job_id, f->meta.step, j->rank, &j->as, err);
+        goto done;
+    }
+    if (!t->hot) {
+        rc = -ENOTSUP;
+        tide_errprintf(err, "no hot tier (--ckpt-hot) to copy it into");
+        goto done;
+    }
+    rc = hot_job_dir(t->hot, j->job_id, &j->as, err);
+    if (rc < 0)
+        goto done;
+    manifest = tide_xasprintf("%s/%s", f->path, TIDE_CKPT_MANIFEST);
+    rc = sha256_file_hex(manifest, mhex, err);
+    if (rc < 0)
+        goto done;
+    dir_sha256(&f->meta, mhex, expect);
+    dest = tide_xasprintf("%s/%s/step-%" PRId64, t->hot, j->job_id, f->meta.step);
+    memset(&req, 0, sizeof(req));
+    req.src = f->path;
+    req.dest_dir = dest;
+    req.expect_sha256 = expect;
+    rc = tide_flush_copy(&req, &res, err);
+    if (rc < 0)
+        goto done;
+    rc = give_hot_copy(t->hot, j->job_id, f->meta.step, j->rank, &j->as, err);
+    if (rc < 0)
+        goto done;
+    free(f->path);
+    f->path = res.path;
+    res.path = NULL;
+done:
+    tide_flush_result_clear(&res);
+    free(manifest);
+    free(dest);
+    return rc;
+}
+
 static void restore_work(uv_work_t *w)
 {
     job_t *j = w->data;
@@ -734,6 +925,21 @@ static void restore_work(uv_work_t *w)
     s.resume_step = j->resume_step;
     s.generation = j->generation;
     j->rc = tide_ckpt_find(&s, &j->found, &j->err);
+    if (j->rc == 0 && j->has_as) {
+        tide_error_t why;
+
+        tide_error_clear(&why);
+        if (hand_over(j) < 0) {
+            snprintf(why.text, sizeof(why.text), "%s", j->err.text);
+            tide_errprintf(&j->err, "step %" PRId64 " (%s, %s) cannot be handed to uid %u: %s",
+                           j->found.meta.step, j->tiers[j->found.tier].name, j->found.path,
+                           (unsigned)j->as.uid, why.text);
+            free(j->found.path);
+            j->found.path = NULL;
+            j->handover_failed = true;
+            j->rc = -EACCES;
+        }
+    }
 }
 
 static void restore_after(uv_work_t *w, int status)
@@ -744,7 +950,7 @@ static void restore_after(uv_work_t *w, int status)
     t->running--;
     if (!t->freeing) {
         int rc = status < 0 ? status : j->rc;
-        const char *tier = rc == 0 ? j->tiers[j->found.tier].name : "";
+        const char *tier = rc == 0 || j->handover_failed ? j->tiers[j->found.tier].name : "";
         const char *why = j->err.text[0] ? j->err.text : rc < 0 ? strerror(-rc) : "";
         j->cb(j->ud, j->token, rc, &j->found, tier, why);
     }
@@ -753,8 +959,8 @@ static void restore_after(uv_work_t *w, int status)
 }
 
 void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
-                             int32_t rank, int64_t resume_step, uint64_t token,
-                             tide_ckpt_restore_cb cb, void *ud)
+                             int32_t rank, int64_t resume_step, const tide_ckpt_account_t *as,
+                             uint64_t token, tide_ckpt_restore_cb cb, void *ud)
 {
     job_t *j = tide_xcalloc(1, sizeof(*j));
 
@@ -764,6 +970,10 @@ void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t g
     j->generation = generation;
     j->rank = rank;
     j->resume_step = resume_step < 0 ? -1 : resume_step;
+    if (as) {
+        j->has_as = true;
+        j->as = *as;
+    }
     j->tiers[0] = (tide_ckpt_tier_t){"hot", t->hot};
     j->tiers[1] = (tide_ckpt_tier_t){"mirror", t->mirror};
     j->tiers[2] = (tide_ckpt_tier_t){"warm", t->warm};

@@ -3,7 +3,8 @@
  * step-S/rank-R and reports it; tide_ckpt_tiers_saved then, on the libuv threadpool at idle I/O
  * priority and one job at a time, scans it and writes its manifest in hot, copies the rank
  * directory to WARM/JOB/step-S/rank-R (verified, atomic) and prunes both tiers. A rank's `restore`
- * request searches hot, warm and cold (tide_ckpt_find) off the loop too. An ended job's hot copies
+ * request searches hot, warm and cold (tide_ckpt_find) off the loop too, and hands the copy found
+ * to the rank's account when it runs as another one. An ended job's hot copies
  * go with tide_ckpt_tiers_forget, and old ones of jobs nobody told it about with
  * tide_ckpt_tiers_sweep. Failures are logged, never fatal. Loop thread only. */
 #ifndef TIDE_WORKER_CKPT_TIERS_H
@@ -12,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ckpt_store.h"
 
@@ -34,8 +36,10 @@ typedef struct tide_ckpt_tiers_config {
 } tide_ckpt_tiers_config_t;
 
 /* What a restore found (the tide_ckpt_found_t of the search, owned by the tiers module for the
- * duration of the callback). rc: 0 (found->path, found->meta, tier_name set), -ENOENT (nothing
- * usable; why says so) or another -errno. found->skipped lists what was passed over. */
+ * duration of the callback). rc: 0 (found->path, found->meta, tier_name set: the tier the copy came
+ * from), -ENOENT (nothing usable; why says so), -EACCES (a copy was found but could not be handed to
+ * the restore's account: why says which and why; found->path NULL) or another -errno.
+ * found->skipped lists what was passed over. */
 typedef void (*tide_ckpt_restore_cb)(void *ud, uint64_t token, int rc,
                                      const tide_ckpt_found_t *found, const char *tier_name,
                                      const char *why);
@@ -57,12 +61,23 @@ bool tide_ckpt_tiers_in_layout(const char *hot, const char *job, int64_t step, i
 int tide_ckpt_tiers_saved(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
                           int32_t rank, int64_t step, const char *path, const char *sha256);
 
-/* Searches [hot, mirror (HOT/mirror: copies peers mirrored here), warm, cold] for (job, rank): the newest step <= resume_step (-1: any) whose copy
- * verifies and was written by generation <= `generation`. cb fires once, from the loop, later
- * (never inside this call) with token. job_id borrowed. */
+/* The Unix account a rank runs as when it is not the worker's (LaunchRank.run_as; run_as.h). */
+typedef struct tide_ckpt_account {
+    uid_t uid;
+    gid_t gid;
+} tide_ckpt_account_t;
+
+/* Searches [hot, mirror (HOT/mirror: copies peers mirrored here), warm, cold] for (job, rank): the
+ * newest step <= resume_step (-1: any) whose copy verifies and was written by generation <=
+ * `generation`. With as (NULL: the worker's own account, nothing changes hands) the copy found is
+ * handed to that account on the threadpool before cb: a hot copy is chowned (HOT/JOB, its step
+ * directory and the rank directory's tree; lchown, links never followed, hard-linked files refused),
+ * any other is copied (verified) into HOT/JOB/step-S/rank-R, the rank's hot copy from then on,
+ * owned by the account, and found->path names that copy. cb fires once, from the loop, later (never
+ * inside this call) with token. job_id and as borrowed. */
 void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
-                             int32_t rank, int64_t resume_step, uint64_t token,
-                             tide_ckpt_restore_cb cb, void *ud);
+                             int32_t rank, int64_t resume_step, const tide_ckpt_account_t *as,
+                             uint64_t token, tide_ckpt_restore_cb cb, void *ud);
 
 /* The job ended (ForgetCheckpoints): removes HOT/JOB and HOT/mirror/JOB (the copies peers mirrored
  * here for it) on the threadpool, in the queue the saves use, so a save of the job queued before runs

@@ -532,6 +532,25 @@ int tide_launcher_run_as(tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
     return rc;
 }
 
+int tide_launcher_account(tide_launcher_t *l, const Tide__V1__LaunchRank *launch, uid_t *uid,
+                          gid_t *gid, tide_error_t *err)
+{
+    tide_run_as_t ra;
+    int rc = tide_run_as_decide(launch->run_as, geteuid(), !l->refuse_root_jobs, l->node,
+                                l->lookup, l->lookup_ud, &ra, err);
+
+    if (rc < 0)
+        return rc;
+    rc = 0;
+    if (ra.do_switch && ra.account.uid != geteuid()) {
+        *uid = ra.account.uid;
+        *gid = ra.account.gid;
+        rc = 1;
+    }
+    tide_run_as_clear(&ra);
+    return rc;
+}
+
 /* The rank's environment on a memfd (NUL-separated "K=V"), for the helper's --env-fd. Returns the
  * fd or -errno. */
 static int env_memfd(const env_t *e)

@@ -72,6 +72,12 @@ typedef struct tide_launch_override {
 int tide_launcher_run_as(tide_launcher_t *l, const Tide__V1__LaunchRank *launch,
                          tide_run_as_t *ra, tide_error_t *err);
 
+/* Which account launch (borrowed) runs as, by the same rules, without changing anything: 1 when
+ * another account than the worker's (*uid, *gid: its uid and primary group), 0 when the worker's own,
+ * or -errno when the rank would be refused (err says why). For a rank that already started. */
+int tide_launcher_account(tide_launcher_t *l, const Tide__V1__LaunchRank *launch, uid_t *uid,
+                          gid_t *gid, tide_error_t *err);
+
 /* Starts rank `id` as `launch` (borrowed; validated by the core) describes. Returns 0 and fills
  * *out once the command was exec'd and its record written, or -errno with the reason in err (then
  * nothing runs and on_exit is never called for id). Blocks for the helper's report (a fork+exec).

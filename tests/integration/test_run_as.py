@@ -3,15 +3,24 @@ started without --allow-root-jobs: the scheduler's users file gives alice the Un
 run as nobody (id -u / id -G, HOME/USER/LOGNAME, TIDE_JOB_OWNER, a writable TIDE_CKPT_DIR, the trainer socket
 reachable), also as an MPI job (mpirun, orted and the tide-mlp ranks as nobody); a job without an account (the
 admin's) is refused by the root workers with the reason, and so is one whose account does not exist on the node.
+Last, alice's tide-mlp job with --tiered-checkpoints (hot tier per worker, a shared warm tier that only root can
+enter) loses its worker (kill -9, its hot tier gone with it): its rank restarts on another worker as nobody and
+restores the newest checkpoint from warm (or from the copy mirrored to that worker), handed to nobody in that
+worker's hot tier, and goes on from that step.
 Needs root (a worker switches accounts only as root): exits 77 (skipped) otherwise."""
 
 import hashlib
 import json
 import os
+import re
+import shutil
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
+from tidetest import wait_for  # noqa: E402
+from test_tiers import steps_in  # noqa: E402
 
 NOBODY = "nobody"
 
@@ -102,9 +111,66 @@ def main():
             assert job["state"] == "JOB_STATE_FAILED", job
             assert "user 'tide-no-such-user-zq' does not exist on node1" in job.get("message", ""), job
             c.wait_workers(2)
-            print("ok   refused: a job that would run as root (", job["message"], ") and an unknown account")
+            print("ok   refused: a job that would run as root, and one whose account does not exist (",
+                  job["message"], ")")
 
-        tidetest.run([test_ranks_run_as_the_owners_account, test_mpi_ranks_run_as_the_owners_account, test_refusals])
+        def test_restore_on_another_worker_as_the_owner():
+            # docs/worker.md, "Running ranks as their user": the copy a restore finds is handed to the rank's account
+            # (a warm copy is copied into its HOT/JOB, owned by it) before the worker names it.
+            mlp = os.path.join(tidetest.BIN, "tide-mlp")
+            if not os.access(mlp, os.X_OK):
+                print("skip restore part: no tide-mlp in", tidetest.BIN)
+                return
+            warm = os.path.join(c.tmp, "warm")
+            os.mkdir(warm, 0o700)  # as the default DATA/ckpt-warm: root's alone
+            hots = {}
+            for node in ("node2", "node3"):
+                wid = f"{node}/gpu0"
+                hots[wid] = os.path.join(c.tmp, f"hot-{node}")
+                c.start_worker(node, 0, "--ckpt-hot", hots[wid], "--ckpt-warm", warm, allow_root_jobs=False)
+            c.wait_workers(4)
+            for gpu in (0, 1):
+                c.tidectl("cordon", f"node1/gpu{gpu}")  # the job runs on node2 or node3, then on the other
+            args = "--steps 700 --width 64 --depth 2 --batch 64 --micro-batches 8 --log-every 0"
+            r = as_user("alice-token", "-o", "json", "submit", "--workers", "1", "--", "sh", "-c",
+                        f'echo "mlp uid=$(id -u)"; exec {mlp} --tiered-checkpoints --checkpoint-every 50 '
+                        f'--simulated-compute 3 {args}')
+            jid = json.loads(r.stdout)["id"]
+
+            def in_warm():
+                w = steps_in(warm, jid)
+                return w if w and max(w) >= 150 else None
+            newest = max(wait_for(in_warm, 120, f"job {jid}'s checkpoints in warm", interval=0.1))
+            job = c.job(jid)
+            assert job.get("state") == "JOB_STATE_RUNNING", job
+            lost = job["workerIds"][0]
+            c.workers[lost].send_signal(signal.SIGKILL)
+            c.workers[lost].wait(timeout=10)
+            shutil.rmtree(hots[lost], ignore_errors=True)
+            job = c.wait_job(jid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], timeout=240)
+            log = as_user("alice-token", "logs", jid, "--rank", "0").stdout
+            (other,) = [w for w in hots if w != lost]
+            wlog = open(os.path.join(c.tmp, f"worker-{other.replace('/', '-')}.log"), errors="replace").read()
+            assert job["state"] == "JOB_STATE_SUCCEEDED", (job, log[-3000:], wlog[-3000:])
+            assert int(job.get("generation", 0)) >= 2 and job["workerIds"] == [other], job
+            assert f"mlp uid={nobody.pw_uid}" in log, log[-3000:]
+            assert "cannot resume" not in log, log[-3000:]
+            restored = re.findall(r"^tide-mlp: restoring step (\d+) from the (\w+) tier$", log, re.M)
+            assert restored, (log[-3000:], wlog[-3000:])
+            step, tier = int(restored[-1][0]), restored[-1][1]
+            # From warm, or from the copy the lost worker mirrored to this one (HOT/mirror): both root's alone.
+            assert step >= newest and tier in ("warm", "mirror"), (restored, newest, wlog[-3000:])
+            # The worker named the copy it made in its own hot tier, nobody's, not the root-only one.
+            hot_path = os.path.join(hots[other], jid, f"step-{step}", "rank-0")
+            assert f"restores step {step} from {tier} ({hot_path})" in wlog, wlog[-3000:]
+            # Went on from there: the new generation's first checkpoint is the next one after the restored step.
+            saved = [int(x) for x in re.findall(r"^tide-mlp: checkpoint \S*/mlp-(\d+)\.ckpt", log, re.M)]
+            assert step + 51 in saved and saved[-1] == 700, (saved, step)
+            print(f"     {lost} lost after step {newest} reached warm; rank 0 restarted on {other} as nobody and "
+                  f"restored step {step} from {tier} through its hot tier")
+
+        tidetest.run([test_ranks_run_as_the_owners_account, test_mpi_ranks_run_as_the_owners_account, test_refusals,
+                      test_restore_on_another_worker_as_the_owner])
 
 
 if __name__ == "__main__":

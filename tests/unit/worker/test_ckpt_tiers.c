@@ -164,7 +164,7 @@ static void on_found(void *ud, uint64_t token, int rc, const tide_ckpt_found_t *
 static void restore(fx_t *f, const char *job, int32_t gen, int rank, int64_t bound)
 {
     f->calls = 0;
-    tide_ckpt_tiers_restore(f->t, job, gen, rank, bound, 42, on_found, f);
+    tide_ckpt_tiers_restore(f->t, job, gen, rank, bound, NULL, 42, on_found, f);
     assert_int_equal(f->calls, 0); /* never inside the call */
     assert_true(wt_run_until(&f->loop, answered, f, 20000));
     assert_int_equal(f->calls, 1);
@@ -318,7 +318,7 @@ static void test_free_busy(void **state)
     save(f, "job-d", 1, "a");
     save(f, "job-d", 2, "b");
     f->calls = 0;
-    tide_ckpt_tiers_restore(f->t, "job-d", 1, 0, -1, 42, on_found, f);
+    tide_ckpt_tiers_restore(f->t, "job-d", 1, 0, -1, NULL, 42, on_found, f);
     assert_true(tide_ckpt_tiers_busy(f->t) >= 2);
     tide_ckpt_tiers_free(f->t);
     f->t = NULL;
