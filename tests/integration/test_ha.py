@@ -8,6 +8,7 @@ of a 3-member etcd frozen: the replicas use the others, and a standby still take
 started before etcd leads once it is up, and gives up (exit 1) when it never comes."""
 
 import base64
+import hashlib
 import json
 import os
 import signal
@@ -46,7 +47,12 @@ def main():
         out = os.path.join(c.tmp, "out")
         os.makedirs(out)
 
-        ha = Replicas(c, etcd.endpoint, lease_s=LEASE_S)
+        # Every replica has the same users file (docs/security.md): carol's own token must reach the leader.
+        users = os.path.join(c.tmp, "users.json")
+        with open(users, "w") as f:
+            json.dump({"users": [{"name": "carol", "role": "user",
+                                  "tokens": [{"sha256": hashlib.sha256(b"carol-token").hexdigest()}]}]}, f)
+        ha = Replicas(c, etcd.endpoint, lease_s=LEASE_S, extra=["--users", users])
         # An unreachable etcd at start: one clear line, exit 1, no hang.
         dead = free_port()
         r = subprocess.run([os.path.join(tidetest.BIN, "tide-scheduler"), "--listen", "127.0.0.1:0", "--data-dir",
@@ -71,6 +77,14 @@ def main():
         r = subprocess.run([os.path.join(tidetest.BIN, "tidectl"), "workers"], capture_output=True, text=True,
                            env=e, timeout=30)
         assert r.returncode != 0 and "UNAVAILABLE" in r.stderr and ha.addrs[first] in r.stderr, r.stderr
+        # ... to a user of the users file too (a standby's refusal needs no token: not UNAUTHENTICATED)
+        r = subprocess.run([os.path.join(tidetest.BIN, "tidectl"), "jobs"], capture_output=True, text=True,
+                           env=dict(e, TIDE_TOKEN="carol-token"), timeout=30)
+        assert r.returncode != 0 and "UNAVAILABLE" in r.stderr and ha.addrs[first] in r.stderr, r.stderr
+        e["TIDE_SCHEDULER"] = ",".join(ha.addrs)
+        r = subprocess.run([os.path.join(tidetest.BIN, "tidectl"), "-o", "json", "jobs"], capture_output=True,
+                           text=True, env=dict(e, TIDE_TOKEN="carol-token"), timeout=30)
+        assert r.returncode == 0, r.stderr
         assert c.tidectl_json("status").get("leaderEpoch"), "tidectl with every replica's address"
         print("ok   a standby refuses naming the leader; tidectl given every replica reaches the leader")
 
