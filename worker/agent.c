@@ -785,11 +785,17 @@ static void on_restore_found(void *ud, uint64_t token, int rc, const tide_ckpt_f
     while (!current && q->next_source < q->n_sources && a->mirror_client && a->tiers && a->cfg->ckpt_hot &&
            a->cfg->ckpt_hot[0]) {
         const char *peer = q->sources[q->next_source++];
+        /* A rank of another account owns HOT/JOB: the root worker never writes through it (a link there could
+         * send the copy anywhere). Its fetch lands in HOT/mirror (the worker's own), where the search finds it
+         * and hands it over from a directory of the worker's (ckpt_tiers.c, hand_over). */
+        char *into = q->as_other ? tide_xasprintf("%s/mirror", a->cfg->ckpt_hot) : tide_xstrdup(a->cfg->ckpt_hot);
+        int frc;
         tide_info("job %s rank %d: %s locally; fetching from %s", q->job_id, q->rank,
                   rc == 0 ? "only an older checkpoint" : "no checkpoint", peer);
-        if (tide_ckpt_mirror_fetch(a->mirror_client, peer, q->job_id, q->rank, q->resume_step, q->generation,
-                                   q->credential[0] ? q->credential : NULL, a->cfg->ckpt_hot, on_restore_fetched,
-                                   q) == 0)
+        frc = tide_ckpt_mirror_fetch(a->mirror_client, peer, q->job_id, q->rank, q->resume_step, q->generation,
+                                     q->credential[0] ? q->credential : NULL, into, on_restore_fetched, q);
+        free(into);
+        if (frc == 0)
             return;
     }
     restore_reply(a, q, rc, found, tier, why);

@@ -37,6 +37,7 @@ enum job_kind { JOB_SAVE, JOB_RESTORE, JOB_FORGET, JOB_SWEEP };
 
 #define GONE_PREFIX ".gone-" /* TIER/.gone-JOB-PID-SEQ: a job's copies being removed */
 #define MIRROR_NAME "mirror" /* HOT/mirror is the mirror tier, never a job's directory */
+#define RESTORED_NAME "restored" /* HOT/restored: restores handed to other accounts (hand_over) */
 
 /* What a forget or sweep removed of one job. */
 typedef struct removed {
@@ -86,6 +87,7 @@ struct tide_ckpt_tiers {
     uv_loop_t *loop;
     char *hot, *warm, *cold;
     char *mirror; /* HOT/mirror: the copies peers mirrored here (worker/ckpt_mirror.c) */
+    char *restored; /* HOT/restored: copies handed to ranks that run as another account (hand_over) */
     int keep_hot, keep_warm;
     tide_ckpt_saved_cb saved_cb;
     void *ud;
@@ -132,6 +134,7 @@ static void maybe_release(tide_ckpt_tiers_t *t)
         free(t->warm);
         free(t->cold);
         free(t->mirror);
+        free(t->restored);
         for (size_t i = 0; i < t->n_live; i++)
             free(t->live[i].job);
         free(t->live);
@@ -539,9 +542,12 @@ static void forget_one(job_t *j, removed_t *r)
 {
     tide_ckpt_tiers_t *t = j->t;
 
-    if (strcmp(r->job, MIRROR_NAME) != 0)
+    uint64_t steps = 0, bytes = 0;
+
+    if (strcmp(r->job, MIRROR_NAME) != 0 && strcmp(r->job, RESTORED_NAME) != 0)
         (void)remove_job_dir(t, t->hot, r->job, j->seq, &r->steps, &r->bytes);
     (void)remove_job_dir(t, t->mirror, r->job, j->seq, &r->mirror_steps, &r->mirror_bytes);
+    (void)remove_job_dir(t, t->restored, r->job, j->seq, &steps, &bytes); /* copies made for restores */
 }
 
 static bool kept(const job_t *j, const char *job)
@@ -631,6 +637,7 @@ static void hot_work(uv_work_t *w)
         clock_gettime(CLOCK_REALTIME, &now);
         sweep_tier(j, j->t->hot, true, (int64_t)now.tv_sec);
         sweep_tier(j, j->t->mirror, false, (int64_t)now.tv_sec);
+        sweep_tier(j, j->t->restored, true, (int64_t)now.tv_sec);
     }
     tide_flush_priority_restore(&saved);
 }
@@ -836,39 +843,80 @@ done:
     return rc;
 }
 
-/* HOT/JOB for the account: made (0700) when missing; refused when it is not a directory (a link). */
-static int hot_job_dir(const char *hot, const char *job, const tide_ckpt_account_t *as,
-                       tide_error_t *err)
+/* dir (and its parent) as the worker's own directories, 0755: made when missing, refused when not a
+ * directory of the worker's (a link, or somebody else's). */
+static int own_dir(const char *dir, tide_error_t *err)
 {
-    char *dir = tide_xasprintf("%s/%s", hot, job);
     struct stat st;
     int rc = 0;
 
-    if (mkdir(dir, 0700) == 0) {
-        if (lchown(dir, as->uid, as->gid) < 0)
-            rc = -errno;
-    } else if (errno != EEXIST) {
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         rc = -errno;
-    } else if (lstat(dir, &st) < 0) {
+    else if (lstat(dir, &st) < 0)
         rc = -errno;
-    } else if (!S_ISDIR(st.st_mode)) {
+    else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         rc = -ENOTDIR;
-    }
+    else if ((st.st_mode & 07777) != 0755 && chmod(dir, 0755) < 0)
+        rc = -errno;
     if (rc < 0)
         tide_errprintf(err, "%s: %s", dir, strerror(-rc));
-    free(dir);
+    return rc;
+}
+
+/* Makes the copy at rank_dir (inside the worker's own HOT/restored) readable by as, and nothing more: its
+ * directories stay the worker's (0755), so the account can change no entry the worker later removes;
+ * its regular files become the account's (never through a link). Returns 0 or -errno with err. */
+static int give_files(const char *step_dir, const char *rank_dir, const tide_ckpt_account_t *as,
+                      tide_error_t *err)
+{
+    struct dirent *e;
+    DIR *d;
+    int fd, sfd, rc = 0;
+
+    sfd = open(step_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0 || fchmod(sfd, 0755) < 0) {
+        rc = -errno;
+        tide_errprintf(err, "%s: %s", step_dir, strerror(-rc));
+        if (sfd >= 0)
+            close(sfd);
+        return rc;
+    }
+    close(sfd);
+    fd = open(rank_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fchmod(fd, 0755) < 0 || !(d = fdopendir(fd))) {
+        rc = -errno;
+        tide_errprintf(err, "%s: %s", rank_dir, strerror(-rc));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    while (rc == 0 && (e = readdir(d))) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = -errno;
+        } else if (S_ISREG(st.st_mode) &&
+                   fchownat(dirfd(d), e->d_name, as->uid, as->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = -errno;
+        }
+        if (rc < 0)
+            tide_errprintf(err, "%s/%s: %s", rank_dir, e->d_name, strerror(-rc));
+    }
+    closedir(d);
     return rc;
 }
 
 /* The restore's copy, found in tier found.tier, handed to j->as (see tide_ckpt_tiers_restore). On
- * success j->found.path names what the account can read. */
+ * success j->found.path names what the account can read. A copy in hot (HOT/JOB: the rank's own, which
+ * the rank wrote as the account) is given as it is, through descriptors opened without following links.
+ * A copy anywhere else is copied, verified, into the worker's own HOT/restored/JOB/step-S/rank-R — never
+ * through a directory the account owns, where a link could send a root write anywhere. */
 static int hand_over(job_t *j)
 {
     tide_ckpt_tiers_t *t = j->t;
     tide_ckpt_found_t *f = &j->found;
     tide_flush_result_t res;
     tide_flush_copy_t req;
-    char *manifest = NULL, *dest = NULL;
+    char *manifest = NULL, *dest = NULL, *jobdir = NULL;
     char mhex[65], expect[65];
     tide_error_t *err = &j->err;
     int rc;
@@ -883,15 +931,15 @@ static int hand_over(job_t *j)
         tide_errprintf(err, "no hot tier (--ckpt-hot) to copy it into");
         goto done;
     }
-    rc = hot_job_dir(t->hot, j->job_id, &j->as, err);
-    if (rc < 0)
+    jobdir = tide_xasprintf("%s/%s", t->restored, j->job_id);
+    if ((rc = own_dir(t->restored, err)) < 0 || (rc = own_dir(jobdir, err)) < 0)
         goto done;
     manifest = tide_xasprintf("%s/%s", f->path, TIDE_CKPT_MANIFEST);
     rc = sha256_file_hex(manifest, mhex, err);
     if (rc < 0)
         goto done;
     dir_sha256(&f->meta, mhex, expect);
-    dest = tide_xasprintf("%s/%s/step-%" PRId64, t->hot, j->job_id, f->meta.step);
+    dest = tide_xasprintf("%s/step-%" PRId64, jobdir, f->meta.step);
     memset(&req, 0, sizeof(req));
     req.src = f->path;
     req.dest_dir = dest;
@@ -899,7 +947,7 @@ static int hand_over(job_t *j)
     rc = tide_flush_copy(&req, &res, err);
     if (rc < 0)
         goto done;
-    rc = give_hot_copy(t->hot, j->job_id, f->meta.step, j->rank, &j->as, err);
+    rc = give_files(dest, res.path, &j->as, err);
     if (rc < 0)
         goto done;
     free(f->path);
@@ -909,6 +957,7 @@ done:
     tide_flush_result_clear(&res);
     free(manifest);
     free(dest);
+    free(jobdir);
     return rc;
 }
 
@@ -1003,6 +1052,7 @@ void tide_ckpt_tiers_new(uv_loop_t *loop, const tide_ckpt_tiers_config_t *cfg,
     t->warm = cfg->warm && cfg->warm[0] ? tide_xstrdup(cfg->warm) : NULL;
     t->cold = cfg->cold && cfg->cold[0] ? tide_xstrdup(cfg->cold) : NULL;
     t->mirror = t->hot ? tide_xasprintf("%s/mirror", t->hot) : NULL;
+    t->restored = t->hot ? tide_xasprintf("%s/restored", t->hot) : NULL;
     t->keep_hot = cfg->keep_hot > 0 ? cfg->keep_hot : 1;
     t->keep_warm = cfg->keep_warm > 0 ? cfg->keep_warm : 1;
     t->saved_cb = cfg->saved;

@@ -160,14 +160,15 @@ def main():
             step, tier = int(restored[-1][0]), restored[-1][1]
             # From warm, or from the copy the lost worker mirrored to this one (HOT/mirror): both root's alone.
             assert step >= newest and tier in ("warm", "mirror"), (restored, newest, wlog[-3000:])
-            # The worker named the copy it made in its own hot tier, nobody's, not the root-only one.
-            hot_path = os.path.join(hots[other], jid, f"step-{step}", "rank-0")
+            # The worker named the copy it made for nobody in its own HOT/restored (never inside nobody's HOT/JOB,
+            # where a link could redirect a root write), not the root-only one.
+            hot_path = os.path.join(hots[other], "restored", jid, f"step-{step}", "rank-0")
             assert f"restores step {step} from {tier} ({hot_path})" in wlog, wlog[-3000:]
             # Went on from there: the new generation's first checkpoint is the next one after the restored step.
             saved = [int(x) for x in re.findall(r"^tide-mlp: checkpoint \S*/mlp-(\d+)\.ckpt", log, re.M)]
             assert step + 51 in saved and saved[-1] == 700, (saved, step)
             print(f"     {lost} lost after step {newest} reached warm; rank 0 restarted on {other} as nobody and "
-                  f"restored step {step} from {tier} through its hot tier")
+                  f"restored step {step} from {tier} through a copy of the worker's")
 
         tidetest.run([test_ranks_run_as_the_owners_account, test_mpi_ranks_run_as_the_owners_account, test_refusals,
                       test_restore_on_another_worker_as_the_owner])

@@ -174,18 +174,22 @@ static void save(fx_t *f, const char *job, int64_t step, const char *content)
     free(dir);
 }
 
-/* A warm copy is copied into the account's HOT/JOB, owned by it, with the same bytes; it is the rank's
- * hot copy from then on. The warm copy stays the worker's. */
+/* A warm copy is copied, verified, into the worker's own HOT/restored/JOB/step-S/rank-R: its files become the
+ * account's (same bytes), its directories stay the worker's (0755), so the account can read the copy but change
+ * no entry the worker later removes; nothing is written into the account's HOT/JOB. The warm copy stays the
+ * worker's, and the next restore hands over again. */
 static void test_warm_copy_handed_over(void **state)
 {
     fx_t *f = *state;
     char *hotjob = at("%s/7", f->hot), *hotstep = at("%s/7/step-10", f->hot);
-    char *hotrank = at("%s/rank-0", hotstep), *hotfile = at("%s/ckpt.bin", hotrank);
-    char *hotman = at("%s/tide-manifest.json", hotrank);
+    char *rjob = at("%s/restored/7", f->hot), *rstep = at("%s/step-10", rjob);
+    char *rrank = at("%s/rank-0", rstep), *rfile = at("%s/ckpt.bin", rrank);
+    char *rman = at("%s/tide-manifest.json", rrank);
     char *warmrank = at("%s/7/step-10/rank-0", f->warm);
     char *warmfile = at("%s/ckpt.bin", warmrank), *got;
     tide_ckpt_meta_t meta;
     tide_error_t err;
+    struct stat st;
 
     save(f, "7", 10, "ten steps of weights");
     wt_rmrf(hotstep); /* only warm has it now (the hot tier went with the node's memory) */
@@ -195,33 +199,41 @@ static void test_warm_copy_handed_over(void **state)
     assert_int_equal(f->rc, 0);
     assert_int_equal(f->step, 10);
     assert_string_equal(f->tier, "warm");
-    assert_string_equal(f->path, hotrank);
-    got = wt_read_file(hotfile);
+    assert_string_equal(f->path, rrank);
+    got = wt_read_file(rfile);
     assert_string_equal(got, "ten steps of weights");
     free(got);
-    assert_owner(hotjob, NOBODY, NOBODY);
-    assert_owner(hotstep, NOBODY, NOBODY);
-    assert_owner(hotrank, NOBODY, NOBODY);
-    assert_owner(hotfile, NOBODY, NOBODY);
-    assert_owner(hotman, NOBODY, NOBODY);
+    assert_owner(rfile, NOBODY, NOBODY);
+    assert_owner(rman, NOBODY, NOBODY);
+    assert_owner(rjob, 0, 0);
+    assert_owner(rstep, 0, 0);
+    assert_owner(rrank, 0, 0);
+    assert_int_equal(stat(rrank, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    assert_int_equal(lstat(hotstep, &st), -1); /* nothing written into the account's HOT/JOB */
     assert_owner(warmrank, 0, 0);
     assert_owner(warmfile, 0, 0);
     memset(&meta, 0, sizeof(meta));
     tide_error_clear(&err);
-    assert_int_equal(tide_ckpt_verify(hotrank, &meta, &err), 0);
+    assert_int_equal(tide_ckpt_verify(rrank, &meta, &err), 0);
     assert_int_equal(meta.step, 10);
     tide_ckpt_meta_clear(&meta);
 
-    /* From then on the hot tier answers. */
+    /* Restored again: the same place, replaced. */
     restore(f, "7", &nobody);
     assert_int_equal(f->rc, 0);
-    assert_string_equal(f->tier, "hot");
-    assert_string_equal(f->path, hotrank);
+    assert_string_equal(f->path, rrank);
+    /* The job's end takes the copies made for its restores too. */
+    assert_int_equal(tide_ckpt_tiers_forget(f->t, "7"), 1);
+    assert_true(wt_run_until(&f->loop, idle, f, 20000));
+    assert_int_equal(lstat(rjob, &st), -1);
     free(hotjob);
     free(hotstep);
-    free(hotrank);
-    free(hotfile);
-    free(hotman);
+    free(rjob);
+    free(rstep);
+    free(rrank);
+    free(rfile);
+    free(rman);
     free(warmrank);
     free(warmfile);
 }
