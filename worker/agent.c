@@ -54,7 +54,7 @@ typedef struct rank_peers {
     char **sources;    /* restore_peers, then the mirror */
     size_t n_sources;
     bool as_other;     /* runs as another account than the worker's: restores hand their copy to `as` */
-    tide_ckpt_account_t as;
+    tide_fs_account_t as;
 } rank_peers_t;
 
 /* A reported checkpoint being tiered, and where its mirror goes: taken at the report, so the rank's last
@@ -64,6 +64,8 @@ typedef struct pending_mirror {
     int32_t generation, rank;
     int64_t step;
     char *mirror, *credential;
+    bool as_other; /* the rank's account, when not the worker's: the put reads its files as it */
+    tide_fs_account_t as;
 } pending_mirror_t;
 #define PENDING_MIRRORS_MAX 64 /* tierings that failed leave their entry: the oldest go */
 
@@ -80,7 +82,7 @@ typedef struct restore_req {
     char *credential;
     char *fetch_error;  /* the last fetch's failure, for the reply */
     bool as_other;      /* the rank's account, when not the worker's (rank_peers_t) */
-    tide_ckpt_account_t as;
+    tide_fs_account_t as;
 } restore_req_t;
 
 typedef struct held_exit {
@@ -276,6 +278,8 @@ static void pending_add(tide_worker_agent_t *a, const char *job_id, int32_t gene
     m->step = step;
     m->mirror = tide_xstrdup(p->mirror);
     m->credential = tide_xstrdup(p->credential);
+    m->as_other = p->as_other;
+    m->as = p->as;
 }
 
 /* A checkpoint has its manifest in hot: copy it to the rank's mirror peer on another node, so the loss of
@@ -298,7 +302,7 @@ static void on_tier_saved(void *ud, const char *rank_dir, const tide_ckpt_meta_t
     a->n_pending--;
     what = tide_xasprintf("job %s rank %d step %lld", meta->job, meta->rank, (long long)meta->step);
     if (tide_ckpt_mirror_put(a->mirror_client, m.mirror, rank_dir, meta, m.credential[0] ? m.credential : NULL,
-                             on_mirror_put, what) < 0) {
+                             m.as_other ? &m.as : NULL, on_mirror_put, what) < 0) {
         tide_warn("%s: not mirrored: bad request", what);
         free(what);
     }
@@ -464,6 +468,8 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
     tide_worker_agent_t *a = ud;
     Tide__V1__WorkerMessage msg = TIDE__V1__WORKER_MESSAGE__INIT;
     Tide__V1__CheckpointSaved cs = TIDE__V1__CHECKPOINT_SAVED__INIT;
+    const tide_fs_account_t *as;
+    const rank_peers_t *p;
 
     cs.job_id = (char *)job_id;
     cs.generation = generation;
@@ -473,17 +479,25 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
     cs.bytes = m->bytes;
     cs.sha256 = (char *)m->sha256;
     cs.request_id = (uint64_t)m->request;
-    if (a->flusher) {
+    /* What the rank reported is read as its account when it runs as another (fs_as.h). A report from
+     * a rank this worker has no record of is passed on but never read. */
+    p = peers_find(a, job_id, generation, rank);
+    as = p && p->as_other ? &p->as : NULL;
+    if (!p)
+        tide_warn("job %s generation %d rank %d: checkpoint of step %lld reported by a rank with no "
+                  "record here: not copied", job_id, generation, rank, (long long)m->step);
+    if (a->flusher && p) {
         /* A rank directory in hot gets a manifest beside the trainer's files: the durable copy of
          * the directory cannot match the trainer's sha any more (the manifest checks it). */
         bool is_dir = false;
         bool tiered = tide_ckpt_tiers_in_layout(a->cfg->ckpt_hot, job_id, m->step, rank,
                                                 m->path, &is_dir);
         tide_flusher_saved(a->flusher, job_id, generation, rank, m->step, m->path, m->bytes,
-                           tiered && is_dir ? "" : m->sha256);
+                           tiered && is_dir ? "" : m->sha256, as);
     }
-    if (a->tiers)
-        if (tide_ckpt_tiers_saved(a->tiers, job_id, generation, rank, m->step, m->path, m->sha256) == 1)
+    if (a->tiers && p)
+        if (tide_ckpt_tiers_saved(a->tiers, job_id, generation, rank, m->step, m->path, m->sha256,
+                                  as) == 1)
             pending_add(a, job_id, generation, rank, m->step);
     msg.msg_case = TIDE__V1__WORKER_MESSAGE__MSG_CHECKPOINT_SAVED;
     msg.checkpoint_saved = &cs;

@@ -11,7 +11,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -47,20 +46,6 @@
 
 /* ------------------------------------------------------------------------------------------ */
 /* small helpers (any thread) */
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)type;
-    (void)ftw;
-    (void)remove(path);
-    return 0;
-}
-
-static void rm_tree(const char *path)
-{
-    (void)nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static void fsync_dir(const char *dir)
 {
@@ -299,7 +284,7 @@ static tide_grpc_code_t sink_begin(sink_t *s, const char *tier, const Tide__V1__
         tide_errprintf(err, "%s: %s", s->jobdir, strerror(-rc));
         goto fail;
     }
-    rm_tree(s->tmp); /* a crashed earlier worker with this pid may have left it */
+    tide_fs_remove_tree(s->tmp); /* a crashed earlier worker with this pid may have left it */
     if (mkdir(s->tmp, 0755) != 0) {
         tide_errprintf(err, "%s: %s", s->tmp, strerror(errno));
         goto fail;
@@ -464,9 +449,9 @@ static void prune_rank(const sink_t *s, const commit_opts_t *o)
         stepdir = tide_xasprintf("%s/" STEP_PREFIX "%lld", s->jobdir, (long long)steps[i]);
         rd = tide_xasprintf("%s/%s", stepdir, rankname);
         old = tide_xasprintf("%s/" OLD_PREFIX "%s-%ld", stepdir, rankname, (long)getpid());
-        rm_tree(old);
+        tide_fs_remove_tree(old);
         if (rename(rd, old) == 0)
-            rm_tree(old);
+            tide_fs_remove_tree(old);
         (void)rmdir(stepdir); /* only when no other rank is left in it */
         free(old);
         free(rd);
@@ -543,14 +528,14 @@ static tide_grpc_code_t sink_commit(sink_t *s, const commit_opts_t *o, uint64_t 
     fsync_dir(s->stepdir);
     fsync_dir(s->jobdir);
     if (had_old)
-        rm_tree(old);
+        tide_fs_remove_tree(old);
     free(old);
     if (o->keep > 0)
         prune_rank(s, o);
     return TIDE_GRPC_OK;
 fail:
     free(old);
-    rm_tree(s->tmp);
+    tide_fs_remove_tree(s->tmp);
     (void)rmdir(s->jobdir);
     return code;
 }
@@ -563,7 +548,7 @@ static void sink_discard(sink_t *s)
         s->fd = -1;
     }
     if (s->tmp) {
-        rm_tree(s->tmp);
+        tide_fs_remove_tree(s->tmp);
         (void)rmdir(s->jobdir);
     }
 }
@@ -597,15 +582,22 @@ typedef struct source {
     uint32_t chunk_idx;
     uint64_t chunk_off;
     bool done;
+    bool has_as; /* dir is the account's: its files are opened as `as` (fs_as.h) */
+    tide_fs_account_t as;
 } source_t;
 
-static void source_init(source_t *s, const char *dir, const tide_ckpt_meta_t *meta)
+static void source_init(source_t *s, const char *dir, const tide_ckpt_meta_t *meta,
+                        const tide_fs_account_t *as)
 {
     memset(s, 0, sizeof(*s));
     s->open = true;
     s->fd = -1;
     s->dir = tide_xstrdup(dir);
     meta_copy(&s->meta, meta);
+    if (as) {
+        s->has_as = true;
+        s->as = *as;
+    }
 }
 
 /* On the threadpool: the next chunk into buf/len (len 0: all sent). Returns 0 or -errno. */
@@ -631,12 +623,15 @@ static int source_read(source_t *s, tide_error_t *err)
     f = &s->meta.files[s->idx];
     if (s->fd < 0) {
         char *p = tide_xasprintf("%s/%s", s->dir, f->name);
-        s->fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (s->fd < 0) {
-            int e = errno;
-            tide_errprintf(err, "%s: %s", p, strerror(e));
+        tide_fs_as_saved_t fs;
+        int rc = tide_fs_as_enter(s->has_as ? &s->as : NULL, &fs);
+        if (rc == 0 && (s->fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+            rc = -errno;
+        tide_fs_as_leave(&fs);
+        if (rc < 0) {
+            tide_errprintf(err, "%s: %s", p, strerror(-rc));
             free(p);
-            return -e;
+            return rc;
         }
         free(p);
     }
@@ -931,7 +926,7 @@ static void xfer_work(uv_work_t *w)
         break;
     case W_FIND: {
         tide_ckpt_mirror_server_t *ms = (tide_ckpt_mirror_server_t *)x->own;
-        tide_ckpt_tier_t tier = {"mirror", ms->dir};
+        tide_ckpt_tier_t tier = {"mirror", ms->dir, NULL};
         tide_ckpt_search_t s = {0};
         s.tiers = &tier;
         s.n_tiers = 1;
@@ -1312,7 +1307,7 @@ static void fetch_found(xfer_t *x)
         return;
     }
     x->pinned = true;
-    source_init(&x->src, x->found.path, &x->found.meta);
+    source_init(&x->src, x->found.path, &x->found.meta, NULL);
     n = x->found.meta.n_files;
     fps = tide_xcalloc(n, sizeof(*fps));
     fs = tide_xcalloc(n, sizeof(*fs));
@@ -1885,7 +1880,7 @@ static int cli_open(tide_ckpt_mirror_client_t *mc, xfer_t *x, const char *path)
 
 int tide_ckpt_mirror_put(tide_ckpt_mirror_client_t *c, const char *peer, const char *rank_dir,
                          const tide_ckpt_meta_t *meta, const char *credential,
-                         tide_ckpt_mirror_done_cb cb, void *ud)
+                         const tide_fs_account_t *as, tide_ckpt_mirror_done_cb cb, void *ud)
 {
     Tide__V1__CheckpointChunk ch = TIDE__V1__CHECKPOINT_CHUNK__INIT;
     Tide__V1__CheckpointHeader h;
@@ -1900,7 +1895,7 @@ int tide_ckpt_mirror_put(tide_ckpt_mirror_client_t *c, const char *peer, const c
     x->peer = tide_xstrdup(peer);
     x->cb = cb;
     x->ud = ud;
-    source_init(&x->src, rank_dir, meta);
+    source_init(&x->src, rank_dir, meta, as);
     rc = cli_open(c, x, TIDE_CKPT_MIRROR_PUT_PATH);
     if (rc < 0) {
         xfer_destroy(x);

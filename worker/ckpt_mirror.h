@@ -115,11 +115,13 @@ void tide_ckpt_mirror_client_free(tide_ckpt_mirror_client_t *c);
 
 /* Streams the files meta lists (borrowed; copied) from rank_dir to the peer at "HOST:PORT" (its
  * WorkerCheckpoints), reading them on the threadpool one chunk at a time and sending the next only
- * while less than a few MiB wait in the connection. credential: the generation's (NULL: none).
- * Returns 0 and cb fires once from the loop later, or -EINVAL (bad arguments; cb never fires). */
+ * while less than a few MiB wait in the connection. credential: the generation's (NULL: none). as:
+ * NULL, or the rank's account when it runs as another (copied): the files are opened with its
+ * file-system identity (fs_as.h), since rank_dir is the account's. Returns 0 and cb fires once from
+ * the loop later, or -EINVAL (bad arguments; cb never fires). */
 int tide_ckpt_mirror_put(tide_ckpt_mirror_client_t *c, const char *peer, const char *rank_dir,
                          const tide_ckpt_meta_t *meta, const char *credential,
-                         tide_ckpt_mirror_done_cb cb, void *ud);
+                         const tide_fs_account_t *as, tide_ckpt_mirror_done_cb cb, void *ud);
 
 /* Fetches the peer's newest verified copy of (job, rank) with step <= max_step (-1: any) written by
  * a generation <= generation (-1: any) into the tier into_dir: INTO/JOB/step-S/rank-R/ through a

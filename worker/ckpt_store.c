@@ -873,10 +873,17 @@ int tide_ckpt_find(const tide_ckpt_search_t *s, tide_ckpt_found_t *out, tide_err
         size_t k = 0;
         char *jobdir;
         tide_error_t lerr = {{0}};
+        tide_fs_as_saved_t fs;
         if (!dir || !dir[0])
             continue;
         jobdir = tide_xasprintf("%s/%s", dir, s->job);
-        rc = list_steps(jobdir, &steps, &k, &lerr);
+        rc = tide_fs_as_enter(s->tiers[t].as, &fs);
+        if (rc == 0)
+            rc = list_steps(jobdir, &steps, &k, &lerr);
+        else
+            tide_errprintf(&lerr, "%s: cannot read as uid %u: %s", jobdir,
+                           (unsigned)s->tiers[t].as->uid, strerror(-rc));
+        tide_fs_as_leave(&fs);
         free(jobdir);
         if (rc < 0) {
             /* An unreadable tier is passed over like a bad copy: the others may still serve. */
@@ -902,7 +909,14 @@ int tide_ckpt_find(const tide_ckpt_search_t *s, tide_ckpt_found_t *out, tide_err
         const cand_t *c = &cands[i];
         char *path = tide_ckpt_rank_dir(s->tiers[c->tier].dir, s->job, c->step, s->rank);
         tide_error_t why = {{0}};
-        int trc = try_cand(s, path, c->step, &out->meta, &why);
+        tide_fs_as_saved_t fs;
+        int trc = tide_fs_as_enter(s->tiers[c->tier].as, &fs);
+        if (trc == 0)
+            trc = try_cand(s, path, c->step, &out->meta, &why);
+        else
+            tide_errprintf(&why, "cannot read as uid %u: %s", (unsigned)s->tiers[c->tier].as->uid,
+                           strerror(-trc));
+        tide_fs_as_leave(&fs);
         if (trc == 0) {
             out->tier = c->tier;
             out->path = path;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "fs_as.h"
 
 #define TIDE_CKPT_MANIFEST "tide-manifest.json"
 /* Limits a manifest must respect (anything beyond is refused as -EINVAL). */
@@ -74,6 +75,9 @@ int tide_ckpt_verify(const char *dir, tide_ckpt_meta_t *out, tide_error_t *err);
 typedef struct tide_ckpt_tier {
     const char *name; /* "hot", "mirror", "warm", "cold" ...; borrowed */
     const char *dir;  /* TIERDIR; borrowed; NULL or "": the tier is skipped */
+    /* NULL: read as the caller. Else the tier is read with this account's file-system identity
+     * (fs_as.h): a hot tier's TIERDIR/JOB belongs to the rank's account when it runs as another */
+    const tide_fs_account_t *as;
 } tide_ckpt_tier_t;
 
 /* One copy tide_ckpt_find passed over. */

@@ -13,7 +13,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -68,8 +67,8 @@ typedef struct job {
     void *ud;
     uint64_t token;
     tide_ckpt_found_t found;
-    bool has_as;             /* hand the copy found to `as` */
-    tide_ckpt_account_t as;
+    bool has_as;             /* save: read and write HOT/JOB as `as`; restore: hand the copy found to it */
+    tide_fs_account_t as;
     bool handover_failed;    /* found, but not handed over: rc -EACCES, err says why */
     /* forget / sweep */
     int64_t ttl_ms;
@@ -280,6 +279,17 @@ static void dir_sha256(const tide_ckpt_meta_t *m, const char *manifest_hex, char
     free(lines);
 }
 
+/* The calling thread reads and writes as the job's rank account from now on (fs_as.h); pair with
+ * tide_fs_as_leave. */
+static int as_enter(job_t *j, tide_fs_as_saved_t *fs, tide_error_t *err)
+{
+    int rc = tide_fs_as_enter(j->has_as ? &j->as : NULL, fs);
+
+    if (rc < 0)
+        tide_errprintf(err, "cannot act as uid %u: %s", (unsigned)j->as.uid, strerror(-rc));
+    return rc;
+}
+
 static int do_save(job_t *j)
 {
     tide_ckpt_tiers_t *t = j->t;
@@ -287,12 +297,17 @@ static int do_save(job_t *j)
     char *manifest = NULL, *dest = NULL;
     char mhex[65], expect[65];
     tide_ckpt_meta_t meta;
+    tide_fs_as_saved_t fs;
     tide_error_t *err = &j->err;
     int rc;
 
     memset(&meta, 0, sizeof(meta));
-    rc = tide_ckpt_meta_scan(rankdir, j->job_id, j->generation, j->step, j->rank,
-                             j->is_dir ? j->sha256 : NULL, &meta, err);
+    /* What is in HOT/JOB is read and written as the rank's account: the account owns that directory
+     * (fs_as.h). The warm copy is written as the worker, into the worker's own directories. */
+    rc = as_enter(j, &fs, err);
+    if (rc == 0)
+        rc = tide_ckpt_meta_scan(rankdir, j->job_id, j->generation, j->step, j->rank,
+                                 j->is_dir ? j->sha256 : NULL, &meta, err);
     if (rc < 0)
         goto done;
     if (!j->is_dir && j->sha256[0]) {
@@ -320,17 +335,21 @@ static int do_save(job_t *j)
     if (rc < 0)
         goto done;
     if (t->warm) {
-        tide_flush_result_t res;
-        tide_flush_copy_t req;
-
         manifest = tide_xasprintf("%s/%s", rankdir, TIDE_CKPT_MANIFEST);
         rc = sha256_file_hex(manifest, mhex, err);
         if (rc < 0)
             goto done;
+    }
+    tide_fs_as_leave(&fs);
+    if (t->warm) {
+        tide_flush_result_t res;
+        tide_flush_copy_t req;
+
         dir_sha256(&meta, mhex, expect);
         dest = tide_xasprintf("%s/%s/step-%" PRId64, t->warm, j->job_id, j->step);
         memset(&req, 0, sizeof(req));
         req.src = rankdir;
+        req.src_as = j->has_as ? &j->as : NULL;
         req.dest_dir = dest;
         req.expect_sha256 = expect;
         rc = tide_flush_copy(&req, &res, err);
@@ -342,12 +361,15 @@ static int do_save(job_t *j)
         if (rc < 0)
             goto done;
     }
-    rc = tide_ckpt_prune(t->hot, j->job_id, t->keep_hot, err);
+    rc = as_enter(j, &fs, err);
+    if (rc == 0)
+        rc = tide_ckpt_prune(t->hot, j->job_id, t->keep_hot, err);
     if (rc == 0) {
         j->meta = meta; /* kept for the saved callback */
         memset(&meta, 0, sizeof(meta));
     }
 done:
+    tide_fs_as_leave(&fs);
     tide_ckpt_meta_clear(&meta);
     free(manifest);
     free(dest);
@@ -418,7 +440,8 @@ static void start_next_save(tide_ckpt_tiers_t *t)
 }
 
 int tide_ckpt_tiers_saved(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
-                          int32_t rank, int64_t step, const char *path, const char *sha256)
+                          int32_t rank, int64_t step, const char *path, const char *sha256,
+                          const tide_fs_account_t *as)
 {
     bool is_dir = false;
     job_t *j;
@@ -435,6 +458,10 @@ int tide_ckpt_tiers_saved(tide_ckpt_tiers_t *t, const char *job_id, int32_t gene
     j->path = tide_xstrdup(path);
     j->is_dir = is_dir;
     snprintf(j->sha256, sizeof(j->sha256), "%s", sha256 ? sha256 : "");
+    if (as) {
+        j->has_as = true;
+        j->as = *as;
+    }
     tide_list_push_back(&t->saves, &j->link);
     start_next_save(t);
     return 1;
@@ -732,117 +759,6 @@ void tide_ckpt_tiers_forgotten(const tide_ckpt_tiers_t *t, uint64_t *jobs, uint6
 
 /* --- restore --- */
 
-#define GIVE_MAX_DEPTH 16
-
-/* Gives the directory at/name itself (opened without following a link) to as; returns its fd or
- * -errno. */
-static int give_dir(int at, const char *name, const tide_ckpt_account_t *as)
-{
-    struct stat st;
-    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
-
-    if (fd < 0)
-        return -errno;
-    if (fstat(fd, &st) < 0 || ((st.st_uid != as->uid || st.st_gid != as->gid) &&
-                               fchown(fd, as->uid, as->gid) < 0)) {
-        rc = -errno;
-        close(fd);
-        return rc;
-    }
-    return fd;
-}
-
-/* Gives the tree of the directory at/name to as: the directory, and everything in it (lchown: a
- * symbolic link itself, never its target). A regular file with other hard links is refused
- * (-EPERM): it could be anybody's file. Returns 0 or -errno with err naming the path. */
-static int give_tree(int at, const char *name, const char *path, int depth,
-                     const tide_ckpt_account_t *as, tide_error_t *err)
-{
-    struct dirent *e;
-    DIR *d;
-    int fd = give_dir(at, name, as), rc = 0;
-
-    if (fd < 0) {
-        tide_errprintf(err, "%s: %s", path, strerror(-fd));
-        return fd;
-    }
-    d = fdopendir(fd);
-    if (!d) {
-        rc = -errno;
-        close(fd);
-        tide_errprintf(err, "%s: %s", path, strerror(-rc));
-        return rc;
-    }
-    while (rc == 0 && (e = readdir(d))) {
-        struct stat st;
-        char *sub;
-
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        sub = tide_xasprintf("%s/%s", path, e->d_name);
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            rc = -errno;
-            tide_errprintf(err, "%s: %s", sub, strerror(-rc));
-        } else if (S_ISDIR(st.st_mode)) {
-            if (depth + 1 < GIVE_MAX_DEPTH)
-                rc = give_tree(dirfd(d), e->d_name, sub, depth + 1, as, err);
-        } else if (st.st_uid == as->uid && st.st_gid == as->gid) {
-            /* already the account's */
-        } else if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
-            rc = -EPERM;
-            tide_errprintf(err, "%s: has %lu hard links: not handed over", sub,
-                           (unsigned long)st.st_nlink);
-        } else if (fchownat(dirfd(d), e->d_name, as->uid, as->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-            rc = -errno;
-            tide_errprintf(err, "%s: chown: %s", sub, strerror(-rc));
-        }
-        free(sub);
-    }
-    closedir(d);
-    return rc;
-}
-
-/* Gives HOT/JOB, HOT/JOB/step-S and the tree of HOT/JOB/step-S/rank-R to as. */
-static int give_hot_copy(const char *hot, const char *job, int64_t step, int32_t rank,
-                         const tide_ckpt_account_t *as, tide_error_t *err)
-{
-    char step_name[32], rank_name[24];
-    char *path = tide_xasprintf("%s/%s", hot, job);
-    int hotfd = open(hot, O_RDONLY | O_DIRECTORY | O_CLOEXEC), jobfd = -1, stepfd = -1, rc;
-
-    snprintf(step_name, sizeof(step_name), "step-%" PRId64, step);
-    snprintf(rank_name, sizeof(rank_name), "rank-%d", rank);
-    if (hotfd < 0) {
-        rc = -errno;
-        tide_errprintf(err, "%s: %s", hot, strerror(-rc));
-        goto done;
-    }
-    rc = jobfd = give_dir(hotfd, job, as);
-    if (rc < 0) {
-        tide_errprintf(err, "%s: %s", path, strerror(-rc));
-        goto done;
-    }
-    free(path);
-    path = tide_xasprintf("%s/%s/%s", hot, job, step_name);
-    rc = stepfd = give_dir(jobfd, step_name, as);
-    if (rc < 0) {
-        tide_errprintf(err, "%s: %s", path, strerror(-rc));
-        goto done;
-    }
-    free(path);
-    path = tide_xasprintf("%s/%s/%s/%s", hot, job, step_name, rank_name);
-    rc = give_tree(stepfd, rank_name, path, 0, as, err);
-done:
-    if (stepfd >= 0)
-        close(stepfd);
-    if (jobfd >= 0)
-        close(jobfd);
-    if (hotfd >= 0)
-        close(hotfd);
-    free(path);
-    return rc;
-}
-
 /* dir (and its parent) as the worker's own directories, 0755: made when missing, refused when not a
  * directory of the worker's (a link, or somebody else's). */
 static int own_dir(const char *dir, tide_error_t *err)
@@ -866,7 +782,7 @@ static int own_dir(const char *dir, tide_error_t *err)
 /* Makes the copy at rank_dir (inside the worker's own HOT/restored) readable by as, and nothing more: its
  * directories stay the worker's (0755), so the account can change no entry the worker later removes;
  * its regular files become the account's (never through a link). Returns 0 or -errno with err. */
-static int give_files(const char *step_dir, const char *rank_dir, const tide_ckpt_account_t *as,
+static int give_files(const char *step_dir, const char *rank_dir, const tide_fs_account_t *as,
                       tide_error_t *err)
 {
     struct dirent *e;
@@ -906,10 +822,10 @@ static int give_files(const char *step_dir, const char *rank_dir, const tide_ckp
 }
 
 /* The restore's copy, found in tier found.tier, handed to j->as (see tide_ckpt_tiers_restore). On
- * success j->found.path names what the account can read. A copy in hot (HOT/JOB: the rank's own, which
- * the rank wrote as the account) is given as it is, through descriptors opened without following links.
- * A copy anywhere else is copied, verified, into the worker's own HOT/restored/JOB/step-S/rank-R — never
- * through a directory the account owns, where a link could send a root write anywhere. */
+ * success j->found.path names what the account can read. A copy in hot (HOT/JOB: the rank's own) was
+ * read and verified as the account by the search, so the account can read it as it is. A copy anywhere
+ * else is copied, verified, into the worker's own HOT/restored/JOB/step-S/rank-R — never through a
+ * directory the account owns, where a link could send a root write anywhere. */
 static int hand_over(job_t *j)
 {
     tide_ckpt_tiers_t *t = j->t;
@@ -923,7 +839,7 @@ static int hand_over(job_t *j)
 
     memset(&res, 0, sizeof(res));
     if (f->tier == 0) {
-        rc = give_hot_copy(t->hot, j->job_id, f->meta.step, j->rank, &j->as, err);
+        rc = 0;
         goto done;
     }
     if (!t->hot) {
@@ -1008,7 +924,7 @@ static void restore_after(uv_work_t *w, int status)
 }
 
 void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
-                             int32_t rank, int64_t resume_step, const tide_ckpt_account_t *as,
+                             int32_t rank, int64_t resume_step, const tide_fs_account_t *as,
                              uint64_t token, tide_ckpt_restore_cb cb, void *ud)
 {
     job_t *j = tide_xcalloc(1, sizeof(*j));
@@ -1023,10 +939,11 @@ void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t g
         j->has_as = true;
         j->as = *as;
     }
-    j->tiers[0] = (tide_ckpt_tier_t){"hot", t->hot};
-    j->tiers[1] = (tide_ckpt_tier_t){"mirror", t->mirror};
-    j->tiers[2] = (tide_ckpt_tier_t){"warm", t->warm};
-    j->tiers[3] = (tide_ckpt_tier_t){"cold", t->cold};
+    /* HOT/JOB is the account's: searched as the account (fs_as.h). The other tiers are the worker's. */
+    j->tiers[0] = (tide_ckpt_tier_t){"hot", t->hot, j->has_as ? &j->as : NULL};
+    j->tiers[1] = (tide_ckpt_tier_t){"mirror", t->mirror, NULL};
+    j->tiers[2] = (tide_ckpt_tier_t){"warm", t->warm, NULL};
+    j->tiers[3] = (tide_ckpt_tier_t){"cold", t->cold, NULL};
     j->cb = cb;
     j->ud = ud;
     j->token = token;

@@ -57,26 +57,24 @@ bool tide_ckpt_tiers_in_layout(const char *hot, const char *job, int64_t step, i
                                const char *path, bool *is_dir);
 
 /* A rank reported a checkpoint (everything borrowed). When path is in the hot layout (above) the
- * manifest / warm copy / prune job is queued and 1 is returned; else 0 and nothing happens. */
+ * manifest / warm copy / prune job is queued and 1 is returned; else 0 and nothing happens. as: the
+ * rank's account when it runs as another than the worker's (NULL: the worker's own): HOT/JOB is then
+ * the account's, and the job reads, writes its manifest in and prunes it as the account (fs_as.h), so
+ * a link the account planted there leads nowhere the account could not go itself. */
 int tide_ckpt_tiers_saved(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
-                          int32_t rank, int64_t step, const char *path, const char *sha256);
-
-/* The Unix account a rank runs as when it is not the worker's (LaunchRank.run_as; run_as.h). */
-typedef struct tide_ckpt_account {
-    uid_t uid;
-    gid_t gid;
-} tide_ckpt_account_t;
+                          int32_t rank, int64_t step, const char *path, const char *sha256,
+                          const tide_fs_account_t *as);
 
 /* Searches [hot, mirror (HOT/mirror: copies peers mirrored here), warm, cold] for (job, rank): the
  * newest step <= resume_step (-1: any) whose copy verifies and was written by generation <=
- * `generation`. With as (NULL: the worker's own account, nothing changes hands) the copy found is
- * handed to that account on the threadpool before cb: a hot copy is chowned (HOT/JOB, its step
- * directory and the rank directory's tree; lchown, links never followed, hard-linked files refused),
- * any other is copied (verified) into HOT/JOB/step-S/rank-R, the rank's hot copy from then on,
- * owned by the account, and found->path names that copy. cb fires once, from the loop, later (never
+ * `generation`. With as (NULL: the worker's own account, nothing changes hands) the hot tier, the
+ * account's HOT/JOB, is searched as the account (fs_as.h), so a hot copy found is one it can read as it
+ * is; a copy found in another tier is copied, verified, into the worker's own
+ * HOT/restored/JOB/step-S/rank-R (directories the worker's, 0755; files the account's) on the
+ * threadpool before cb, and found->path names that copy. cb fires once, from the loop, later (never
  * inside this call) with token. job_id and as borrowed. */
 void tide_ckpt_tiers_restore(tide_ckpt_tiers_t *t, const char *job_id, int32_t generation,
-                             int32_t rank, int64_t resume_step, const tide_ckpt_account_t *as,
+                             int32_t rank, int64_t resume_step, const tide_fs_account_t *as,
                              uint64_t token, tide_ckpt_restore_cb cb, void *ud);
 
 /* The job ended (ForgetCheckpoints): removes HOT/JOB and HOT/mirror/JOB (the copies peers mirrored

@@ -29,6 +29,8 @@ typedef struct saved {
     char *path; /* resolved against the rank's workdir; "" when the rank reported none */
     uint64_t bytes;
     char sha256[65];
+    bool has_as; /* reported by a rank running as `as`: its path is read as the account */
+    tide_fs_account_t as;
 } saved_t;
 
 typedef struct task task_t;
@@ -56,6 +58,8 @@ struct task {
     char *src, *dest_dir;
     char sha256[65];
     uint64_t fail_after;
+    bool has_as; /* the source is read as `as` (saved_t) */
+    tide_fs_account_t as;
     atomic_int cancel; /* set on the loop, read by the copying thread */
     /* filled on the threadpool */
     int rc;
@@ -227,7 +231,8 @@ void tide_flusher_rank_started(tide_flusher_t *f, const char *job_id, int32_t ge
 }
 
 void tide_flusher_saved(tide_flusher_t *f, const char *job_id, int32_t generation, int32_t rank,
-                        int64_t step, const char *path, uint64_t bytes, const char *sha256)
+                        int64_t step, const char *path, uint64_t bytes, const char *sha256,
+                        const tide_fs_account_t *as)
 {
     slot_t *s = slot_get(f, job_id, rank);
     const char *wd = s->workdir ? s->workdir : f->default_workdir;
@@ -238,6 +243,8 @@ void tide_flusher_saved(tide_flusher_t *f, const char *job_id, int32_t generatio
     e.step = step;
     e.bytes = bytes;
     snprintf(e.sha256, sizeof(e.sha256), "%s", sha256 ? sha256 : "");
+    e.has_as = as != NULL;
+    e.as = as ? *as : (tide_fs_account_t){0, 0};
     if (!path || !path[0])
         e.path = tide_xstrdup("");
     else if (path[0] == '/')
@@ -320,7 +327,8 @@ static void answer_error(tide_flusher_t *f, const Tide__V1__FlushCheckpoint *req
 static void work_cb(uv_work_t *w)
 {
     task_t *t = w->data;
-    tide_flush_copy_t req = {t->src, t->dest_dir, t->sha256, &t->cancel, t->fail_after};
+    tide_flush_copy_t req = {t->src, t->dest_dir, t->sha256, &t->cancel, t->fail_after,
+                             t->has_as ? &t->as : NULL};
     tide_flush_priority_t prio;
     uint64_t t0 = uv_hrtime();
 
@@ -513,6 +521,8 @@ void tide_flusher_request(tide_flusher_t *f, const Tide__V1__FlushCheckpoint *re
     else
         memcpy(t->sha256, e->sha256, sizeof(t->sha256));
     t->fail_after = f->fail_after;
+    t->has_as = e->has_as;
+    t->as = e->as;
     tide_list_push_back(&s->queue, &t->link);
     s->queued++;
     f->queued++;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "fs_as.h"
 #include "tide/v1/worker_service.pb-c.h"
 
 struct uv_loop_s;
@@ -33,6 +34,10 @@ typedef struct tide_flush_copy {
     const atomic_int *cancel;
     /* Tests: writing fails with EIO once this many bytes were written; 0: never. */
     uint64_t fail_after;
+    /* NULL: src is read as the worker. Else src is opened and listed with this account's file-system
+     * identity (fs_as.h): the rank's, when it runs as another account — what the rank could not read
+     * is not copied. The copy is always written as the worker. */
+    const tide_fs_account_t *src_as;
 } tide_flush_copy_t;
 
 typedef struct tide_flush_result {
@@ -103,9 +108,11 @@ void tide_flusher_free(tide_flusher_t *f);
 void tide_flusher_rank_started(tide_flusher_t *f, const char *job_id, int32_t generation,
                                int32_t rank, const char *workdir);
 /* The rank reported a checkpoint of step (CheckpointSaved: path may be "", sha256 may be ""). The
- * newest few per rank are kept. Everything borrowed. */
+ * newest few per rank are kept. as: NULL, or the rank's account when it runs as another (the copy
+ * then reads path as the account: tide_flush_copy_t.src_as). Everything borrowed. */
 void tide_flusher_saved(tide_flusher_t *f, const char *job_id, int32_t generation, int32_t rank,
-                        int64_t step, const char *path, uint64_t bytes, const char *sha256);
+                        int64_t step, const char *path, uint64_t bytes, const char *sha256,
+                        const tide_fs_account_t *as);
 /* A FlushCheckpoint that passed the epoch check (borrowed). Answers with FlushDone, now (bad
  * request, nothing to copy) or when its copy ends. */
 void tide_flusher_request(tide_flusher_t *f, const Tide__V1__FlushCheckpoint *req);

@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,14 +145,24 @@ static int copy_data(copier_t *cp, const char *src, const char *dst, char *hex, 
     int in = -1, out = -1, rc = 0;
     struct stat st;
     uint64_t total = 0;
+    tide_fs_as_saved_t fs;
 
     if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
         rc = -ENOMEM;
         tide_errprintf(err, "%s: SHA-256 unavailable", src);
         goto done;
     }
-    in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0 || fstat(in, &st) != 0) {
+    rc = tide_fs_as_enter(cp->req->src_as, &fs);
+    if (rc == 0) {
+        in = open(src, O_RDONLY | O_CLOEXEC);
+        rc = in < 0 ? -errno : 0;
+    }
+    tide_fs_as_leave(&fs);
+    if (rc < 0) {
+        tide_errprintf(err, "checkpoint %s: %s", src, strerror(-rc));
+        goto done;
+    }
+    if (fstat(in, &st) != 0) {
         rc = -errno;
         tide_errprintf(err, "checkpoint %s: %s", src, strerror(-rc));
         goto done;
@@ -243,17 +252,23 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The regular files directly in dir, sorted by name. */
-static int list_files(const char *dir, char ***names, size_t *n, tide_error_t *err)
+/* The regular files directly in dir, sorted by name; listed as as (fs_as.h; NULL: the worker). */
+static int list_files(const char *dir, const tide_fs_account_t *as, char ***names, size_t *n,
+                      tide_error_t *err)
 {
-    DIR *d = opendir(dir);
+    tide_fs_as_saved_t fs;
     struct dirent *de;
     size_t cap = 0;
+    DIR *d = NULL;
+    int rc;
 
     *names = NULL;
     *n = 0;
-    if (!d) {
-        int rc = -errno;
+    rc = tide_fs_as_enter(as, &fs);
+    if (rc == 0 && !(d = opendir(dir)))
+        rc = -errno;
+    if (rc < 0) {
+        tide_fs_as_leave(&fs);
         tide_errprintf(err, "checkpoint %s: %s", dir, strerror(-rc));
         return rc;
     }
@@ -270,6 +285,7 @@ static int list_files(const char *dir, char ***names, size_t *n, tide_error_t *e
         (*names)[(*n)++] = tide_xstrdup(de->d_name);
     }
     closedir(d);
+    tide_fs_as_leave(&fs);
     if (*n > 1)
         qsort(*names, *n, sizeof(**names), cmp_names);
     return 0;
@@ -290,7 +306,7 @@ static int copy_dir(copier_t *cp, const char *src, const char *tmp, const char *
         tide_errprintf(err, "%s: SHA-256 unavailable", src);
         goto done;
     }
-    rc = list_files(src, &names, &n, err);
+    rc = list_files(src, cp->req->src_as, &names, &n, err);
     if (rc < 0)
         goto done;
     if (mkdir(tmp, 0755) != 0) {
@@ -367,6 +383,7 @@ int tide_flush_copy(const tide_flush_copy_t *req, tide_flush_result_t *res, tide
     char *base = NULL, *final = NULL, *tmp = NULL;
     char **sync = NULL;
     size_t n_sync = 0;
+    tide_fs_as_saved_t fs;
     struct stat st;
     int rc;
 
@@ -377,8 +394,11 @@ int tide_flush_copy(const tide_flush_copy_t *req, tide_flush_result_t *res, tide
         tide_errprintf(err, "checkpoint path '%s' names no file", req->src);
         goto done;
     }
-    if (stat(req->src, &st) != 0) {
+    rc = tide_fs_as_enter(req->src_as, &fs);
+    if (rc == 0 && stat(req->src, &st) != 0)
         rc = -errno;
+    tide_fs_as_leave(&fs);
+    if (rc < 0) {
         tide_errprintf(err, "checkpoint %s: %s", req->src, strerror(-rc));
         goto done;
     }

@@ -2,9 +2,9 @@
  * behaviour in one place: links are never followed when removing, and directories are opened O_DIRECTORY. */
 #include "fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,25 +35,48 @@ int tide_fs_sync_dir(const char *path)
     return rc;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+#define REMOVE_MAX_DEPTH 128 /* deeper directories stay (each level holds a descriptor) */
+
+/* Empties the directory open at fd (taken over and closed) without ever following a link: every entry
+ * is removed relative to fd, and a subdirectory is opened relative to fd with O_NOFOLLOW before it is
+ * emptied, so an entry swapped for a link meanwhile (a rank's account owns the tree being removed) is
+ * at worst not removed, never followed out of the tree. */
+static void empty_dir(int fd, int depth)
 {
-    (void)st;
-    (void)type;
-    (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+    DIR *d = fdopendir(fd);
+    struct dirent *e;
+
+    if (!d) {
+        close(fd);
+        return;
+    }
+    while ((e = readdir(d))) {
+        int sub;
+
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno != EISDIR || depth >= REMOVE_MAX_DEPTH)
+            continue;
+        sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue;
+        empty_dir(sub, depth + 1);
+        (void)unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
 }
 
 void tide_fs_remove_tree(const char *path)
 {
-    struct stat st;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-    if (lstat(path, &st) != 0)
-        return;
-    if (!S_ISDIR(st.st_mode)) {
-        unlink(path);
+    if (fd < 0) {
+        if (errno == ENOTDIR || errno == ELOOP)
+            (void)unlink(path); /* a file or a link: the link itself */
         return;
     }
-    (void)nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    empty_dir(fd, 0);
+    (void)rmdir(path); /* never follows a link in its last component */
 }
 
 int tide_fs_mkdir_p(const char *path, unsigned mode)

@@ -10,8 +10,10 @@
 void tide_fs_hex32(const uint8_t *d, char *hex);
 /* fsync of a directory (so a rename or a new entry in it is durable). 0 or -errno. */
 int tide_fs_sync_dir(const char *path);
-/* Removes path, a file or a whole directory tree, never following links; best effort (what cannot be
- * removed stays). */
+/* Removes path, a file or a whole directory tree, never following links (every entry is removed relative
+ * to a descriptor of its directory opened with O_NOFOLLOW, so a link swapped in meanwhile is never
+ * followed out of the tree); best effort (what cannot be removed stays). Only path's own parents are
+ * resolved by name: they must be directories the caller trusts. */
 void tide_fs_remove_tree(const char *path);
 /* mkdir -p: creates path and its missing parents with mode. 0 (also when it exists) or -errno. */
 int tide_fs_mkdir_p(const char *path, unsigned mode);

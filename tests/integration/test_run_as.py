@@ -9,6 +9,7 @@ restores the newest checkpoint from warm (or from the copy mirrored to that work
 worker's hot tier, and goes on from that step.
 Needs root (a worker switches accounts only as root): exits 77 (skipped) otherwise."""
 
+import glob
 import hashlib
 import json
 import os
@@ -144,6 +145,17 @@ def main():
             job = c.job(jid)
             assert job.get("state") == "JOB_STATE_RUNNING", job
             lost = job["workerIds"][0]
+
+            # The worker wrote the manifests into nobody's HOT/JOB as nobody (worker/fs_as.h), not as root.
+            def manifest_owners():
+                owners = set()
+                for m in glob.glob(os.path.join(hots[lost], jid, "step-*", "rank-0", "tide-manifest.json")):
+                    try:
+                        owners.add(os.lstat(m).st_uid)
+                    except FileNotFoundError:
+                        pass  # pruned meanwhile
+                return owners or None
+            assert wait_for(manifest_owners, 30, "a manifest in the hot tier", interval=0.1) == {nobody.pw_uid}
             c.workers[lost].send_signal(signal.SIGKILL)
             c.workers[lost].wait(timeout=10)
             shutil.rmtree(hots[lost], ignore_errors=True)

@@ -283,7 +283,7 @@ static void assert_mirror_empty(void)
 static void do_put(const char *dir, const tide_ckpt_meta_t *meta, result_t *r)
 {
     memset(r, 0, sizeof(*r));
-    assert_int_equal(tide_ckpt_mirror_put(F.mc, F.addr, dir, meta, NULL, on_done, r), 0);
+    assert_int_equal(tide_ckpt_mirror_put(F.mc, F.addr, dir, meta, NULL, NULL, on_done, r), 0);
     wait_done(r);
 }
 
@@ -798,7 +798,7 @@ static void client_freed_mid_put(void **state)
     start_client(NULL);
     dir = make_ckpt(1, 2, 0, 16u << 20, &meta);
     memset(&r, 0, sizeof(r));
-    assert_int_equal(tide_ckpt_mirror_put(F.mc, F.addr, dir, &meta, NULL, on_done, &r), 0);
+    assert_int_equal(tide_ckpt_mirror_put(F.mc, F.addr, dir, &meta, NULL, NULL, on_done, &r), 0);
     /* Once the receiver has begun its copy (its temporary directory exists), free the client. */
     if (!run_until(mirror_job_busy, NULL))
         fail_msg("the receiver never began");
@@ -813,6 +813,41 @@ static void client_freed_mid_put(void **state)
     tide_ckpt_meta_clear(&meta);
 }
 
+/* A put for a rank that runs as another account opens its files as the account (fs_as.h): a file of
+ * the copy the account cannot read fails the put, and the peer keeps nothing; readable, it goes. Root
+ * only (the account is uid 65534). */
+static void put_reads_as_account(void **state)
+{
+    const tide_fs_account_t nobody = {65534, 65534};
+    tide_ckpt_meta_t meta = {0};
+    char path[800];
+    result_t r;
+    char *dir;
+
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    assert_int_equal(chmod(F.root, 0755), 0);
+    start_mirror(0, 0, NULL, 0);
+    start_client(NULL);
+    dir = make_ckpt(1, 3, 0, 1000, &meta);
+    snprintf(path, sizeof(path), "%s/b.bin", dir);
+    assert_int_equal(chmod(path, 0600), 0); /* root's, not the account's */
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(tide_ckpt_mirror_put(F.mc, F.addr, dir, &meta, NULL, &nobody, on_done, &r), 0);
+    wait_done(&r);
+    assert_int_equal(r.rc, -EACCES);
+    if (!run_until(mirror_job_empty, NULL))
+        fail_msg("the receiver kept a partial copy");
+    assert_int_equal(chmod(path, 0644), 0);
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(tide_ckpt_mirror_put(F.mc, F.addr, dir, &meta, NULL, &nobody, on_done, &r), 0);
+    wait_done(&r);
+    assert_int_equal(r.rc, 0);
+    free(dir);
+    tide_ckpt_meta_clear(&meta);
+}
+
 static void bad_arguments(void **state)
 {
     tide_ckpt_meta_t meta = {0};
@@ -820,8 +855,8 @@ static void bad_arguments(void **state)
 
     (void)state;
     start_client(NULL);
-    assert_int_equal(tide_ckpt_mirror_put(F.mc, "", "/x", &meta, NULL, on_done, &r), -EINVAL);
-    assert_int_equal(tide_ckpt_mirror_put(F.mc, "127.0.0.1:1", "/x", &meta, NULL, on_done, &r),
+    assert_int_equal(tide_ckpt_mirror_put(F.mc, "", "/x", &meta, NULL, NULL, on_done, &r), -EINVAL);
+    assert_int_equal(tide_ckpt_mirror_put(F.mc, "127.0.0.1:1", "/x", &meta, NULL, NULL, on_done, &r),
                      -EINVAL); /* no files */
     assert_int_equal(
         tide_ckpt_mirror_fetch(F.mc, "127.0.0.1:1", "../x", 0, -1, -1, NULL, F.into, on_done, &r),
@@ -844,6 +879,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(token_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(prune_keeps_newest, setup, teardown),
         cmocka_unit_test_setup_teardown(client_freed_mid_put, setup, teardown),
+        cmocka_unit_test_setup_teardown(put_reads_as_account, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_arguments, setup, teardown),
     };
 

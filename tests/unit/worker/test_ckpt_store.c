@@ -459,7 +459,10 @@ static int find(const char *job, int32_t rank, int64_t resume, int32_t gen, tide
                 skips_t *sk)
 {
     tide_ckpt_tier_t tiers[] = {
-        {"hot", wt_at("hot")}, {"mirror", NULL}, {"warm", wt_at("warm")}, {"cold", wt_at("cold")}};
+        {"hot", wt_at("hot"), NULL},
+        {"mirror", NULL, NULL},
+        {"warm", wt_at("warm"), NULL},
+        {"cold", wt_at("cold"), NULL}};
     tide_ckpt_search_t s = {tiers, 4, job, rank, resume, gen, on_skip, sk};
     tide_error_t err = {{0}};
     int rc;
@@ -658,7 +661,7 @@ static void test_find_resume_bound(void **state)
 
 static void test_find_bad_search(void **state)
 {
-    tide_ckpt_tier_t tiers[] = {{"hot", "/nonexistent-tier"}};
+    tide_ckpt_tier_t tiers[] = {{"hot", "/nonexistent-tier", NULL}};
     tide_ckpt_search_t s = {tiers, 1, "../j", 0, -1, -1, NULL, NULL};
     tide_ckpt_found_t f;
     tide_error_t err = {{0}};

@@ -175,7 +175,7 @@ static void save(fx_t *f, const char *job, int64_t step, const char *content)
     char hex[65];
     char *file = write_ckpt(f, job, step, 0, content, hex);
 
-    assert_int_equal(tide_ckpt_tiers_saved(f->t, job, 1, 0, step, file, hex), 1);
+    assert_int_equal(tide_ckpt_tiers_saved(f->t, job, 1, 0, step, file, hex, NULL), 1);
     free(file);
 }
 
@@ -249,11 +249,11 @@ static void test_save_refusals(void **state)
     char hex[65];
     char *file = write_ckpt(f, "job-b", 7, 0, "seven", hex);
 
-    assert_int_equal(tide_ckpt_tiers_saved(f->t, "job-b", 1, 0, 7, "/elsewhere/x.bin", hex), 0);
-    assert_int_equal(tide_ckpt_tiers_saved(f->t, "job-b", 1, 0, 8, file, hex), 0); /* step */
+    assert_int_equal(tide_ckpt_tiers_saved(f->t, "job-b", 1, 0, 7, "/elsewhere/x.bin", hex, NULL), 0);
+    assert_int_equal(tide_ckpt_tiers_saved(f->t, "job-b", 1, 0, 8, file, hex, NULL), 0); /* step */
     assert_int_equal(tide_ckpt_tiers_busy(f->t), 0);
     hex[0] = hex[0] == 'a' ? 'b' : 'a';
-    assert_int_equal(tide_ckpt_tiers_saved(f->t, "job-b", 1, 0, 7, file, hex), 1);
+    assert_int_equal(tide_ckpt_tiers_saved(f->t, "job-b", 1, 0, 7, file, hex, NULL), 1);
     assert_true(wt_run_until(&f->loop, idle, f, 20000));
     tide_ckpt_tiers_counts(f->t, &ok, &bad);
     assert_int_equal(ok, 0);

@@ -487,8 +487,8 @@ static void test_flusher_answers(void **state)
     rig_start(&r, NULL, 0);
     tide_flusher_rank_started(r.f, "job-1", 1, 0, wt_at("wd"));
     for (int64_t s = 1; s <= 6; s++) /* only the newest few are kept */
-        tide_flusher_saved(r.f, "job-1", 1, 0, s, "ck/model.ckpt", 200000, hex); /* relative */
-    tide_flusher_saved(r.f, "job-1", 1, 1, 6, "", 0, "");
+        tide_flusher_saved(r.f, "job-1", 1, 0, s, "ck/model.ckpt", 200000, hex, NULL); /* relative */
+    tide_flusher_saved(r.f, "job-1", 1, 1, 6, "", 0, "", NULL);
 
     request(r.f, "job-1", 1, 0, 6, wt_at("durable"));
     request(r.f, "job-1", 1, 1, 6, wt_at("durable"));
@@ -544,7 +544,7 @@ static void test_flusher_tiered_layout(void **state)
     uint8_t *data = make_data(100000, 9);
     char hex[65];
     tide_ckpt_meta_t meta;
-    tide_ckpt_tier_t cold = {"cold", NULL};
+    tide_ckpt_tier_t cold = {"cold", NULL, NULL};
     tide_ckpt_search_t s;
     tide_ckpt_found_t found;
     tide_error_t err;
@@ -564,7 +564,7 @@ static void test_flusher_tiered_layout(void **state)
     tide_ckpt_meta_clear(&meta);
     rig_start_hot(&r, NULL, 0, wt_at("hot"));
     tide_flusher_rank_started(r.f, "job-1", 1, 0, wt_at("wd"));
-    tide_flusher_saved(r.f, "job-1", 1, 0, 6, wt_at("hot/job-1/step-6/rank-0/model.ckpt"), 100000, hex);
+    tide_flusher_saved(r.f, "job-1", 1, 0, 6, wt_at("hot/job-1/step-6/rank-0/model.ckpt"), 100000, hex, NULL);
     request(r.f, "job-1", 1, 0, 6, wt_at("durable"));
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 1);
@@ -598,8 +598,8 @@ static void test_flusher_failures(void **state)
     wt_write_bytes(wt_at("a.ckpt"), "abc", 3);
     sha_hex("abd", 3, hex);
     rig_start(&r, NULL, 0);
-    tide_flusher_saved(r.f, "j", 3, 0, 10, wt_at("a.ckpt"), 3, hex);
-    tide_flusher_saved(r.f, "j", 3, 0, 11, wt_at("gone.ckpt"), 3, hex);
+    tide_flusher_saved(r.f, "j", 3, 0, 10, wt_at("a.ckpt"), 3, hex, NULL);
+    tide_flusher_saved(r.f, "j", 3, 0, 11, wt_at("gone.ckpt"), 3, hex, NULL);
     request(r.f, "j", 3, 0, 10, wt_at("dur"));
     request(r.f, "j", 3, 0, 11, wt_at("dur"));
     uv_run(&r.loop, UV_RUN_DEFAULT);
@@ -616,7 +616,7 @@ static void test_flusher_failures(void **state)
     /* The worker's own --ckpt-durable wins over the scheduler's; an injected failure is reported.
      */
     rig_start(&r, wt_at("mine"), 2);
-    tide_flusher_saved(r.f, "j", 1, 0, 1, wt_at("a.ckpt"), 3, "");
+    tide_flusher_saved(r.f, "j", 1, 0, 1, wt_at("a.ckpt"), 3, "", NULL);
     request(r.f, "j", 1, 0, 1, wt_at("theirs"));
     uv_run(&r.loop, UV_RUN_DEFAULT);
     assert_int_equal(r.sink.n, 1);
@@ -624,6 +624,36 @@ static void test_flusher_failures(void **state)
     assert_non_null(strstr(r.sink.done[0]->error, wt_at("mine/j/step-1/rank-0/a.ckpt")));
     assert_false(exists(wt_at("theirs")));
     assert_int_equal(hidden_entries(wt_at("mine/j/step-1")), 0);
+    rig_stop(&r);
+}
+
+/* A rank that runs as another account reports a path: the copy reads it as the account (fs_as.h), so a
+ * file the account cannot read — a root-only file it named — is not copied; a file it can read is. Root
+ * only (the account is uid 65534). */
+static void test_flusher_reads_as_account(void **state)
+{
+    const tide_fs_account_t nobody = {65534, 65534};
+    rig_t r;
+
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    assert_int_equal(chmod(wt_scratch_root(), 0755), 0);
+    wt_write_bytes(wt_at("root-only"), "secret", 6);
+    assert_int_equal(chmod(wt_at("root-only"), 0600), 0);
+    wt_write_bytes(wt_at("public"), "public", 6);
+    rig_start(&r, NULL, 0);
+    tide_flusher_saved(r.f, "j", 1, 0, 1, wt_at("root-only"), 6, "", &nobody);
+    tide_flusher_saved(r.f, "j", 1, 0, 2, wt_at("public"), 6, "", &nobody);
+    request(r.f, "j", 1, 0, 1, wt_at("dur"));
+    request(r.f, "j", 1, 0, 2, wt_at("dur"));
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    assert_int_equal(r.sink.n, 2);
+    assert_false(r.sink.done[0]->ok);
+    assert_non_null(strstr(r.sink.done[0]->error, "Permission denied"));
+    assert_false(exists(wt_at("dur/j/step-1/rank-0/root-only")));
+    assert_true(r.sink.done[1]->ok);
+    assert_true(exists(wt_at("dur/j/step-2/rank-0/public")));
     rig_stop(&r);
 }
 
@@ -639,8 +669,8 @@ static void test_flusher_queue_and_resend(void **state)
     wt_write_bytes(wt_at("big"), data, 4u << 20);
     wt_write_bytes(wt_at("small"), "s", 1);
     rig_start(&r, NULL, 0);
-    tide_flusher_saved(r.f, "j", 1, 0, 1, wt_at("big"), 0, "");
-    tide_flusher_saved(r.f, "j", 1, 0, 2, wt_at("small"), 0, "");
+    tide_flusher_saved(r.f, "j", 1, 0, 1, wt_at("big"), 0, "", NULL);
+    tide_flusher_saved(r.f, "j", 1, 0, 2, wt_at("small"), 0, "", NULL);
     request(r.f, "j", 1, 0, 1, wt_at("dur"));
     request(r.f, "j", 1, 0, 2, wt_at("dur"));
     request(r.f, "j", 1, 0, 1, wt_at("dur")); /* a duplicate of the running one */
@@ -681,8 +711,8 @@ static void test_flusher_free_while_copying(void **state)
     wt_write_bytes(wt_at("big"), data, 8u << 20);
     rig_start(&r, NULL, 0);
     for (int32_t rank = 0; rank < 6; rank++) {
-        tide_flusher_saved(r.f, "j", 1, rank, 1, wt_at("big"), 0, "");
-        tide_flusher_saved(r.f, "j", 1, rank, 2, wt_at("big"), 0, "");
+        tide_flusher_saved(r.f, "j", 1, rank, 1, wt_at("big"), 0, "", NULL);
+        tide_flusher_saved(r.f, "j", 1, rank, 2, wt_at("big"), 0, "", NULL);
         request(r.f, "j", 1, rank, 1, wt_at("dur%d", rank));
         request(r.f, "j", 1, rank, 2, wt_at("dur%d", rank));
     }
@@ -708,6 +738,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flusher_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_tiered_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flusher_reads_as_account, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_queue_and_resend, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flusher_free_while_copying, setup, teardown),
     };
