@@ -18,6 +18,8 @@ PKGS=(
     clang libclang-rt-14-dev
     # deployment tests: etcd for the store and HA schedulers, Slurm daemons for the sbatch template
     etcd-server etcd-client slurm-wlm munge unzip
+    # make bench: the plots on docs/performance.md
+    gnuplot-nox
 )
 
 missing=()
