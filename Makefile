@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE      ?= cmake
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps build test test-unit dst demo demo-quick bench soak format clean help
+.PHONY: all deps build test test-unit dst fuzz demo demo-quick bench soak format clean help
 
 all: build
 
@@ -14,8 +14,10 @@ help:
 	@echo "make test       install what is missing, build with ASan+UBSan into $(TEST_BUILD), run every test"
 	@echo "make test-unit  the same, unit tests only"
 	@echo "make dst        deterministic simulation of the scheduler core: SEEDS=N seeds (default 1000) from a"
-	@echo "                fresh start seed, or from SEED=K (SEED=K alone: that one seed); DST_FLAGS=... passes"
-	@echo "                switches (tide-dst --help); a failure prints the command that replays it"
+	@echo "                fresh start seed, or from SEED=K (SEED=K alone: that one seed), JOBS at once in an"
+	@echo "                optimised build; DST_FLAGS=... passes switches (tide-dst --help); a failure prints the"
+	@echo "                command that replays it"
+	@echo "make fuzz       every libFuzzer target for FUZZ_S seconds (default 60), JOBS at a time (clang, ASan)"
 	@echo "make demo       a local scheduler, 4 simulated GPUs on 2 nodes and a 4-rank job, end to end"
 	@echo "make bench      run the benchmarks in bench/"
 	@echo "make soak       chaos soak of the real binaries (SOAK_S seconds, default 300; not part of make test)"
@@ -40,14 +42,26 @@ test-unit: deps $(TEST_BUILD)/CMakeCache.txt
 	@$(CMAKE) --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -L unit -j $(JOBS)
 
-# Deterministic simulation testing (tests/dst). `make test` runs a fixed budget of seeds; this runs more.
+# Deterministic simulation testing (tests/dst). `make test` runs a fixed budget of seeds under ASan; this runs
+# more, in an optimised build with assertions on ($(DST_BUILD)), split over $(JOBS) processes.
 SEED      ?=
 SEEDS     ?=
 DST_FLAGS ?=
-dst: deps $(TEST_BUILD)/CMakeCache.txt
-	@$(CMAKE) --build $(TEST_BUILD) -j $(JOBS) --target tide-dst
-	@$(TEST_BUILD)/tests/dst/tide-dst --seed $(if $(SEED),$(SEED),$$(date +%s)) \
-		$(if $(SEEDS),--seeds $(SEEDS),$(if $(SEED),,--seeds 1000)) $(DST_FLAGS)
+DST_BUILD ?= build/dst
+dst: deps
+	@$(CMAKE) -S . -B $(DST_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" \
+		-DBUILD_TESTING=ON >/dev/null
+	@$(CMAKE) --build $(DST_BUILD) -j $(JOBS) --target tide-dst
+	@./scripts/dst.sh $(DST_BUILD)/tests/dst/tide-dst $(if $(SEED),$(SEED),$$(date +%s)) \
+		$(if $(SEEDS),$(SEEDS),$(if $(SEED),1,1000)) $(JOBS) $(DST_FLAGS)
+
+# libFuzzer over every target in tests/fuzz (clang, ASan+UBSan) for FUZZ_S seconds each, $(JOBS) at a time;
+# FUZZ_TARGETS="a b" for some; FUZZ_KEEP=1 merges new coverage into the committed corpora.
+FUZZ_S       ?= 60
+FUZZ_TARGETS ?=
+FUZZ_BUILD   ?= build/fuzz
+fuzz: deps
+	@./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_S) $(JOBS) $(FUZZ_TARGETS)
 
 demo: build
 	@./scripts/demo.sh $(BUILD)/bin
