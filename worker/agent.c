@@ -54,6 +54,7 @@ typedef struct rank_peers {
     char **sources;    /* restore_peers, then the mirror */
     size_t n_sources;
     bool as_other;     /* runs as another account than the worker's: restores hand their copy to `as` */
+    bool account_unknown; /* its account could not be looked up again: nothing it reports is read */
     tide_fs_account_t as;
 } rank_peers_t;
 
@@ -182,7 +183,9 @@ static void peers_clear(rank_peers_t *p)
     free(p->sources);
 }
 
-static void peers_add(tide_worker_agent_t *a, uint64_t id, const Tide__V1__LaunchRank *l)
+/* account: what rank_account found (1: another account, `as`; 0: the worker's own; < 0: unknown). */
+static void peers_add(tide_worker_agent_t *a, uint64_t id, const Tide__V1__LaunchRank *l, int account,
+                      const tide_fs_account_t *as)
 {
     rank_peers_t *p;
 
@@ -204,10 +207,30 @@ static void peers_add(tide_worker_agent_t *a, uint64_t id, const Tide__V1__Launc
             p->sources[p->n_sources++] = tide_xstrdup(l->restore_peers[i]);
     if (p->mirror[0])
         p->sources[p->n_sources++] = tide_xstrdup(p->mirror);
-    /* The rank started, so its account passed the launcher's rules: what it reads must be its own
-     * (docs/worker.md, "Running ranks as their user"). */
-    if (a->launcher && tide_launcher_account(a->launcher, l, &p->as.uid, &p->as.gid, NULL) == 1)
-        p->as_other = true;
+    /* What the worker reads in its place must be its account's (docs/worker.md, "Running ranks as
+     * their user"). */
+    p->as_other = account == 1;
+    p->account_unknown = account < 0;
+    p->as = *as;
+}
+
+/* The account rank `launch` runs as, by the launcher's rules (it started, so they passed): 1 another
+ * than the worker's (*as), 0 the worker's own (*as: the worker's), or -errno when the lookup fails now
+ * (then nothing the rank reports is read: fail closed). */
+static int rank_account(tide_worker_agent_t *a, const Tide__V1__LaunchRank *launch,
+                        tide_fs_account_t *as)
+{
+    int rc = a->launcher ? tide_launcher_account(a->launcher, launch, &as->uid, &as->gid, NULL) : 0;
+
+    if (rc == 0) {
+        as->uid = geteuid();
+        as->gid = getegid();
+    }
+    if (rc < 0)
+        tide_warn("job %s rank %d: its account cannot be looked up again: its checkpoint reports "
+                  "will not be read",
+                  launch->job_id, launch->rank);
+    return rc;
 }
 
 static void peers_drop(tide_worker_agent_t *a, uint64_t id)
@@ -318,14 +341,18 @@ static int op_spawn(void *ud, uint64_t id, const Tide__V1__LaunchRank *launch,
     int rc = launch->launcher == TIDE__V1__LAUNCHER__LAUNCHER_MPI && !launch->burst
                  ? (a->mpi ? tide_worker_mpi_spawn(a->mpi, id, launch, out, err) : -ESHUTDOWN)
                  : tide_launcher_spawn(a->launcher, id, launch, out, err);
+    tide_fs_account_t as = {0, 0};
+    int account = rc == 0 ? rank_account(a, launch, &as) : 0;
 
+    /* Only the rank's account (or root) may speak for it on the trainer socket; an unknown account:
+     * nobody but root. */
     if (rc == 0 && a->trainer) {
         tide_trainer_server_rank_add(a->trainer, id, launch->job_id, launch->generation,
-                                     launch->rank);
+                                     launch->rank, account < 0 ? (uid_t)-1 : as.uid);
         tide_trainer_server_rank_resume(a->trainer, id, launch->resume_step);
     }
     if (rc == 0) {
-        peers_add(a, id, launch);
+        peers_add(a, id, launch, account, &as);
         tide_ckpt_tiers_rank_started(a->tiers, id, launch->job_id); /* its copies stay while it runs */
     }
     if (rc == 0 && a->flusher)
@@ -482,6 +509,8 @@ static void on_trainer_checkpoint(void *ud, const char *job_id, int32_t generati
     /* What the rank reported is read as its account when it runs as another (fs_as.h). A report from
      * a rank this worker has no record of is passed on but never read. */
     p = peers_find(a, job_id, generation, rank);
+    if (p && p->account_unknown)
+        p = NULL;
     as = p && p->as_other ? &p->as : NULL;
     if (!p)
         tide_warn("job %s generation %d rank %d: checkpoint of step %lld reported by a rank with no "
@@ -1299,6 +1328,9 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         tide_warn("previous worker's ranks: %u killed, %u already gone, %u unreadable records",
                   reaped.killed, reaped.stale, reaped.invalid);
     rc = tide_worker_epoch_load(wc->data_dir, &epoch, err);
+    if (rc < 0)
+        return rc;
+    rc = tide_worker_hot_dir_prepare(wc->ckpt_hot, err);
     if (rc < 0)
         return rc;
 

@@ -625,8 +625,8 @@ static int source_read(source_t *s, tide_error_t *err)
         char *p = tide_xasprintf("%s/%s", s->dir, f->name);
         tide_fs_as_saved_t fs;
         int rc = tide_fs_as_enter(s->has_as ? &s->as : NULL, &fs);
-        if (rc == 0 && (s->fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-            rc = -errno;
+        if (rc == 0 && (s->fd = tide_fs_open_regular(AT_FDCWD, p)) < 0)
+            rc = s->fd;
         tide_fs_as_leave(&fs);
         if (rc < 0) {
             tide_errprintf(err, "%s: %s", p, strerror(-rc));

@@ -213,11 +213,11 @@ static int sha256_file_hex(const char *path, char hex[65], tide_error_t *err)
     unsigned char buf[8192], md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    int fd = tide_fs_open_regular(AT_FDCWD, path), rc = 0;
     ssize_t n;
 
     if (fd < 0 || !ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-        rc = fd < 0 ? -errno : -ENOMEM;
+        rc = fd < 0 ? fd : -ENOMEM;
         goto done;
     }
     while ((n = read(fd, buf, sizeof(buf))) != 0) {
@@ -759,29 +759,31 @@ void tide_ckpt_tiers_forgotten(const tide_ckpt_tiers_t *t, uint64_t *jobs, uint6
 
 /* --- restore --- */
 
-/* dir (and its parent) as the worker's own directories, 0755: made when missing, refused when not a
- * directory of the worker's (a link, or somebody else's). */
+/* dir as a directory of the worker's own, 0711 (reachable by name, not listable): made when missing,
+ * refused when not a directory of the worker's (a link, or somebody else's). */
 static int own_dir(const char *dir, tide_error_t *err)
 {
     struct stat st;
     int rc = 0;
 
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+    if (mkdir(dir, 0711) < 0 && errno != EEXIST)
         rc = -errno;
     else if (lstat(dir, &st) < 0)
         rc = -errno;
     else if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         rc = -ENOTDIR;
-    else if ((st.st_mode & 07777) != 0755 && chmod(dir, 0755) < 0)
+    else if ((st.st_mode & 07777) != 0711 && chmod(dir, 0711) < 0)
         rc = -errno;
     if (rc < 0)
         tide_errprintf(err, "%s: %s", dir, strerror(-rc));
     return rc;
 }
 
-/* Makes the copy at rank_dir (inside the worker's own HOT/restored) readable by as, and nothing more: its
- * directories stay the worker's (0755), so the account can change no entry the worker later removes;
- * its regular files become the account's (never through a link). Returns 0 or -errno with err. */
+/* Makes the copy at rank_dir (inside the worker's own HOT/restored) readable by as, and by nobody else:
+ * its directories stay the worker's, so the account can change no entry the worker later removes — the
+ * step directory 0711, the rank directory 0750 in the account's group (the account lists and reads it);
+ * its regular files (0600, flush_copy's) become the account's, never through a link. Returns 0 or -errno
+ * with err. */
 static int give_files(const char *step_dir, const char *rank_dir, const tide_fs_account_t *as,
                       tide_error_t *err)
 {
@@ -790,7 +792,7 @@ static int give_files(const char *step_dir, const char *rank_dir, const tide_fs_
     int fd, sfd, rc = 0;
 
     sfd = open(step_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sfd < 0 || fchmod(sfd, 0755) < 0) {
+    if (sfd < 0 || fchmod(sfd, 0711) < 0) {
         rc = -errno;
         tide_errprintf(err, "%s: %s", step_dir, strerror(-rc));
         if (sfd >= 0)
@@ -799,7 +801,8 @@ static int give_files(const char *step_dir, const char *rank_dir, const tide_fs_
     }
     close(sfd);
     fd = open(rank_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 || fchmod(fd, 0755) < 0 || !(d = fdopendir(fd))) {
+    if (fd < 0 || fchown(fd, (uid_t)-1, as->gid) < 0 || fchmod(fd, 0750) < 0 ||
+        !(d = fdopendir(fd))) {
         rc = -errno;
         tide_errprintf(err, "%s: %s", rank_dir, strerror(-rc));
         if (fd >= 0)

@@ -45,6 +45,56 @@ done:
     return rc;
 }
 
+/* dir is a directory (not a link) of the worker's euid that nobody else may write. */
+static int private_dir(const char *dir, tide_error_t *err)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) < 0) {
+        tide_errprintf(err, "hot tier %s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        tide_errprintf(err, "hot tier %s: not a directory (a link?): refusing it", dir);
+        return -EPERM;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 022)) {
+        tide_errprintf(err,
+                       "hot tier %s: %s (uid %u, mode %04o): refusing it, since whoever can change it "
+                       "could redirect the worker's writes; remove it, or choose another --ckpt-hot",
+                       dir, st.st_uid != geteuid() ? "not this worker's own" : "writable by others",
+                       (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        return -EPERM;
+    }
+    return 0;
+}
+
+int tide_worker_hot_dir_prepare(const char *hot, tide_error_t *err)
+{
+    char *parent, *slash, *mine;
+    int rc;
+
+    if (!hot || !hot[0])
+        return 0;
+    rc = mkdir_p(hot, 0700, err);
+    if (rc == 0)
+        rc = private_dir(hot, err);
+    if (rc < 0)
+        return rc;
+    parent = tide_xstrdup(hot);
+    slash = strrchr(parent, '/');
+    mine = tide_xasprintf("tide-%u", (unsigned)getuid());
+    if (slash && slash != parent) {
+        *slash = '\0';
+        slash = strrchr(parent, '/');
+        if (slash && strcmp(slash + 1, mine) == 0)
+            rc = private_dir(parent, err); /* the default layout's /dev/shm/tide-UID */
+    }
+    free(mine);
+    free(parent);
+    return rc;
+}
+
 int tide_worker_datadir_prepare(const char *dir, tide_error_t *err)
 {
     char *sub = NULL;

@@ -19,6 +19,12 @@
 /* Creates DIR (parents as needed, DIR itself mode 0700), DIR/ranks and DIR/logs. */
 int tide_worker_datadir_prepare(const char *dir, tide_error_t *err);
 
+/* The hot tier HOT (NULL or "": none): created when missing (parents as needed, HOT 0700), then HOT and,
+ * in the default layout (/dev/shm/tide-UID/ID), its tide-UID parent must be directories (not links) of
+ * the worker's own euid that nobody else may write: else -EPERM with err saying which and why (a local
+ * user who made them first could redirect every root write into the hot tier). 0 or -errno. */
+int tide_worker_hot_dir_prepare(const char *hot, tide_error_t *err);
+
 /* Reads DIR/epoch; a missing file reads as 0. */
 int tide_worker_epoch_load(const char *dir, uint64_t *out, tide_error_t *err);
 /* Replaces DIR/epoch atomically (write, fsync, rename). */

@@ -53,7 +53,8 @@ typedef struct tide_flush_result {
 } tide_flush_result_t;
 
 /* Copies req->src to dest_dir/BASENAME (BASENAME: the last component of src) through a temporary
- * name in dest_dir: the data is hashed while it is copied, compared with expect_sha256 when given,
+ * name in dest_dir, as the worker's alone (files 0600, the directories it creates 0700: other local
+ * users read no job's checkpoint): the data is hashed while it is copied, compared with expect_sha256 when given,
  * fsynced, renamed into place atomically (an existing copy of the same name is replaced), and
  * dest_dir (and every directory it had to create) is fsynced. Returns 0 with *res filled, or -errno
  * with err naming the path and the reason (-EBADMSG: the checksum differs from the trainer's) and

@@ -87,7 +87,7 @@ static int mkdir_p(const char *dir, char ***sync, size_t *n_sync)
         if (p[i - 1] == '/')
             continue; /* "//" */
         p[i] = '\0';
-        if (mkdir(p, 0755) == 0) {
+        if (mkdir(p, 0700) == 0) {
             char *slash = strrchr(p, '/');
             *sync = tide_xrealloc(*sync, (*n_sync + 1) * sizeof(**sync));
             (*sync)[(*n_sync)++] =
@@ -154,12 +154,13 @@ static int copy_data(copier_t *cp, const char *src, const char *dst, char *hex, 
     }
     rc = tide_fs_as_enter(cp->req->src_as, &fs);
     if (rc == 0) {
-        in = open(src, O_RDONLY | O_CLOEXEC);
-        rc = in < 0 ? -errno : 0;
+        in = tide_fs_open_regular(AT_FDCWD, src);
+        rc = in < 0 ? in : 0;
     }
     tide_fs_as_leave(&fs);
     if (rc < 0) {
-        tide_errprintf(err, "checkpoint %s: %s", src, strerror(-rc));
+        tide_errprintf(err, "checkpoint %s: %s", src,
+                       rc == -EINVAL ? "not a regular file" : strerror(-rc));
         goto done;
     }
     if (fstat(in, &st) != 0) {
@@ -173,7 +174,7 @@ static int copy_data(copier_t *cp, const char *src, const char *dst, char *hex, 
         goto done;
     }
     (void)posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
-    out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (out < 0) {
         rc = -errno;
         tide_errprintf(err, "%s: %s", dst, strerror(-rc));
@@ -309,7 +310,7 @@ static int copy_dir(copier_t *cp, const char *src, const char *tmp, const char *
     rc = list_files(src, cp->req->src_as, &names, &n, err);
     if (rc < 0)
         goto done;
-    if (mkdir(tmp, 0755) != 0) {
+    if (mkdir(tmp, 0700) != 0) {
         rc = -errno;
         tide_errprintf(err, "%s: %s", tmp, strerror(-rc));
         goto done;

@@ -79,6 +79,21 @@ void tide_fs_remove_tree(const char *path)
     (void)rmdir(path); /* never follows a link in its last component */
 }
 
+int tide_fs_open_regular(int dirfd, const char *path)
+{
+    struct stat st;
+    int fd = openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), rc;
+
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = S_ISREG(st.st_mode) ? -errno : -EINVAL;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 int tide_fs_mkdir_p(const char *path, unsigned mode)
 {
     char p[4096];

@@ -15,6 +15,10 @@ int tide_fs_sync_dir(const char *path);
  * followed out of the tree); best effort (what cannot be removed stays). Only path's own parents are
  * resolved by name: they must be directories the caller trusts. */
 void tide_fs_remove_tree(const char *path);
+/* Opens path (relative to dirfd, or AT_FDCWD) for reading only if it is a regular file: O_NONBLOCK, so a
+ * FIFO or a device swapped in by a rank's account can never block the opening thread, then fstat. Returns
+ * the descriptor, or -errno (-EINVAL: not a regular file). */
+int tide_fs_open_regular(int dirfd, const char *path);
 /* mkdir -p: creates path and its missing parents with mode. 0 (also when it exists) or -errno. */
 int tide_fs_mkdir_p(const char *path, unsigned mode);
 /* The calling thread's kernel id (unique among the process's live threads): for temporary file names. */

@@ -34,6 +34,7 @@ typedef struct rank_entry {
     char *job_id;
     int32_t generation;
     int32_t rank;
+    uid_t uid;           /* the account it runs as: only its processes (or root's) may say hello */
     tide_list_t conns;   /* conn_t.rank_link of connections that said hello */
     bool sdk;            /* a hello was accepted once */
     int64_t last_step;   /* -1: none */
@@ -239,11 +240,25 @@ static void broadcast(tide_trainer_server_t *s, rank_entry_t *r)
     tide_buf_free(&line);
 }
 
+/* The connected process's uid from the kernel (SO_PEERCRED), or -1. */
+static long long peer_uid(const conn_t *c)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+
+    if (uv_fileno((const uv_handle_t *)&c->pipe, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return -1;
+    return (long long)cred.uid;
+}
+
 static void handle_hello(conn_t *c, const tide_trainer_msg_t *m)
 {
     tide_trainer_server_t *s = c->s;
     rank_entry_t *r;
-    char why[160];
+    long long peer;
+    char why[192];
 
     if (m->version != 1) {
         snprintf(why, sizeof(why), "v: protocol version %lld is not supported (1 is)",
@@ -259,6 +274,13 @@ static void handle_hello(conn_t *c, const tide_trainer_msg_t *m)
     if (!r) {
         snprintf(why, sizeof(why), "job %.64s generation %lld rank %lld does not run on this worker",
                  m->job, (long long)m->generation, (long long)m->rank);
+        reject(c, TIDE_TRAINER_ERR_UNKNOWN_RANK, why, "hello");
+        return;
+    }
+    peer = peer_uid(c);
+    if (peer != 0 && peer != (long long)r->uid) {
+        snprintf(why, sizeof(why), "job %.64s rank %lld runs as uid %u; this process is uid %lld",
+                 m->job, (long long)m->rank, (unsigned)r->uid, peer);
         reject(c, TIDE_TRAINER_ERR_UNKNOWN_RANK, why, "hello");
         return;
     }
@@ -664,7 +686,7 @@ const char *tide_trainer_server_path(const tide_trainer_server_t *s)
 }
 
 void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const char *job_id,
-                                  int32_t generation, int32_t rank)
+                                  int32_t generation, int32_t rank, uid_t uid)
 {
     rank_entry_t *r = find_id(s, id);
 
@@ -675,6 +697,7 @@ void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const c
     r->job_id = tide_xstrdup(job_id);
     r->generation = generation;
     r->rank = rank;
+    r->uid = uid;
     r->last_step = -1;
     r->stop_after = -1;
     r->resume_step = -1;

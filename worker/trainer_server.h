@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 #include "tide/v1/worker_service.pb-c.h"
@@ -63,10 +64,12 @@ int tide_trainer_server_new(struct uv_loop_s *loop, const tide_trainer_server_co
 void tide_trainer_server_free(tide_trainer_server_t *s);
 const char *tide_trainer_server_path(const tide_trainer_server_t *s);
 
-/* Rank `id` (the worker core's id) runs here as (job, generation, rank): its hello is accepted
- * from now on. */
+/* Rank `id` (the worker core's id) runs here as (job, generation, rank), as Unix user uid: from now on
+ * its hello is accepted from a connection whose peer (SO_PEERCRED) is uid or root — never from another
+ * account's process, which could otherwise speak for it (its reports decide what the worker reads as
+ * that account). */
 void tide_trainer_server_rank_add(tide_trainer_server_t *s, uint64_t id, const char *job_id,
-                                  int32_t generation, int32_t rank);
+                                  int32_t generation, int32_t rank, uid_t uid);
 /* The newest step rank id may restore (LaunchRank.resume_step; -1: any, the default). */
 void tide_trainer_server_rank_resume(tide_trainer_server_t *s, uint64_t id, int64_t resume_step);
 /* Sends the answer (len bytes, whole lines) to the restore request `token`. Returns 0, or -ENOENT

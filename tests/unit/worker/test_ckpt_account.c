@@ -358,9 +358,10 @@ static void test_prune_and_forget_never_follow_links(void **state)
 }
 
 /* A warm copy is copied, verified, into the worker's own HOT/restored/JOB/step-S/rank-R: its files
- * become the account's (same bytes), its directories stay the worker's (0755), so the account can
- * read the copy but change no entry the worker later removes; nothing is written into the account's
- * HOT/JOB. The warm copy stays the worker's, and the next restore hands over again. */
+ * become the account's (same bytes, 0600), its directories stay the worker's (the rank directory 0750
+ * in the account's group, the others 0711), so the account can read the copy but change no entry the
+ * worker later removes, and no other user lists or reads it; nothing is written into the account's
+ * HOT/JOB. The warm copy stays the worker's alone (0600), and the next restore hands over again. */
 static void test_warm_copy_handed_over(void **state)
 {
     fx_t *f = *state;
@@ -390,9 +391,17 @@ static void test_warm_copy_handed_over(void **state)
     assert_owner(rman, NOBODY, NOBODY);
     assert_owner(rjob, 0, 0);
     assert_owner(rstep, 0, 0);
-    assert_owner(rrank, 0, 0);
+    assert_owner(rrank, 0, NOBODY);
     assert_int_equal(stat(rrank, &st), 0);
-    assert_int_equal(st.st_mode & 07777, 0755);
+    assert_int_equal(st.st_mode & 07777, 0750);
+    assert_int_equal(stat(rstep, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0711);
+    assert_int_equal(stat(rjob, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0711);
+    assert_int_equal(stat(rfile, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(stat(warmfile, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
     assert_int_equal(lstat(hotstep, &st), -1); /* nothing written into the account's HOT/JOB */
     assert_owner(warmrank, 0, 0);
     assert_owner(warmfile, 0, 0);

@@ -848,6 +848,30 @@ static void put_reads_as_account(void **state)
     tide_ckpt_meta_clear(&meta);
 }
 
+/* A file of the copy swapped for a FIFO (a rank's account can do that in its own directory) fails the
+ * put at once: it is never opened in a way that waits for a writer. */
+static void put_refuses_a_fifo(void **state)
+{
+    tide_ckpt_meta_t meta = {0};
+    char path[800];
+    result_t r;
+    char *dir;
+
+    (void)state;
+    start_mirror(0, 0, NULL, 0);
+    start_client(NULL);
+    dir = make_ckpt(1, 4, 0, 1000, &meta);
+    snprintf(path, sizeof(path), "%s/b.bin", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    do_put(dir, &meta, &r);
+    assert_int_equal(r.rc, -EINVAL);
+    if (!run_until(mirror_job_empty, NULL))
+        fail_msg("the receiver kept a partial copy");
+    free(dir);
+    tide_ckpt_meta_clear(&meta);
+}
+
 static void bad_arguments(void **state)
 {
     tide_ckpt_meta_t meta = {0};
@@ -880,6 +904,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(prune_keeps_newest, setup, teardown),
         cmocka_unit_test_setup_teardown(client_freed_mid_put, setup, teardown),
         cmocka_unit_test_setup_teardown(put_reads_as_account, setup, teardown),
+        cmocka_unit_test_setup_teardown(put_refuses_a_fifo, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_arguments, setup, teardown),
     };
 

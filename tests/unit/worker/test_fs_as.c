@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "datadir.h"
 #include "fs_as.h"
 #include "fsutil.h"
 #include "worker_test_util.h"
@@ -261,6 +262,77 @@ static void test_remove_tree_races_a_link_swap(void **state)
     free(root);
 }
 
+/* A FIFO (or anything but a regular file) swapped in for a checkpoint file is refused at once, never
+ * waited on for a writer; a regular file opens. */
+static void test_open_regular_never_blocks(void **state)
+{
+    char *root = wt_tmpdir();
+    char fifo[600], file[600];
+    int fd;
+
+    (void)state;
+    snprintf(fifo, sizeof(fifo), "%s/fifo", root);
+    snprintf(file, sizeof(file), "%s/file", root);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    wt_write_file(file, "data");
+    assert_int_equal(tide_fs_open_regular(AT_FDCWD, fifo), -EINVAL);
+    assert_int_equal(tide_fs_open_regular(AT_FDCWD, root), -EINVAL);
+    fd = tide_fs_open_regular(AT_FDCWD, file);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tide_fs_open_regular(AT_FDCWD, "/nonexistent/x"), -ENOENT);
+    wt_rmrf(root);
+    free(root);
+}
+
+/* The hot tier is made when missing; one that another user could change — writable by others, a link,
+ * (as root) somebody else's, or the default layout's tide-UID parent made by somebody else — is
+ * refused, naming it. */
+static void test_hot_dir_must_be_private(void **state)
+{
+    char *root = wt_tmpdir();
+    char hot[700], parent[600], target[600];
+    tide_error_t err;
+
+    (void)state;
+    snprintf(hot, sizeof(hot), "%s/a/hot", root);
+    tide_error_clear(&err);
+    assert_int_equal(tide_worker_hot_dir_prepare(hot, &err), 0);
+    assert_int_equal(tide_worker_hot_dir_prepare(hot, &err), 0); /* again: it exists */
+    assert_int_equal(chmod(hot, 0777), 0);
+    assert_int_equal(tide_worker_hot_dir_prepare(hot, &err), -EPERM);
+    assert_non_null(strstr(err.text, "writable by others"));
+    assert_int_equal(chmod(hot, 0711), 0);
+    assert_int_equal(tide_worker_hot_dir_prepare(hot, &err), 0);
+
+    snprintf(target, sizeof(target), "%s/elsewhere", root);
+    wt_mkdirs(target);
+    snprintf(hot, sizeof(hot), "%s/link", root);
+    assert_int_equal(symlink(target, hot), 0);
+    tide_error_clear(&err);
+    assert_int_equal(tide_worker_hot_dir_prepare(hot, &err), -EPERM);
+    assert_non_null(strstr(err.text, "not a directory"));
+
+    /* the default layout: DIR/tide-UID/ID, with tide-UID made by somebody else (0777 here) */
+    snprintf(parent, sizeof(parent), "%s/tide-%u", root, (unsigned)getuid());
+    wt_mkdirs(parent);
+    assert_int_equal(chmod(parent, 0777), 0);
+    snprintf(hot, sizeof(hot), "%s/node1-gpu0", parent);
+    tide_error_clear(&err);
+    assert_int_equal(tide_worker_hot_dir_prepare(hot, &err), -EPERM);
+    assert_non_null(strstr(err.text, parent));
+    if (geteuid() == 0) {
+        assert_int_equal(chmod(parent, 0755), 0);
+        assert_int_equal(lchown(parent, NOBODY, NOBODY), 0);
+        tide_error_clear(&err);
+        assert_int_equal(tide_worker_hot_dir_prepare(hot, &err), -EPERM);
+        assert_non_null(strstr(err.text, "not this worker's own"));
+    }
+    assert_int_equal(tide_worker_hot_dir_prepare(NULL, &err), 0);
+    wt_rmrf(root);
+    free(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +340,8 @@ int main(void)
         cmocka_unit_test(test_no_switch),
         cmocka_unit_test(test_remove_tree_keeps_link_targets),
         cmocka_unit_test(test_remove_tree_races_a_link_swap),
+        cmocka_unit_test(test_open_regular_never_blocks),
+        cmocka_unit_test(test_hot_dir_must_be_private),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

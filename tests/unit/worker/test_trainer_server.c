@@ -16,8 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -125,7 +128,7 @@ static int setup(void **state)
     cfg.worker_id = "n1/gpu0";
     assert_int_equal(tide_trainer_server_new(&fx->loop, &cfg, &ops, fx, &fx->s, &err), 0);
     free(path);
-    tide_trainer_server_rank_add(fx->s, 7, "job-t", 3, 1);
+    tide_trainer_server_rank_add(fx->s, 7, "job-t", 3, 1, getuid());
     *state = fx;
     return 0;
 }
@@ -585,6 +588,91 @@ static void test_errors(void **state)
     assert_true(wt_run_until(&fx->loop, cond_conns, &ca, WAIT_MS));
 }
 
+typedef struct child_reply {
+    int fd;        /* the pipe's read end */
+    char line[512];
+    size_t len;
+} child_reply_t;
+
+static bool cond_child_line(void *arg)
+{
+    child_reply_t *r = arg;
+    ssize_t n;
+
+    while (r->len < sizeof(r->line) - 1 &&
+           (n = read(r->fd, r->line + r->len, sizeof(r->line) - 1 - r->len)) > 0)
+        r->len += (size_t)n;
+    r->line[r->len] = '\0';
+    return memchr(r->line, '\n', r->len) != NULL;
+}
+
+/* A process of another account cannot say hello as a rank (its reports decide what the worker reads
+ * as the rank's account): rejected naming both uids. Root's processes may. As root the test connects
+ * from a child switched to uid 65534; otherwise from itself, the rank being another uid's. */
+static void test_hello_from_another_account(void **state)
+{
+    fx_t *fx = *state;
+    const char *hello = "{\"op\":\"hello\",\"v\":1,\"job\":\"job-t\",\"generation\":3,\"rank\":6,"
+                        "\"pid\":1}";
+    uid_t other = geteuid() == 0 ? 12345 : geteuid() + 1;
+    client_t c;
+    cJSON *j;
+
+    tide_trainer_server_rank_add(fx->s, 9, "job-t", 3, 6, other);
+    if (geteuid() != 0) {
+        client_open(fx, &c);
+        client_send(&c, hello);
+        expect_error(&c, "unknown_rank", "hello", "runs as uid");
+        client_close(&c);
+        return;
+    }
+    /* root speaks for anyone */
+    client_open(fx, &c);
+    client_send(&c, hello);
+    j = client_read(&c);
+    assert_string_equal(jstr(j, "op"), "welcome");
+    cJSON_Delete(j);
+    client_close(&c);
+    /* uid 65534 may not speak for uid 12345's rank */
+    {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        child_reply_t r = {0};
+        int p[2], st = 0;
+        pid_t pid;
+
+        assert_int_equal(chmod(fx->dir, 0755), 0);
+        assert_int_equal(chmod(tide_trainer_server_path(fx->s), 0777), 0);
+        snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", tide_trainer_server_path(fx->s));
+        assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            char buf[512];
+            struct timeval tv = {10, 0};
+            ssize_t n = -1;
+            int fd;
+            if (setgid(65534) == 0 && setuid(65534) == 0 &&
+                (fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+                connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 &&
+                send(fd, hello, strlen(hello), MSG_NOSIGNAL) > 0 && send(fd, "\n", 1, MSG_NOSIGNAL) == 1)
+                n = recv(fd, buf, sizeof(buf) - 1, 0);
+            if (n <= 0)
+                n = snprintf(buf, sizeof(buf), "child: no answer\n");
+            (void)!write(p[1], buf, (size_t)n);
+            _exit(0);
+        }
+        close(p[1]);
+        r.fd = p[0];
+        assert_true(wt_run_until(&fx->loop, cond_child_line, &r, WAIT_MS));
+        close(p[0]);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        if (!strstr(r.line, "\"unknown_rank\"") || !strstr(r.line, "runs as uid 12345") ||
+            !strstr(r.line, "uid 65534"))
+            fail_msg("expected a refusal naming both uids, got: %s", r.line);
+    }
+}
+
 /* A waiting connection that closes is forgotten: the steal's answer goes into the deque and the
  * next connection of the rank takes it. The rank's removal drops what is left. */
 static void test_waiter_closes(void **state)
@@ -899,7 +987,7 @@ static void test_c_sdk_burst(void **state)
     sdk_run_t *run;
 
     /* rank 5 of a generation of 3: burst index 2 */
-    tide_trainer_server_rank_add(fx->s, 8, "job-t", 3, 5);
+    tide_trainer_server_rank_add(fx->s, 8, "job-t", 3, 5, getuid());
     fx->run = run = calloc(1, sizeof(*run));
     setenv("TIDE_AGENT_SOCK", tide_trainer_server_path(fx->s), 1);
     setenv("TIDE_JOB_ID", "job-t", 1);
@@ -1050,6 +1138,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_steal_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hello_from_another_account, setup, teardown),
         cmocka_unit_test_setup_teardown(test_waiter_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_steal_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_c_sdk, setup, teardown),
