@@ -19,7 +19,8 @@ help:
 	@echo "                command that replays it"
 	@echo "make fuzz       every libFuzzer target for FUZZ_S seconds (default 60), JOBS at a time (clang, ASan)"
 	@echo "make demo       a local scheduler, 4 simulated GPUs on 2 nodes and a 4-rank job, end to end"
-	@echo "make bench      run the benchmarks in bench/"
+	@echo "make bench      every benchmark in bench/ (under 20 minutes), rewriting docs/performance.md and its"
+	@echo "                plots; BENCH_FLAGS=\"--only core,fleet\" for some, --no-doc to leave the page alone"
 	@echo "make soak       chaos soak of the real binaries (SOAK_S seconds, default 300; not part of make test)"
 	@echo "make format     clang-format every C file"
 
@@ -70,7 +71,7 @@ demo-quick: build
 	@TIDE_DEMO_QUICK=1 ./scripts/demo.sh $(BUILD)/bin
 
 bench: build
-	@./bench/run.sh $(BUILD)
+	@/usr/bin/python3 bench/run.py --build $(BUILD) $(BENCH_FLAGS)
 
 SOAK_S ?= 300
 soak: build

@@ -1,0 +1,355 @@
+#!/usr/bin/python3
+"""make bench: runs every benchmark in bench/ against a release build, one after the other, and rewrites the
+measured blocks of docs/performance.md (tables, and PNG plots drawn with gnuplot into docs/img/) with the command
+that reproduces each, the commit and the machine. Benchmarks never decide `make test`; one that fails or times out
+is reported as such on the page and in the exit status.
+
+    /usr/bin/python3 bench/run.py [--build BUILD] [--only a,b] [--skip a,b] [--list] [--no-doc]
+
+Each benchmark's stdout is kept in BUILD/bench-results/NAME.out (stderr in NAME.err). On the page, its markdown
+tables (lines starting with '|') stay tables and any other lines go in a code block, between the markers
+<!-- bench:NAME start --> and <!-- bench:NAME end --> (a benchmark without markers gets a section at the end)."""
+
+import argparse
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+
+
+class Bench:
+    def __init__(self, name, title, cmd, timeout, needs=(), plot=None, note=""):
+        self.name, self.title, self.cmd, self.timeout = name, title, cmd, timeout
+        self.needs = needs  # programs that must be on PATH (or paths that must exist)
+        self.plot = plot    # see plot_spec below
+        self.note = note
+
+
+def plot_spec(title, x, ys, table=0, xlabel=None, ylabel="", logx=False, logy=False, kind="lines", csv_file=None):
+    """What to draw: columns of the benchmark's table number `table` (its markdown tables, in order) or of a CSV it
+    wrote ({csv} in its command). kind: "lines" (x numeric) or "bars" (x a label)."""
+    return dict(title=title, x=x, ys=ys, table=table, xlabel=xlabel or x, ylabel=ylabel, logx=logx, logy=logy,
+                kind=kind, csv=csv_file)
+
+
+# The benchmarks, in the order they run. {bin} is BUILD/bin, {build} BUILD, {csv} a CSV file for the plot.
+# Sizes are chosen so the whole run fits in 20 minutes on the 2-core machine; each command with larger
+# arguments reproduces the deeper runs the docs quote.
+BENCHES = [
+    Bench("core", "Scheduler core: heartbeats, registration, ticks, jobs", "{bin}/tide-bench-core", 120,
+          plot=plot_spec("Scheduler core: one heartbeat", "workers", ["heartbeat (ns each)"], logx=True,
+                         ylabel="ns per heartbeat")),
+    Bench("placement", "Placement and policy", "{bin}/tide-bench-placement", 180,
+          plot=plot_spec("Placement: small gangs", "small gangs (1-8 GPUs)", ["jobs/s"], kind="bars",
+                         ylabel="jobs per second")),
+    Bench("trainer", "Trainer SDK", "{bin}/tide-bench-trainer", 120,
+          plot=plot_spec("Trainer SDK: cost per step", "mode", ["mean (ns/step)"], kind="bars",
+                         ylabel="ns per step")),
+    Bench("telemetry", "Telemetry reads", "{bin}/tide-bench-telemetry", 60,
+          plot=plot_spec("Telemetry: one read", "reading", ["us"], kind="bars", ylabel="microseconds")),
+    Bench("authz", "Authentication and authorisation per call", "{bin}/tide-bench-authz 10000", 120),
+    Bench("steal", "Work stealing", "bench/steal.sh {build} 2000 8 200", 300, needs=("mpirun",)),
+    Bench("worker", "Worker footprint", "bench/worker_footprint.sh {build} 20", 180, needs=("mpirun",)),
+    Bench("detect", "Failure detection and recovery", PY + " bench/detect.py {build} 2", 300),
+    Bench("torchrun", "Recovery side by side with torchrun",
+          PY + " bench/recovery_vs_torchrun.py --build {build} --rounds 1", 420, needs=("torchrun",)),
+    Bench("resize", "Elastic scaling", "bench/resize.sh {build} 3", 240, needs=("mpirun",)),
+    Bench("burst", "Burst", "bench/burst.sh {build} 1", 240, needs=("mpirun",)),
+    Bench("ckpt", "Checkpoint overhead", "bench/ckpt_overhead.sh {build} 1", 300, needs=("mpirun",)),
+    Bench("failover", "Scheduler failover", PY + " bench/failover.py {build} 3", 240, needs=("etcd",)),
+    Bench("submit", "Submissions through a stock gRPC client", PY + " bench/submit.py {build} 1000 64", 180,
+          needs=("etcd",)),
+    Bench("store", "Store commits", PY + " bench/store_bench.py {build} 300", 120, needs=("etcd",)),
+]
+
+
+def git(*args):
+    try:
+        return subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def commit_id():
+    c = git("rev-parse", "--short", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return c + ("-dirty" if dirty and dirty != "?" else "")
+
+
+def machine():
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) // (1024 * 1024)
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), {mem} GiB"
+
+
+def tables(text):
+    """The markdown tables in text: lists of rows (lists of cells), header first, separator dropped."""
+    out, cur = [], []
+    for line in text.splitlines() + [""]:
+        s = line.strip()
+        if s.startswith("|") and s.endswith("|"):
+            cells = [c.strip() for c in s.strip("|").split("|")]
+            if not all(re.fullmatch(r":?-+:?", c) for c in cells if c):
+                cur.append(cells)
+        elif cur:
+            out.append(cur)
+            cur = []
+    return out
+
+
+def number(s):
+    m = re.match(r"^[~<>]?\s*(-?[\d,]*\.?\d+(?:[eE][-+]?\d+)?)", s.replace(" ", ""))
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def draw(b, stdout, csv_path, img):
+    """Draws b.plot into img (PNG) with gnuplot. Returns None, or why not."""
+    p = b.plot
+    if p["csv"]:
+        try:
+            rows = list(csv.reader(open(csv_path)))
+        except OSError as e:
+            return f"no CSV: {e}"
+    else:
+        ts = tables(stdout)
+        if len(ts) <= p["table"]:
+            return "no table to plot"
+        rows = ts[p["table"]]
+    if len(rows) < 2:
+        return "an empty table"
+    head = rows[0]
+    try:
+        xi = head.index(p["x"])
+        yis = [head.index(y) for y in p["ys"]]
+    except ValueError as e:
+        return f"column not found: {e}"
+    data = io.StringIO()
+    for r in rows[1:]:
+        if len(r) <= max([xi] + yis):
+            continue
+        ys = [number(r[i]) for i in yis]
+        if any(v is None for v in ys):
+            continue
+        x = r[xi].replace('"', "'")
+        if p["kind"] == "lines":
+            if number(x) is None:
+                continue
+            x = str(number(x))
+        else:
+            x = '"' + x + '"'
+        data.write(x + " " + " ".join(str(v) for v in ys) + "\n")
+    if not data.getvalue():
+        return "no numeric rows"
+    dat = img + ".dat"
+    with open(dat, "w") as f:
+        f.write(data.getvalue())
+    g = [
+        "set terminal pngcairo size 800,420 font 'sans,10'",
+        f"set output '{img}'",
+        f"set title \"{p['title']}\"",
+        f"set xlabel \"{p['xlabel']}\"",
+        f"set ylabel \"{p['ylabel']}\"",
+        "set grid ytics",
+        "set key top left",
+    ]
+    if p["logx"]:
+        g.append("set logscale x")
+    if p["logy"]:
+        g.append("set logscale y")
+    if p["kind"] == "lines":
+        plots = [f"'{dat}' using 1:{i + 2} with linespoints lw 2 pt 7 title \"{y}\"" for i, y in enumerate(p["ys"])]
+    else:
+        g += ["set style data histogram", "set style histogram cluster gap 1", "set style fill solid 0.8",
+              "set boxwidth 0.9", "set xtics rotate by -20 noenhanced", "set yrange [0:*]"]
+        plots = [f"'{dat}' using {i + 2}:xtic(1) title \"{y}\"" for i, y in enumerate(p["ys"])]
+    g.append("plot " + ", ".join(plots))
+    r = subprocess.run(["gnuplot"], input="\n".join(g) + "\n", capture_output=True, text=True)
+    os.unlink(dat)
+    if r.returncode != 0:
+        return "gnuplot: " + r.stderr.strip()[-300:]
+    return None
+
+
+def render(stdout):
+    """Markdown tables as they are; other non-empty lines in code blocks."""
+    out, code, in_table = [], [], False
+    for line in stdout.splitlines():
+        s = line.strip()
+        if s.startswith("|") and s.endswith("|"):
+            if code:
+                out += ["```"] + code + ["```", ""]
+                code = []
+            if not in_table:
+                out.append("")
+            out.append(s)
+            in_table = True
+            continue
+        if in_table:
+            out.append("")
+            in_table = False
+        if s:
+            code.append(line.rstrip())
+    if code:
+        out += ["```"] + code + ["```"]
+    return "\n".join(out).strip("\n")
+
+
+def block(b, res):
+    cmd = res["cmd"]
+    lines = [f"<!-- bench:{b.name} start -->",
+             f"Measured by `make bench` — `{cmd}` — at commit {res['commit']}, {res['date']}, on {res['machine']} "
+             f"(load average {res['load']} before); it took {res['secs']:.0f} s."]
+    if b.note:
+        lines.append(b.note)
+    lines.append("")
+    if res["status"] != "ok":
+        lines.append(f"**{res['status']}**")
+        lines.append("")
+    body = render(res["stdout"])
+    if body:
+        lines.append(body)
+        lines.append("")
+    if res.get("img"):
+        lines.append(f"![{b.title}](img/bench-{b.name}.png)")
+        lines.append("")
+    lines.append(f"<!-- bench:{b.name} end -->")
+    return "\n".join(lines)
+
+
+def summary(results, total):
+    lines = ["<!-- bench:summary start -->",
+             f"The last `make bench`: {len(results)} benchmarks in {total / 60:.1f} minutes.", "",
+             "| benchmark | result | time (s) | command |", "|---|---|---|---|"]
+    for b, res in results:
+        lines.append(f"| [{b.title}](#{anchor(b.title)}) | {res['status']} | {res['secs']:.0f} | `{res['cmd']}` |")
+    lines.append("<!-- bench:summary end -->")
+    return "\n".join(lines)
+
+
+def anchor(title):
+    a = re.sub(r"[^\w\- ]", "", title.lower()).strip()
+    return re.sub(r" ", "-", a)
+
+
+def rewrite_doc(doc, results, total):
+    text = open(doc).read()
+    new = summary(results, total)
+    pat = re.compile(r"<!-- bench:summary start -->.*?<!-- bench:summary end -->", re.S)
+    if pat.search(text):
+        text = pat.sub(lambda _m: new, text)
+    else:
+        first, _, rest = text.partition("\n")
+        text = first + "\n\n" + new + "\n" + rest
+    for b, res in results:
+        new = block(b, res)
+        pat = re.compile(r"<!-- bench:%s start -->.*?<!-- bench:%s end -->" % (re.escape(b.name), re.escape(b.name)),
+                         re.S)
+        if pat.search(text):
+            text = pat.sub(lambda _m: new, text)
+        else:
+            text = text.rstrip("\n") + f"\n\n## {b.title}\n\n{new}\n"
+    with open(doc + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(doc + ".tmp", doc)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--only", default="")
+    ap.add_argument("--skip", default="")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--no-doc", action="store_true", help="print only; leave docs/performance.md alone")
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))
+    a = ap.parse_args()
+    if a.list:
+        for b in BENCHES:
+            print(f"{b.name:<12} {b.timeout:>4} s max  {b.cmd}")
+        return 0
+    build = os.path.abspath(a.build)
+    only = [x for x in a.only.split(",") if x]
+    skip = [x for x in a.skip.split(",") if x]
+    chosen = [b for b in BENCHES if (not only or b.name in only) and b.name not in skip]
+    unknown = [x for x in only + skip if x not in [b.name for b in BENCHES]]
+    if unknown:
+        print(f"bench: unknown benchmark(s): {', '.join(unknown)} (--list)", file=sys.stderr)
+        return 2
+    out_dir = os.path.join(build, "bench-results")
+    img_dir = os.path.join(os.path.dirname(a.doc), "img")
+    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(img_dir, exist_ok=True)
+    commit, mach = commit_id(), machine()
+    print(f"bench: {len(chosen)} benchmarks at {commit} on {mach}; results in {out_dir}", flush=True)
+    results, failed, t_all = [], 0, time.time()
+    for i, b in enumerate(chosen, 1):
+        csv_path = os.path.join(out_dir, b.name + ".csv")
+        cmd = b.cmd.format(bin=os.path.relpath(os.path.join(build, "bin"), ROOT), build=os.path.relpath(build, ROOT),
+                           csv=os.path.relpath(csv_path, ROOT))
+        res = dict(cmd=cmd, commit=commit, machine=mach, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                   load="%.2f" % os.getloadavg()[0], stdout="", status="ok", secs=0.0)
+        missing = [n for n in b.needs if not (shutil.which(n) or os.path.exists(n))]
+        print(f"[{i}/{len(chosen)}] {b.name}: {cmd}", flush=True)
+        if missing:
+            res["status"] = "skipped: " + ", ".join(missing) + " not found"
+            print(f"    {res['status']}", flush=True)
+            results.append((b, res))
+            continue
+        t0 = time.time()
+        env = dict(os.environ, TIDE_BUILD_DIR=build)
+        with open(os.path.join(out_dir, b.name + ".err"), "w") as err:
+            try:
+                p = subprocess.run(cmd, shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True,
+                                   timeout=b.timeout, env=env, start_new_session=True)
+                res["stdout"] = p.stdout
+                if p.returncode != 0:
+                    res["status"] = f"failed (exit {p.returncode}; stderr in {os.path.relpath(err.name, ROOT)})"
+            except subprocess.TimeoutExpired as e:
+                res["stdout"] = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
+                    else (e.stdout or "")
+                res["status"] = f"timed out after {b.timeout} s"
+        res["secs"] = time.time() - t0
+        with open(os.path.join(out_dir, b.name + ".out"), "w") as f:
+            f.write(res["stdout"])
+        if res["status"] != "ok":
+            failed += 1
+        if b.plot and res["stdout"]:
+            img = os.path.join(img_dir, f"bench-{b.name}.png")
+            why = draw(b, res["stdout"], csv_path, img)
+            if why:
+                print(f"    no plot: {why}", flush=True)
+            else:
+                res["img"] = img
+        print(f"    {res['status']} in {res['secs']:.0f} s", flush=True)
+        sys.stdout.write(res["stdout"])
+        results.append((b, res))
+    if not a.no_doc:
+        rewrite_doc(a.doc, results, time.time() - t_all)
+        print(f"bench: rewrote {os.path.relpath(a.doc, ROOT)} and its plots in {os.path.relpath(img_dir, ROOT)}")
+    print(f"bench: {len(results)} benchmarks in {time.time() - t_all:.0f} s, {failed} failed or timed out")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
