@@ -116,7 +116,13 @@ static void reserve_compute(tide_core_t *core)
         r->spares = r->burst = r->gpus = 0;
         return;
     }
-    r->spares = tide_poisson_quantile(r->expected_failures, core->cfg.reserve_quantile);
+    /* Expecting more failures than there are GPUs (a few failures in the first GPU-hours make the observed
+     * rate huge) asks for every GPU as a spare, and the cap below holds back half the cluster whatever the
+     * quantile: skip computing it, which costs O(sqrt(expected)) terms on every registration otherwise. */
+    if (r->expected_failures > (double)usable + 1 && core->cfg.reserve_quantile >= 0.5)
+        r->spares = usable;
+    else
+        r->spares = tide_poisson_quantile(r->expected_failures, core->cfg.reserve_quantile);
     /* burst_gpus is a running sum of doubles (shares added and taken away as jobs start and end):
      * ignore its rounding residue, or an idle cluster could keep a phantom burst GPU. */
     r->burst = (int32_t)ceil(core->burst_gpus - 1e-9);

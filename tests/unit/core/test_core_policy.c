@@ -1283,6 +1283,33 @@ static void test_low_work_in_the_reserve_is_preempted_by_normal(void **state)
     h_fini(&h);
 }
 
+/* Three failures in the first GPU-hour make the observed rate huge: more failures expected in the lead
+ * time than there are GPUs. The spares are every usable GPU (the quantile, which would cost
+ * O(sqrt(expected)) terms on every registration of a large fleet, is not computed), the reserve half. */
+static void test_absurd_expected_failures_skip_the_quantile(void **state)
+{
+    h_t h;
+    tide_reserve_t r;
+    char id[32];
+    (void)state;
+    h_init(&h, NULL);
+    h_node(&h, "n1", 10, NULL, 0, NULL);
+    h_node(&h, "n2", 10, NULL, 0, NULL);
+    h_jump(&h, 180 * 1000); /* 1 GPU-hour */
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof(id), "n1/gpu%d", i);
+        tide_core_worker_failed(h.core, tide_core_worker_find(h.core, id), "xid 79");
+    }
+    tide_core_reserve(h.core, &r);
+    assert_true(r.observed);
+    assert_int_equal(r.usable, 17);
+    assert_true(r.expected_failures > 100); /* 3 per GPU-hour x 17 GPUs x 4 h */
+    assert_int_equal(r.spares, 17);
+    assert_int_equal(r.gpus, 8);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 static void test_observed_failure_rate_replaces_the_configured_one(void **state)
 {
     h_t h;
@@ -1311,6 +1338,7 @@ static void test_observed_failure_rate_replaces_the_configured_one(void **state)
     assert_int_equal(r.usable, 17);
     assert_true(fabs(r.expected_failures - 0.15 * 17 * 4) < 1e-9);
     assert_int_equal(r.gpus, 8); /* Poisson(10.2) at 99% is 18: capped at half of 17 */
+    assert_int_equal(r.spares, 18);
     /* A failed worker that is already dead is not counted twice. */
     tide_core_worker_failed(h.core, tide_core_worker_find(h.core, "n1/gpu2"), "again");
     tide_core_reserve(h.core, &r);
@@ -1783,6 +1811,7 @@ int main(void)
         cmocka_unit_test(test_reserve_keeps_normal_out_lets_low_in),
         cmocka_unit_test(test_low_work_in_the_reserve_is_preempted_by_normal),
         cmocka_unit_test(test_observed_failure_rate_replaces_the_configured_one),
+        cmocka_unit_test(test_absurd_expected_failures_skip_the_quantile),
         cmocka_unit_test(test_target_bands),
         cmocka_unit_test(test_lost_rank_requeues_and_resumes),
         cmocka_unit_test(test_collateral_exit_after_a_lost_peer),
