@@ -23,6 +23,8 @@
 #include "tide/v1/types.pb-c.h"
 #include "tide/v1/worker_service.pb-c.h"
 
+#define TIDE_METRICS_GPU_LIMIT 4096
+
 typedef struct tide_daemon_config {
     const char *listen;      /* "127.0.0.1:7070" */
     const char *data_dir;    /* created if missing */
@@ -30,6 +32,9 @@ typedef struct tide_daemon_config {
     const char *token_file;  /* NULL: DATA_DIR/token */
     const char *users_file;  /* --users: identities beside the admin token (authz.c); NULL: none */
     const char *audit_log;   /* --audit-log: NULL: DATA_DIR/audit.log; "-": none */
+    /* --metrics-gpu-limit: /metrics carries the per-GPU families only while at most this many workers are
+     * live (each adds ~16 series); 0 (unset): TIDE_METRICS_GPU_LIMIT; -1: never (the flag's 0) */
+    int64_t metrics_gpu_limit;
     bool insecure_no_auth;   /* tests of the auth-less path only */
     /* TLS (docs/security.md, "TLS"): the flags' files, and the server context main.c builds from them
      * (borrowed; NULL: plaintext h2c). */

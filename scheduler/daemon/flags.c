@@ -60,6 +60,7 @@ enum {
     OPT_STORE_WAIT,
     OPT_USERS,
     OPT_AUDIT_LOG,
+    OPT_METRICS_GPU_LIMIT,
 };
 
 /* TLS (docs/security.md): the same names on every tide binary. */
@@ -116,6 +117,7 @@ static const struct option opts[] = {
     {"store-wait", required_argument, NULL, OPT_STORE_WAIT},
     {"users", required_argument, NULL, OPT_USERS},
     {"audit-log", required_argument, NULL, OPT_AUDIT_LOG},
+    {"metrics-gpu-limit", required_argument, NULL, OPT_METRICS_GPU_LIMIT},
     {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"tls-ca", required_argument, NULL, OPT_TLS_CA},
@@ -152,6 +154,9 @@ void tide_sched_usage(FILE *f)
             "                         (docs/security.md); re-read when it changes and on SIGHUP\n"
             "  --audit-log FILE       where every changing call and every refusal is appended as a JSON\n"
             "                         line (default DATA_DIR/audit.log; \"-\": none; reopened on SIGHUP)\n"
+            "  --metrics-gpu-limit N  /metrics carries per-GPU series (~16 each) only while at most N\n"
+            "                         workers are live (default 4096; 0: never): a 100,000-GPU fleet's\n"
+            "                         would be ~100 MB per scrape\n"
             "  --heartbeat-ms MS      worker heartbeat interval (default 500; SUSPECT after 2 missed,\n"
             "                         DEAD after 3)\n"
             "  --reconnect-deadline-s S  after a restart, how long workers have to re-register before\n"
@@ -413,6 +418,12 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         return 0;
     case OPT_AUDIT_LOG:
         cfg->audit_log = arg;
+        return 0;
+    case OPT_METRICS_GPU_LIMIT:
+        if (parse_num("--metrics-gpu-limit", arg, 0, INT32_MAX, &cfg->metrics_gpu_limit, err) < 0)
+            return -EINVAL;
+        if (cfg->metrics_gpu_limit == 0)
+            cfg->metrics_gpu_limit = -1; /* never; 0 in the config means unset */
         return 0;
     case OPT_ADVERTISE:
         if (!strchr(arg, ':') || arg[0] == ':' || strchr(arg, ',')) {

@@ -215,10 +215,24 @@ static bool gpu_figure(const tide_worker_t *w, enum gpu_fig f, double *v)
     return true;
 }
 
+/* The per-GPU families, while the fleet is small enough (--metrics-gpu-limit): else one gauge saying how
+ * many workers' series were left out, so a scrape of a large fleet stays small and never walks it. */
 static void write_gpus(tide_daemon_t *d, tide_prom_t *p)
 {
+    int64_t limit = d->cfg.metrics_gpu_limit ? d->cfg.metrics_gpu_limit : TIDE_METRICS_GPU_LIMIT;
     size_t n;
-    tide_worker_t **ws = tide_core_workers_sorted(d->core, &n);
+    tide_worker_t **ws;
+    int w[5];
+
+    tide_core_worker_counts(d->core, w);
+    tide_prom_family(p, "tide_metrics_gpus_omitted", TIDE_PROM_GAUGE,
+                     "Live workers whose per-GPU series /metrics leaves out (--metrics-gpu-limit).");
+    if (limit < 0 || (int64_t)(w[1] + w[2] + w[3]) > limit) {
+        tide_prom_sample(p, NULL, 0, (double)(w[1] + w[2] + w[3]));
+        return;
+    }
+    tide_prom_sample(p, NULL, 0, 0);
+    ws = tide_core_workers_sorted(d->core, &n);
 
     for (int f = 0; f < F_COUNT; f++) {
         tide_prom_family(p, gpu_fams[f].name, gpu_fams[f].type, gpu_fams[f].help);

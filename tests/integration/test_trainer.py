@@ -115,7 +115,8 @@ def main():
                            'tide_cluster_utilization_ratio{dimension="network"} ', 'tide_health_score ',
                            f'tide_job_utilization_ratio{{job="{jid}",dimension="compute"}} ',
                            f'tide_gpu_failure_risk_ratio{{worker="{wid}"}} 0',
-                           'tide_node_network_utilization_ratio{worker="node1/gpu0"} '):
+                           'tide_node_network_utilization_ratio{worker="node1/gpu0"} ',
+                           'tide_metrics_gpus_omitted 0'):
                 assert needle in body, (needle, body)
             r = subprocess.run([shutil.which("promtool"), "check", "metrics"], input=body.encode(), capture_output=True)
             assert r.returncode == 0, r.stdout + r.stderr

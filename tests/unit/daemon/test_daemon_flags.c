@@ -189,6 +189,13 @@ static void test_policy_flags(void **state)
     assert_int_equal(cfg.core.reserve_gpus, -1);
     assert_float_equal(cfg.core.ckpt_mfu_threshold, 0.4, 1e-12);
 
+    /* /metrics' per-GPU series: unset (0) is the default limit, the flag's 0 is never (-1) */
+    assert_int_equal(cfg.metrics_gpu_limit, 0);
+    assert_int_equal(parse(&cfg, &err, "--metrics-gpu-limit", "100000", NULL), 0);
+    assert_int_equal(cfg.metrics_gpu_limit, 100000);
+    assert_int_equal(parse(&cfg, &err, "--metrics-gpu-limit", "0", NULL), 0);
+    assert_int_equal(cfg.metrics_gpu_limit, -1);
+
     assert_int_equal(parse(&cfg, &err, "--help", NULL), 1);
     assert_int_equal(parse(&cfg, &err, "--version", NULL), 1);
 }
@@ -248,6 +255,8 @@ static void test_bad_flags(void **state)
     expect_bad("--heartbeat-ms", "5", "--heartbeat-ms: \"5\" is not a number from 10 to 60000");
     expect_bad("--bogus", NULL, "unknown option '--bogus' (try --help)");
 
+    expect_bad("--metrics-gpu-limit", "-1",
+               "--metrics-gpu-limit: \"-1\" is not a number from 0 to 2147483647");
     assert_int_equal(parse(&cfg, &err, "--aging", NULL), -EINVAL);
     assert_string_equal(err.text, "--aging needs a value");
     assert_int_equal(parse(&cfg, &err, "stray", NULL), -EINVAL);
