@@ -185,11 +185,13 @@ def draw(b, stdout, csv_path, img):
         g.append("set logscale x")
     if p["logy"]:
         g.append("set logscale y")
+    else:
+        g.append("set yrange [0:*]")
     if p["kind"] == "lines":
         plots = [f"'{dat}' using 1:{i + 2} with linespoints lw 2 pt 7 title \"{y}\"" for i, y in enumerate(p["ys"])]
     else:
         g += ["set style data histogram", "set style histogram cluster gap 1", "set style fill solid 0.8",
-              "set boxwidth 0.9", "set xtics rotate by -20 noenhanced", "set yrange [0:*]"]
+              "set boxwidth 0.9", "set xtics rotate by -20 noenhanced"]
         plots = [f"'{dat}' using {i + 2}:xtic(1) title \"{y}\"" for i, y in enumerate(p["ys"])]
     g.append("plot " + ", ".join(plots))
     r = subprocess.run(["gnuplot"], input="\n".join(g) + "\n", capture_output=True, text=True)
@@ -245,12 +247,22 @@ def block(b, res):
     return "\n".join(lines)
 
 
-def summary(results, total):
+def section_of(text, name):
+    """The heading of the section holding benchmark name's block (its anchor's text), or None."""
+    at = text.find(f"<!-- bench:{name} start -->")
+    if at < 0:
+        return None
+    head = text.rfind("\n## ", 0, at)
+    return text[head + 4:text.index("\n", head + 1)].strip() if head >= 0 else None
+
+
+def summary(text, results, total):
     lines = ["<!-- bench:summary start -->",
              f"The last `make bench`: {len(results)} benchmarks in {total / 60:.1f} minutes.", "",
              "| benchmark | result | time (s) | command |", "|---|---|---|---|"]
     for b, res in results:
-        lines.append(f"| [{b.title}](#{anchor(b.title)}) | {res['status']} | {res['secs']:.0f} | `{res['cmd']}` |")
+        head = section_of(text, b.name) or b.title
+        lines.append(f"| [{b.title}](#{anchor(head)}) | {res['status']} | {res['secs']:.0f} | `{res['cmd']}` |")
     lines.append("<!-- bench:summary end -->")
     return "\n".join(lines)
 
@@ -260,15 +272,8 @@ def anchor(title):
     return re.sub(r" ", "-", a)
 
 
-def rewrite_doc(doc, results, total):
+def rewrite_doc(doc, results, total, full):
     text = open(doc).read()
-    new = summary(results, total)
-    pat = re.compile(r"<!-- bench:summary start -->.*?<!-- bench:summary end -->", re.S)
-    if pat.search(text):
-        text = pat.sub(lambda _m: new, text)
-    else:
-        first, _, rest = text.partition("\n")
-        text = first + "\n\n" + new + "\n" + rest
     for b, res in results:
         new = block(b, res)
         pat = re.compile(r"<!-- bench:%s start -->.*?<!-- bench:%s end -->" % (re.escape(b.name), re.escape(b.name)),
@@ -277,6 +282,15 @@ def rewrite_doc(doc, results, total):
             text = pat.sub(lambda _m: new, text)
         else:
             text = text.rstrip("\n") + f"\n\n## {b.title}\n\n{new}\n"
+    if not full:  # --only / --skip: the summary of the last full run stays
+        results = []
+    new = summary(text, results, total) if results else None
+    pat = re.compile(r"<!-- bench:summary start -->.*?<!-- bench:summary end -->", re.S)
+    if new and pat.search(text):
+        text = pat.sub(lambda _m: new, text)
+    elif new:
+        first, _, rest = text.partition("\n")
+        text = first + "\n\n" + new + "\n" + rest
     with open(doc + ".tmp", "w") as f:
         f.write(text)
     os.replace(doc + ".tmp", doc)
@@ -352,7 +366,7 @@ def main():
         sys.stdout.write(res["stdout"])
         results.append((b, res))
     if not a.no_doc:
-        rewrite_doc(a.doc, results, time.time() - t_all)
+        rewrite_doc(a.doc, results, time.time() - t_all, full=not only and not skip)
         print(f"bench: rewrote {os.path.relpath(a.doc, ROOT)} and its plots in {os.path.relpath(img_dir, ROOT)}")
     print(f"bench: {len(results)} benchmarks in {time.time() - t_all:.0f} s, {failed} failed or timed out")
     return 1 if failed else 0
