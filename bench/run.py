@@ -71,6 +71,9 @@ BENCHES = [
           PY + " bench/jobs_vs_slurm.py --build {build} --csv {csv}", 420, needs=("slurmctld", "munged"),
           plot=plot_spec("Job throughput (1,000 short jobs, 16 slots)", "system", ["jobs/s"], kind="bars",
                          ylabel="jobs per second")),
+    Bench("goodput", "Goodput study (quick)", PY + " bench/goodput.py --sim {bin}/tide-sim --quick", 300,
+          note="The quick subset of docs/goodput.md's study (`bench/goodput.py` without `--quick` runs all of it, "
+               "about 4 minutes on an idle machine)."),
     Bench("failover", "Scheduler failover", PY + " bench/failover.py {build} 3", 240, needs=("etcd",)),
     Bench("submit", "Submissions through a stock gRPC client", PY + " bench/submit.py {build} 1000 64", 180,
           needs=("etcd",)),

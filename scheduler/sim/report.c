@@ -150,6 +150,7 @@ void tide__report_finish(tide_sim_t *s)
         c->requeues = a->requeues;
         c->retained_gpu_h = a->retained_gpu_h;
         c->lost_gpu_h = a->lost_gpu_h;
+        c->effective_training_time = a->wall_gpu_h > 0 ? a->retained_gpu_h / a->wall_gpu_h : 0;
     }
 }
 
@@ -219,9 +220,9 @@ void tide_sim_print_table(const tide_sim_result_t *r, const tide_scenario_t *sc,
             r->requeues, r->preemptions, r->rollbacks, r->aged, r->jobs_failed);
     fprintf(f, "events             %8" PRIu64 "   core calls %" PRIu64 ", actions %" PRIu64 "\n",
             r->events, r->core_calls, r->actions);
-    fprintf(f, "\n%-14s %-8s %7s %7s %14s %7s %7s %7s %7s %7s %10s %8s\n", "class", "priority",
+    fprintf(f, "\n%-14s %-8s %7s %7s %14s %7s %7s %7s %7s %7s %10s %8s %6s\n", "class", "priority",
             "submit", "done", "run/wait@end", "delay", "p50", "p95", "max", "preempt", "retainGPUh",
-            "lostGPUh");
+            "lostGPUh", "ETT");
     for (size_t i = 0; i < r->n_classes; i++) {
         const tide_sim_class_result_t *c = &r->classes[i];
         char mean[16], p50[16], p95[16], mx[16], rw[24];
@@ -232,9 +233,10 @@ void tide_sim_print_table(const tide_sim_result_t *r, const tide_scenario_t *sc,
         snprintf(rw, sizeof(rw), "%" PRIu64 "/%" PRIu64, c->running_at_end, c->waiting_at_end);
         fprintf(f,
                 "%-14s %-8s %7" PRIu64 " %7" PRIu64 " %14s %7s %7s %7s %7s %7" PRIu64
-                " %10.0f %8.1f\n",
+                " %10.0f %8.1f %5.1f%%\n",
                 c->name, tide_prio_name(c->priority), c->submitted, c->finished, rw, mean, p50, p95,
-                mx, c->preemptions, c->retained_gpu_h, c->lost_gpu_h);
+                mx, c->preemptions, c->retained_gpu_h, c->lost_gpu_h,
+                c->effective_training_time * 100);
     }
 }
 
@@ -325,9 +327,10 @@ void tide_sim_print_json(const tide_sim_result_t *r, const tide_scenario_t *sc, 
                 c->restart_mean_s, c->restart_max_s);
         fprintf(f,
                 "     \"preemptions\": %" PRIu64 ", \"requeues\": %" PRIu64
-                ", \"retained_gpu_hours\": %.3f, \"lost_gpu_hours\": %.3f}%s\n",
+                ", \"retained_gpu_hours\": %.3f, \"lost_gpu_hours\": %.3f"
+                ", \"effective_training_time\": %.6f}%s\n",
                 c->preemptions, c->requeues, c->retained_gpu_h, c->lost_gpu_h,
-                i + 1 < r->n_classes ? "," : "");
+                c->effective_training_time, i + 1 < r->n_classes ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
 }

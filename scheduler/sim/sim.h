@@ -31,6 +31,10 @@ typedef struct tide_sim_class_result {
     double restart_mean_s, restart_max_s;                       /* requeue -> placement */
     uint64_t preemptions, requeues;
     double retained_gpu_h, lost_gpu_h;
+    /* Effective training time (Llama 3's "effective training time"): the share of its jobs' wall
+     * time, submission to their end (or the run's), that made progress they kept, at full size and
+     * nominal speed: retained_gpu_h / sum(size x wall hours). 0 when no job was submitted. */
+    double effective_training_time;
 } tide_sim_class_result_t;
 
 typedef struct tide_sim_result {

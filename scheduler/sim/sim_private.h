@@ -120,6 +120,7 @@ typedef struct class_acc {
     double restart_sum, restart_max;
     uint64_t preemptions, requeues;
     double retained_gpu_h, lost_gpu_h;
+    double wall_gpu_h; /* sum over its jobs of size x (end or now - submission), hours */
 } class_acc_t;
 
 struct tide_sim {

@@ -534,6 +534,7 @@ static void retain(tide_sim_t *s, tide_sim_job_t *j)
 
     s->res.retained_gpu_h += g;
     s->acc[j->cls].retained_gpu_h += g;
+    s->acc[j->cls].wall_gpu_h += (double)j->n * (double)(s->now - j->submit_t) / 3.6e6;
     s->res.effective_mfu += j->pos * j->peak_s_per_step; /* peak GPU-seconds; divided at the end */
 }
 

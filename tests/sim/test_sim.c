@@ -1,9 +1,11 @@
 /* tide-sim: scenario validation (errors name the key path), the event queue's order, determinism
  * (one seed, identical bytes; another seed, other bytes) and sanity checks that can fail: no
  * failures, no lost work; the gate off copies at once; preemption gets a CRITICAL job onto a full
- * cluster of LOW jobs within the grace and the stop delay. Each runs the real core in-process, no
- * I/O but the scenario file. */
+ * cluster of LOW jobs within the grace and the stop delay; a class's effective training time is its
+ * kept progress over size x wall time. Each runs the real core in-process, no I/O but the scenario
+ * file. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -324,6 +326,46 @@ static void test_critical_preempts_low(void **state)
     run_free(&b);
 }
 
+/* Effective training time: one 8-GPU job that outlasts a 2-day run on a 64-GPU cluster, alone; no
+ * durable copies (no copy interference), the local checkpoint survives failures. */
+static const char ett_scenario[] =
+    "{\"days\": 2, \"cluster\": {\"groups\": [{\"gpus\": 64}]}, "
+    "\"faults\": {\"per_1000_gpu_month\": 0}, \"timing\": {\"start_delay_s\": 60}, "
+    "\"storage\": {\"durable\": false, \"mirrored_hot_tier\": true}, "
+    "\"workload\": {\"classes\": ["
+    "  {\"name\": \"long\", \"priority\": \"CRITICAL\", \"initial\": 1, \"gpus\": 8, "
+    "\"duration_h\": 1000, \"checkpoint\": {\"every_min\": 0}}]}}";
+
+static void test_effective_training_time(void **state)
+{
+    const char *saves[] = {"workload.classes[0].checkpoint={\"every_min\": 30, \"write_s\": 18}"};
+    const char *fails[] = {"workload.classes[0].checkpoint={\"every_min\": 30, \"write_s\": 18}",
+                           "faults.per_1000_gpu_month=20000"};
+    double wall_s = 2 * 86400.0, a_ett, b_ett, c_ett;
+    run_t a, b, c;
+
+    (void)state;
+    /* Nothing but its start (two start delays: rank 0, then the others): 120 s of 2 days. */
+    run_sets(&a, NULL, ett_scenario, NULL, 0, 0, false);
+    a_ett = a.r->classes[0].effective_training_time;
+    assert_true(fabs(a_ett - (1 - 120 / wall_s)) < 1e-4);
+    /* A local save of 18 s after each 30 minutes of training: 18 / 1818 s less. */
+    run_sets(&b, NULL, ett_scenario, saves, 1, 0, false);
+    b_ett = b.r->classes[0].effective_training_time;
+    assert_true(fabs((a_ett - b_ett) - 18 / 1818.0) < 1e-3);
+    /* Failures cost restarts and the work since the newest surviving checkpoint; the share is the
+     * kept progress over the job's size x the whole run. */
+    run_sets(&c, NULL, ett_scenario, fails, 2, 0, false);
+    c_ett = c.r->classes[0].effective_training_time;
+    assert_true(c.r->classes[0].requeues > 0);
+    assert_true(c_ett < b_ett - 0.005 && c_ett > 0.1);
+    assert_true(fabs(c_ett - c.r->classes[0].retained_gpu_h / (8 * wall_s / 3600)) < 1e-9);
+    assert_non_null(strstr(c.json, "\"effective_training_time\": "));
+    run_free(&a);
+    run_free(&b);
+    run_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_what_survives_a_failure),
         cmocka_unit_test(test_gate_off_copies_at_once),
         cmocka_unit_test(test_critical_preempts_low),
+        cmocka_unit_test(test_effective_training_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
