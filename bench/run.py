@@ -68,7 +68,7 @@ BENCHES = [
     Bench("burst", "Burst", "bench/burst.sh {build} 1", 240, needs=("mpirun",)),
     Bench("ckpt", "Checkpoint overhead", "bench/ckpt_overhead.sh {build} 1", 300, needs=("mpirun",)),
     Bench("slurm", "Job throughput: tide and Slurm",
-          PY + " bench/jobs_vs_slurm.py --build {build} --csv {csv}", 420, needs=("slurmctld", "munged"),
+          PY + " bench/jobs_vs_slurm.py --build {build} --idle-rounds 12 --csv {csv}", 420, needs=("slurmctld", "munged"),
           plot=plot_spec("Job throughput (1,000 short jobs, 16 slots)", "system", ["jobs/s"], kind="bars",
                          ylabel="jobs per second")),
     Bench("goodput", "Goodput study (quick)", PY + " bench/goodput.py --sim {bin}/tide-sim --quick", 300,

@@ -38,7 +38,7 @@ echo "idle worker: RSS $((rss / 1024)).$(((rss % 1024) * 10 / 1024)) MiB, CPU $(
     --micro-batches 1 --log-every 0 >/dev/null
 for _ in $(seq 100); do "$B/tidectl" -o json job 1 | grep -q stepsReported && break; sleep 0.1; done
 w1=$("$B/tidectl" -o json job 1 | sed -n 's/.*"workerId": *"\([^"]*\)".*/\1/p' | head -1)
-WP=$(pgrep -f "tide-worker --node ${w1%/gpu*} --gpu-index ${w1#*/gpu} " | head -1)
+WP=$(pgrep -f -- "tide-worker.* --node ${w1%/gpu*} --gpu-index ${w1#*/gpu} " | head -1)
 steps() { "$B/tidectl" -o json job 1 | sed -n 's/.*"stepsReported": *"\([0-9]*\)".*/\1/p'; }
 s0=$(steps); t0=$(ticks "$WP"); sleep 10; t1=$(ticks "$WP"); s1=$(steps)
 rss=$(awk '/VmRSS/ {print $2}' "/proc/$WP/status")
