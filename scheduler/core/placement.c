@@ -4,6 +4,7 @@
  * the best-fitting node, else rack, else switch, else the shape's domains with the most free workers
  * first; a job's topology bounds the level. Ranks come out grouped by node, GPUs ascending, so LOCAL_RANK
  * follows the GPU index. O(buckets + workers chosen + children sorted): never a scan of the fleet. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,9 +112,14 @@ int32_t tide__reserve_for(const tide_core_t *core, const tide_job_t *job)
 {
     if (job->eff_priority == TIDE_PRIO_LOW)
         return 0;
-    /* A job queued again after a lost rank may take the hot spares: that is what they are for. */
-    if (job->recovering)
-        return core->reserve.gpus - core->reserve.spares;
+    /* A job queued again after a lost rank may take the hot spares: that is what they are for. And its own
+     * burst room: counted in the reserve while it runs (a move off a GPU predicted to fail is weighed then),
+     * gone from it once it is queued again; a large run's share otherwise holds back every free GPU it
+     * could move to, and a prediction never turns into a move (docs/goodput.md). */
+    if (job->recovering) {
+        int32_t r = core->reserve.gpus - core->reserve.spares - (int32_t)ceil(job->burst_share - 1e-9);
+        return r > 0 ? r : 0;
+    }
     return core->reserve.gpus;
 }
 

@@ -522,6 +522,47 @@ static void test_predicted_move_waits_for_room(void **state)
     h_fini(&h);
 }
 
+/* A HIGH run holding all but 2 of 20 GPUs: its burst share (18 x the band's width, 2 GPUs) is the whole
+ * reserve and would hold back both free GPUs. A predicted failure under it still moves it: the share is
+ * its own room (docs/goodput.md found 0 moves in 54 simulated days before). */
+static void test_predicted_move_may_use_its_own_burst_room(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_spec_t spec;
+    tide_reserve_t r;
+    tide_job_t *job;
+    tide_worker_t *w;
+    tide_telemetry_t t = {.temperature_c = 60, .known = 4u | 128u, .ecc_uncorrected = 0};
+    (void)state;
+
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 10, NULL, 0, NULL);
+    h_node(&h, "n2", 10, NULL, 0, NULL);
+    spec = h_spec(18, 18, TIDE_PRIO_HIGH);
+    job = run_spec(&h, &spec);
+    tide_core_reserve(h.core, &r);
+    assert_int_equal(r.burst, 2);
+    assert_int_equal(r.gpus, 2);
+    assert_int_equal(r.free, 2);
+    w = job->ranks[0].worker;
+    h_clear(&h);
+    tide_core_worker_heartbeat(h.core, w, &t);
+    t.ecc_uncorrected = 1;
+    tide_core_worker_heartbeat(h.core, w, &t);
+    assert_true(w->cordoned);
+    assert_int_equal(h_count_event(&h, "worker.migrating"), 1);
+    assert_null(strstr(h_event_text(&h, "worker.migrating", 0), "stays on it for now"));
+    assert_int_equal(job->resize.reason, TIDE_RESIZE_PREDICTED);
+    h_stop_all(&h);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->n_ranks, 18);
+    assert_false(on_worker(job, w));
+    h_start_all(&h);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 static void test_failing_start_is_no_recovery(void **state)
 {
     h_t h;
@@ -758,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_window_spans_resizes),
         cmocka_unit_test(test_rank_dying_with_a_predicted_gpu_is_a_loss),
         cmocka_unit_test(test_predicted_move_waits_for_room),
+        cmocka_unit_test(test_predicted_move_may_use_its_own_burst_room),
         cmocka_unit_test(test_failing_start_is_no_recovery),
         cmocka_unit_test(test_backoff_has_no_queue_position),
         cmocka_unit_test(test_hang_blame_and_fast_stop),
