@@ -321,7 +321,7 @@ def main():
         print(f"bench: unknown benchmark(s): {', '.join(unknown)} (--list)", file=sys.stderr)
         return 2
     out_dir = os.path.join(build, "bench-results")
-    img_dir = os.path.join(os.path.dirname(a.doc), "img")
+    img_dir = os.path.join(os.path.dirname(a.doc), "img") if not a.no_doc else os.path.join(build, "bench-results")
     os.makedirs(out_dir, exist_ok=True)
     os.makedirs(img_dir, exist_ok=True)
     commit, mach = commit_id(), machine()
