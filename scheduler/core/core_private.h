@@ -404,10 +404,10 @@ void tide__burst_on_timer(tide_core_t *core, tide_job_t *job);
 void tide__burst_after_pass(tide_core_t *core);
 /* Frees the job's controller. */
 void tide__burst_free(tide_job_t *job);
-/* waiter (queued) does not fit: take back what burst lent in a shape it can use. True when lent
- * workers of such a shape are coming back (it waits for them instead of preempting anyone). O(jobs
- * with lent workers x their lent slots). */
-bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter);
+/* waiter (queued) does not fit (why): take back what burst lent in a shape it can use, or in any shape
+ * when it waits only for the headroom reserve. True when lent workers of such a shape are coming back
+ * (it waits for them instead of preempting anyone). O(jobs with lent workers x their lent slots). */
+bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter, tide_wait_t why);
 /* The job ended: forget any burst by resize and take it off core->lending. */
 void tide__burst_job_end(tide_core_t *core, tide_job_t *job);
 /* Every rank of a new generation runs: decide again (the phase may have moved on meanwhile). */

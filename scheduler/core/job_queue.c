@@ -167,15 +167,22 @@ static bool schedule_class(tide_core_t *core, tide_list_t *q, int32_t n_shapes, 
         if (job->n_exclude > 0)
             tide__exclude_begin(core, job);
         n = tide__place(core, job, *scratch, &why);
-        if (job->n_exclude > 0)
+        if (job->n_exclude > 0) {
+            tide_wait_t why_all;
             tide__exclude_end(core, job);
+            /* A straggler replacement whose healthy worker was taken (or left) after it was decided: the
+             * straggler's worker rather than a wait that may never end (seed 1002677: 9 of 9 GPUs, one
+             * excluded). Its placement lifts the exclusions (tide__resize_placed). */
+            if (n == 0)
+                n = tide__place(core, job, *scratch, &why_all);
+        }
         if (n == 0) {
             job->wait = why;
             if (why == TIDE_WAIT_NO_MATCH)
                 continue;
             /* What burst lent in its shape comes back first: no one is evicted for GPUs that are only
              * borrowed (docs/elastic.md, "Burst"). */
-            if (why != TIDE_WAIT_BEHIND && !tide__burst_yield_for(core, job))
+            if (why != TIDE_WAIT_BEHIND && !tide__burst_yield_for(core, job, why))
                 tide__preempt_for(core, job, why);
             block_shapes(core, job, why);
             if (all_blocked)

@@ -7,7 +7,7 @@
  * job->lent_workers those of them not being taken back; a job with n_lent > 0 or a burst by resize is on
  * core->lending; a generation's end stops its lent workers with its ranks; nothing is lent into a shape
  * a queued job waits for, and what is lent in a shape a queued job could use goes back before anyone is
- * preempted for it. */
+ * preempted for it (any shape, while a queued job waits only for the headroom reserve). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -72,13 +72,14 @@ static void lending_over(tide_core_t *core, tide_job_t *job)
 
 /* Free workers the job may borrow now: in rank 0's shape (pool, device, memory), never the hot spares
  * (work above LOW may use the reserve's burst part; LOW work none of the reserve), less what decided
- * grows claimed, and none while a queued job waits for that shape. */
+ * grows claimed, and none while a queued job waits for that shape or for the headroom reserve (which
+ * counts the free workers of every shape). */
 static int32_t lend_avail(tide_core_t *core, const tide_job_t *job)
 {
     tide_worker_t *w0 = job->n_ranks > 0 ? job->ranks[0].worker : NULL;
     int32_t n, limit;
 
-    if (!w0 || !w0->dom || w0->dom->shape->blocked_pass == core->pass)
+    if (!w0 || !w0->dom || w0->dom->shape->blocked_pass == core->pass || core->n_blocked_reserve > 0)
         return 0;
     n = w0->dom->shape->n_free;
     if (job->run_priority == TIDE_PRIO_LOW)
@@ -521,10 +522,13 @@ void tide__burst_after_pass(tide_core_t *core)
     }
 }
 
-bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter)
+bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter, tide_wait_t why)
 {
     tide_list_t *pos, *tmp;
     bool waits = false;
+    /* The headroom reserve counts the free workers of every shape: a job that waits only for it gets
+     * back what is lent anywhere (seed 1001670: lent on 40 GiB GPUs, the waiter needs 60 GiB). */
+    bool anywhere = why == TIDE_WAIT_RESERVE;
 
     tide_list_for_each_safe(pos, tmp, &core->lending) {
         tide_job_t *job = tide_list_entry(pos, tide_job_t, lend_node);
@@ -533,7 +537,7 @@ bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter)
             continue;
         for (int32_t r = job->n_ranks; r < job->n_ranks + job->max_lent && !here; r++) {
             const tide_worker_t *w = job->ranks[r].worker;
-            here = w && w->dom && tide__shape_matches(core, w->dom->shape, waiter);
+            here = w && w->dom && (anywhere || tide__shape_matches(core, w->dom->shape, waiter));
         }
         if (here) {
             waits = true; /* lent workers (or ones stopping) of its shape come back: wait for them */
@@ -541,7 +545,7 @@ bool tide__burst_yield_for(tide_core_t *core, const tide_job_t *waiter)
                 reclaim(core, job, "a queued job waits for capacity");
         } else if (job->burst_to > 0 && (job->lent_workers == 0)) {
             tide_shape_t *s = lent_shape(job);
-            if (s && tide__shape_matches(core, s, waiter))
+            if (s && (anywhere || tide__shape_matches(core, s, waiter)))
                 shrink_after_phase(core, job, "a queued job waits for capacity");
         }
     }

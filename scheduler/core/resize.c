@@ -455,6 +455,13 @@ void tide__resize_on_timer(tide_core_t *core, tide_job_t *job)
 {
     if (job->resize_at && core->now_mono >= job->resize_at) {
         job->resize_at = 0;
+        if (job->resize.state == TIDE_RESIZE_CHECKPOINTING && job->resize.reason == TIDE_RESIZE_REPLACE) {
+            /* A straggler's replacement is worth a restart only from a checkpoint taken for it: without one
+             * the job loses its progress each time, and a job replaced every generation never ends (seed
+             * 1016500: 208 generations, each restarted from the beginning). */
+            tide__resize_abort(core, job, "no checkpoint by the end of its grace");
+            return;
+        }
         tide__resize_go(core, job, "its checkpoint grace ended");
         return;
     }

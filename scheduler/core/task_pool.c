@@ -970,6 +970,7 @@ int tide_core_tasks_released(tide_core_t *core, tide_worker_t *w, const char *jo
     tp_rank_t *V, *T = NULL;
     int32_t t;
     size_t moved = 0;
+    bool keep;
     ctx_t c;
     int rc = check_rank(core, w, job_id, generation, rank, &kind, step, &job, err);
 
@@ -991,6 +992,10 @@ int tide_core_tasks_released(tide_core_t *core, tide_worker_t *w, const char *jo
         given_reserve(T, n);
         T->n_given = 0;
     }
+    /* A lent worker taken back since it asked takes nothing more (as in try_serve): it would not run
+     * them, and the ranks may have finished the step by the time it exits. What the victim released
+     * goes to the orphans, for the next thief (seed 1002403). */
+    keep = T && !(t >= job->n_ranks && job->ranks[t].lent_stopping);
     for (size_t i = 0; i < n; i++) {
         slot_t *s = slot_find(p, ids[i]);
         if (!s || s->state != SLOT_HELD || s->holder != rank) {
@@ -1001,7 +1006,7 @@ int tide_core_tasks_released(tide_core_t *core, tide_worker_t *w, const char *jo
             continue;
         }
         moved++;
-        if (T) {
+        if (keep) {
             s->holder = t;
             T->given[T->n_given++] = ids[i];
         } else {
@@ -1013,13 +1018,13 @@ int tide_core_tasks_released(tide_core_t *core, tide_worker_t *w, const char *jo
     p->n_releases--;
     V->est = moved ? queued : 0; /* it gave nothing: do not ask it again on a stale count */
     refresh(&c, rank);
-    if (moved && T) {
+    if (moved && keep) {
         job->tasks->stolen_recent[rank] += moved;
         job->tasks->stolen_total[rank] += moved;
     }
     if (T) {
         p->steals_pending--;
-        if (moved) {
+        if (moved && keep) {
             give(&c, t);
         } else {
             T->steal_state = STEAL_NONE;

@@ -2104,8 +2104,10 @@ static void check_starvation(dst_t *d)
             const tide_job_spec_t *sp = &job->spec;
             tide_level_t level = level_of(sp);
             int32_t limit, room = m.reserve - m.low_busy, limit_nl, room_nl = mnl.reserve - mnl.low_busy;
-            model_t mx, mnlx;
-            const model_t *v = &m, *vn = &mnl; /* the free workers as this job sees them (exclusions) */
+            /* The free workers as this job sees them. A replaced straggler's worker is excluded only while
+             * the job fits without it: the core then places it there rather than letting it wait (seed
+             * 1002677), so exclusions never make a job wait and the model ignores them. */
+            const model_t *v = &m, *vn = &mnl;
             bool all_blocked = n_blocked >= n_shapes, matched = false, free_enough = false, blocked = false;
             bool fits_unlent = false;
             bool low = job->eff_priority == TIDE_PRIO_LOW, why_reserve;
@@ -2120,12 +2122,6 @@ static void check_starvation(dst_t *d)
                 /* its old ranks still stop: it waits, and holds the shapes it could use meanwhile */
                 model_hold(&m, job, false, &n_blocked, &n_blocked_reserve);
                 continue;
-            }
-            if (job->n_exclude > 0) {
-                model_without(&m, job, false, &mx);
-                model_without(&mnl, job, false, &mnlx);
-                v = &mx;
-                vn = &mnlx;
             }
             limit = model_limit(d, v, job);
             limit_nl = model_limit(d, vn, job);
@@ -2169,15 +2165,18 @@ static void check_starvation(dst_t *d)
             /* Burst: it fits only with workers lent to a job's high-load phase: the core takes them back at
              * once (after the pass), so they are being taken back (not free for this model) soon after. */
             if (fits_in >= 0 && !fits_unlent && (j = cjob(d->chk, job->id, false))) {
+                char why[200];
                 j->lent_fit_seen = true;
                 if (j->lent_fit_since < 0)
                     j->lent_fit_since = d->now;
                 else if (d->now - j->lent_fit_since > 1000)
                     dst_fail(d, "burst: job %s (%s, %d..%d GPUs) has waited %lld ms for workers lent to a burst in "
-                                "shape (%s, %s, %llu GiB): they would fit it and are not being taken back",
+                                "shape (%s, %s, %llu GiB): they would fit it and are not being taken back (the core "
+                                "says: %s)",
                              job->id, tide_prio_name(job->eff_priority), sp->min_workers, sp->max_workers,
                              (long long)(d->now - j->lent_fit_since), m.s[fits_in].pool, m.s[fits_in].device,
-                             (unsigned long long)(m.s[fits_in].mem >> 30));
+                             (unsigned long long)(m.s[fits_in].mem >> 30),
+                             tide_core_job_reason(core, job, why, sizeof(why)));
             }
             (void)blocked;
             why_reserve = free_enough && limit < sp->min_workers;

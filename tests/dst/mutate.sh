@@ -128,8 +128,8 @@ M = {
   # Taking lent workers back sends no STOP: they run on, bound (burst workers always return; at the end
   # every worker is free).
   "burst-no-stop": (lending,
-    "        if (w->connected) {\n            tide_action_t *a = tide__act(core, TIDE_ACT_STOP);",
-    "        if (0) { /* MUTANT: no STOP */\n            tide_action_t *a = tide__act(core, TIDE_ACT_STOP);"),
+    "    if (w->connected) {\n        tide_action_t *a = tide__act(core, TIDE_ACT_STOP);",
+    "    if (0) { /* MUTANT: no STOP */\n        tide_action_t *a = tide__act(core, TIDE_ACT_STOP);"),
   # A generation's end forgets to count its lent workers out (a job that is not running lends nothing).
   "burst-gen-keeps": (lending,
     "    job->n_lent = 0;\n    job->lent_workers = 0;\n",
@@ -141,7 +141,7 @@ M = {
     "    tide__tasks_rank_gone(core, job, rank, false); /* MUTANT */\n    slot_release(core, job, rank);"),
   # Lending takes the hot spares (never the hot spares).
   "burst-spares": (lending,
-    "        limit = core->n_free - core->reserve.spares;",
+    "        limit = core->n_free - (core->reserve.spares < core->reserve.gpus ? core->reserve.spares : core->reserve.gpus);",
     "        limit = core->n_free; /* MUTANT */"),
   # A queued job that waits for the shape does not get what was lent there back, neither after the pass
   # nor before it would preempt (no job waits while capacity allows: the starvation model counts lent

@@ -148,9 +148,12 @@ void world_orphan(world_t *w, const char *worker_id)
         a->dead_stream = a->stream; /* what still arrives on it predates the verdict */
     for (int i = 0; a && i < W_ENTRIES; i++) {
         wentry_t *e = &a->e[i];
-        if (!e->used || !e->running)
+        /* A lent process that already exited is written off as well: completions it reported on a stream
+         * that died with it never arrived, and the scheduler orphans what it still held (seed 1011490). */
+        if (!e->used)
             continue;
-        e->orphaned = true;
+        if (e->running)
+            e->orphaned = true;
         if (e->burst && e->rank < W_MAX_RANKS && e->tr->job->tasks && e->tr->rk[e->rank].rid == (uint64_t)e->pid)
             lent_excuse(e->tr, e->rank, e->tr->rk[e->rank].first_step);
     }
@@ -563,15 +566,29 @@ static int deque_send(void *ud, const Tide__V1__WorkerMessage *msg)
 
 static void step_start(dst_t *d, trainer_t *tr);
 
-/* Task id was handed to rank k's trainer: counted; a second handing in the generation's step is a
- * task run twice (unless the scheduler had already ended the generation: nothing of it counts). */
-static void task_handed(dst_t *d, trank_t *k, uint64_t id)
+/* Whether lent process k on agent a was written off: the scheduler declared its worker dead while it ran
+ * (world_orphan), so what it had was orphaned and may be handed to others. */
+static bool lent_written_off(const agent_t *a, const trank_t *k)
+{
+    for (int i = 0; k->lent && i < W_ENTRIES; i++)
+        if (a->e[i].used && a->e[i].running && a->e[i].burst && (uint64_t)a->e[i].pid == k->rid)
+            return a->e[i].orphaned;
+    return false;
+}
+
+/* Task id was handed to rank k's trainer (on agent a): counted; a second handing in the generation's step
+ * is a task run twice (unless the scheduler had already ended the generation: nothing of it counts). A
+ * lent process written off may still be handed what the scheduler gave it before the verdict (a GiveTasks
+ * late on a slow stream, or read by its agent when it thaws), which the scheduler then gave again: the
+ * documented "at least once" of detached tasks on a lent worker's death (seeds 1006436, 1008855). */
+static void task_handed(dst_t *d, agent_t *a, trank_t *k, uint64_t id)
 {
     trainer_t *tr = k->tr;
     wjob_t *j = tr->job;
     int64_t step = k->lent ? k->step : tr->tstep;
     tstep_t *st = tr->steps[step];
     int i = world_task_index(j, id);
+    bool zombie = lent_written_off(a, k);
     int64_t dur;
 
     if (i < 0)
@@ -580,7 +597,7 @@ static void task_handed(dst_t *d, trank_t *k, uint64_t id)
     d->stats->tasks_handed++;
     d->stats->burst_tasks += k->lent;
     if (st->count[i]++ > 0) {
-        if (st->excused[i]) {
+        if (st->excused[i] || zombie) {
             /* a lent process that had it was written off or killed with its agent: at least once */
             d->stats->burst_dups_excused++;
             dst_trace(d, "world: task %llu of job %s g%d step %lld handed again (rank %d) after a lent process that "
@@ -598,6 +615,8 @@ static void task_handed(dst_t *d, trank_t *k, uint64_t id)
         }
     }
     st->handed[i] |= 1u << k->r;
+    if (zombie)
+        st->excused[i] = true; /* a rank handed it (again) later: at least once too */
     k->phase = TR_RUN;
     k->cur = id;
     dur = (int64_t)((double)j->task_ms * k->slow);
@@ -722,7 +741,7 @@ static void task_next(dst_t *d, agent_t *a, trank_t *k, int64_t done)
 
     switch (rc) {
     case TIDE_TASK_NEXT_TASK:
-        task_handed(d, k, id);
+        task_handed(d, a, k, id);
         break;
     case TIDE_TASK_NEXT_WAIT:
         k->phase = TR_WAIT;
@@ -850,7 +869,7 @@ static void task_answered(dst_t *d, agent_t *a, const tide_task_answer_t *ans)
     if (waited > d->stats->wait_max_ms)
         d->stats->wait_max_ms = waited;
     if (ans->has_task)
-        task_handed(d, k, ans->id);
+        task_handed(d, a, k, ans->id);
     else
         task_end(d, k);
 }

@@ -762,6 +762,81 @@ static void test_queued_job_takes_them_back(void **state)
     h_fini(&h);
 }
 
+/* The headroom reserve counts the free workers of every shape: a job that waits only for it gets back
+ * what is lent in another shape (DST seed 1001670: lent on 40 GiB GPUs, the waiter needs 60 GiB), and
+ * nothing is lent while one waits for it. 6 x 40 GiB a100 on n1, 2 x 80 GiB h100 on n2, a fixed reserve
+ * of 3; A (2 ranks, a100) runs on n1; B needs 2 GPUs with >= 60 GiB (n2 only). */
+static void test_reserve_waiter_takes_them_back(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job, *b;
+    tide_job_spec_t spec;
+    uint64_t ids[2] = {1, 2};
+    tide_error_t e;
+    (void)state;
+
+    cfg.reserve_gpus = 3;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 6, "sim:a100", 40ULL << 30, NULL);
+    h_node(&h, "n2", 2, "sim:h100", 80ULL << 30, NULL);
+    spec = h_spec(2, 2, TIDE_PRIO_NORMAL);
+    spec.device = "a100";
+    spec.burst_percent = 100;
+    job = run_spec(&h, &spec);
+    detached(&h, job, 0, ids, 2);
+    /* 6 free, 3 kept: 2 lent on n1 */
+    assert_int_equal(lend_now(&h, job), 2);
+    h_start_all(&h);
+    assert_int_equal(n_free(&h), 4);
+    /* B: n2's 2 GPUs are free, but 4 free less the reserve of 3 leaves 1: it waits for the reserve, and
+     * what A borrowed on n1 comes back in the same call */
+    spec = h_spec(2, 2, TIDE_PRIO_NORMAL);
+    spec.memory_per_rank = 60ULL << 30;
+    b = h_submit_spec(&h, &spec);
+    assert_int_equal(b->state, TIDE_JOB_PENDING);
+    assert_int_equal(b->wait, TIDE_WAIT_RESERVE);
+    assert_int_equal(stops_from(&h, job, 2), 2);
+    assert_int_equal(h_count_event(&h, "job.burst_reclaimed"), 1);
+    assert_int_equal(job->lent_workers, 0);
+    check(&h);
+    /* their exits: B runs on n2 */
+    h_stop_all(&h);
+    assert_int_equal(b->state, TIDE_JOB_RUNNING);
+    assert_string_equal(b->ranks[0].worker->node_name, "n2");
+    assert_string_equal(b->ranks[1].worker->node_name, "n2");
+    assert_int_equal(job->n_lent, 0);
+    check(&h);
+    h_fini(&h);
+
+    /* 4 x a100 on n1: B waits for the reserve before A's phase; A's high phase lends nothing (1 would
+     * be free above the reserve), until B is gone */
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 4, "sim:a100", 40ULL << 30, NULL);
+    h_node(&h, "n2", 2, "sim:h100", 80ULL << 30, NULL);
+    spec = h_spec(2, 2, TIDE_PRIO_NORMAL);
+    spec.device = "a100";
+    spec.burst_percent = 100;
+    job = run_spec(&h, &spec);
+    detached(&h, job, 0, ids, 2);
+    spec = h_spec(2, 2, TIDE_PRIO_NORMAL);
+    spec.memory_per_rank = 60ULL << 30;
+    b = h_submit_spec(&h, &spec);
+    assert_int_equal(b->state, TIDE_JOB_PENDING);
+    assert_int_equal(b->wait, TIDE_WAIT_RESERVE);
+    h_clear(&h);
+    assert_int_equal(lend_now(&h, job), 0);
+    h_jump(&h, 3000);
+    assert_int_equal(lent_launches(&h, job), 0);
+    assert_int_equal(job->n_lent, 0);
+    assert_int_equal(tide_core_job_cancel(h.core, b->id, &b, &e), 0);
+    h_clear(&h);
+    h_jump(&h, 1000); /* the next retry while high */
+    assert_int_equal(lent_launches(&h, job), 1);
+    check(&h);
+    h_fini(&h);
+}
+
 /* --- a generation's end --- */
 
 /* Requeue (a rank lost), cancel, success, a resize: lent workers are stopped with the ranks, stay
@@ -1071,6 +1146,64 @@ static void test_lent_slot_in_a_detached_pool(void **state)
     h_fini(&h);
 }
 
+/* A lent slot's steal is pending (its victim asked to release) when the slot is taken back: the victim's
+ * answer goes to the orphans, not to the slot, which would not run it (DST seed 1002403: the ranks then
+ * finished the step without those tasks); the slot's steal gets "none", a member's steal the orphans. */
+static void test_release_for_a_slot_taken_back(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8}, first[1] = {100}, rel[4] = {5, 6, 7, 8}, rid;
+    const tide_action_t *a;
+    tide_task_pool_info_t pi;
+    (void)state;
+
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 6, NULL, 0, NULL);
+    job = run(&h, 4, 50);
+    detached(&h, job, 0, first, 1);
+    assert_int_equal(lend_now(&h, job), 2);
+    h_start_all(&h);
+    detached(&h, job, 1, ids, 8);
+    assert_int_equal(declare(&h, job, 4, DET, 1, NULL, 0, 8), 0);
+    /* slot 4 steals: rank 0 is asked to release */
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 4, 1, 1), 0);
+    a = h_find(&h, TIDE_ACT_RELEASE_TASKS, NULL, -1);
+    assert_non_null(a);
+    assert_int_equal(a->rank, 0);
+    rid = a->request_id;
+    /* the phase ends: slots 4 and 5 are taken back before rank 0 answers */
+    phase(&h, job, false);
+    h_jump(&h, 10000);
+    assert_int_equal(stops_from(&h, job, 4), 2);
+    assert_true(job->ranks[4].lent_stopping);
+    h_clear(&h);
+    assert_int_equal(released(&h, job, 0, 1, rid, rel, 4, 4), 0);
+    a = h_find(&h, TIDE_ACT_GIVE_TASKS, NULL, -1);
+    assert_non_null(a);
+    assert_int_equal(a->rank, 4);
+    assert_int_equal(a->n_task_ids, 0);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(holder(&h, job, 1, rel[i]), -3);
+    assert_int_equal(tide_core_task_pool(h.core, job, DET, 1, &pi), 0);
+    assert_int_equal(pi.orphaned, 4);
+    check(&h);
+    /* a member's steal gets them without asking anyone */
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_RELEASE_TASKS), 0);
+    a = h_find(&h, TIDE_ACT_GIVE_TASKS, NULL, -1);
+    assert_non_null(a);
+    assert_int_equal(a->rank, 1);
+    assert_true(a->n_task_ids >= 1);
+    for (size_t i = 0; i < a->n_task_ids; i++)
+        assert_int_equal(holder(&h, job, 1, a->task_ids[i]), 1);
+    check(&h);
+    h_fini(&h);
+}
+
 /* Every member declared (fewer ids than the pool's total) and ran them all: the pool is drained,
  * and a member's steal is answered "none" at once. Neither the lent slot that joined (slot 4) nor
  * the one that did not (slot 5) holds the pool open. */
@@ -1246,9 +1379,11 @@ int main(void)
         cmocka_unit_test(test_started_and_exited_routing),
         cmocka_unit_test(test_reclaim_hysteresis_and_dwell),
         cmocka_unit_test(test_queued_job_takes_them_back),
+        cmocka_unit_test(test_reserve_waiter_takes_them_back),
         cmocka_unit_test(test_generation_end_stops_them),
         cmocka_unit_test(test_lent_worker_death_and_return),
         cmocka_unit_test(test_lent_slot_in_a_detached_pool),
+        cmocka_unit_test(test_release_for_a_slot_taken_back),
         cmocka_unit_test(test_pool_never_waits_for_a_lent_slot),
         cmocka_unit_test(test_lent_slot_refusals),
         cmocka_unit_test(test_burst_stats),

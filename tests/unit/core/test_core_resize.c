@@ -1520,6 +1520,77 @@ static void test_straggler_not_replaced_without_a_spare_or_policy(void **state)
     h_fini(&h);
 }
 
+/* The free worker a replacement counted on is taken while the old ranks stop (here by a HIGH job; in DST
+ * seed 1002677 the job needed every GPU of its shape): the job is placed with the straggler's worker
+ * rather than waiting for one that may never come, and its exclusions are lifted. */
+static void test_straggler_replacement_without_its_spare(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job, *high;
+    char slow[64], fast[64];
+    (void)state;
+
+    cfg.replace_stragglers = true;
+    cfg.straggler_window_ms = 10000;
+    job = straggling(&h, &cfg, 3, slow, sizeof(slow));
+    snprintf(fast, sizeof(fast), "%s", job->ranks[0].worker->id);
+    assert_int_equal(job->resize.reason, TIDE_RESIZE_REPLACE);
+    assert_int_equal(job->n_exclude, 1);
+    h_clear(&h);
+    h_ckpt(&h, job, 20);
+    assert_int_equal(job->state, TIDE_JOB_PENDING);
+    /* the spare goes to a HIGH job while the old ranks stop */
+    high = h_submit(&h, 1, 1, TIDE_PRIO_HIGH);
+    assert_int_equal(high->state, TIDE_JOB_RUNNING);
+    assert_false(runs_on(high, slow));
+    assert_false(runs_on(high, fast));
+    h_check_invariants(&h);
+    assert_int_equal(h_stop_all(&h), 2);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->generation, 2);
+    assert_int_equal(job->n_ranks, 2);
+    assert_true(runs_on(job, slow));
+    assert_true(runs_on(job, fast));
+    assert_int_equal(job->n_exclude, 0);
+    h_start_all(&h);
+    assert_int_equal(job->last_resize.reason, TIDE_RESIZE_REPLACE);
+    assert_int_equal(h.core->grow_claimed, 0);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
+/* No checkpoint by the end of the grace: the replacement is called off rather than restarting the job
+ * from the beginning (DST seed 1016500: a job replaced in every generation, each restarted from scratch,
+ * never ended); its exclusion and claim go, and it runs on where it was. */
+static void test_straggler_replacement_without_a_checkpoint(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    char slow[64];
+    (void)state;
+
+    cfg.replace_stragglers = true;
+    cfg.straggler_window_ms = 10000;
+    job = straggling(&h, &cfg, 3, slow, sizeof(slow));
+    assert_int_equal(job->resize.reason, TIDE_RESIZE_REPLACE);
+    assert_int_equal(job->resize.state, TIDE_RESIZE_CHECKPOINTING);
+    h_clear(&h);
+    h_jump(&h, h.core->cfg.resize_grace_ms + 100);
+    assert_int_equal(events_for(&h, "job.resize_cancelled", job), 1);
+    assert_contains(h_event_text(&h, "job.resize_cancelled", 0), "no checkpoint");
+    assert_int_equal(count_for(&h, TIDE_ACT_STOP, job), 0);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->generation, 1);
+    assert_true(runs_on(job, slow));
+    assert_int_equal(job->resize.state, TIDE_RESIZE_NONE);
+    assert_int_equal(job->n_exclude, 0);
+    assert_int_equal(h.core->grow_claimed, 0);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 /* --- restart --- */
 
 static void test_restore_keeps_the_requested_size(void **state)
@@ -1604,6 +1675,8 @@ int main(void)
         cmocka_unit_test(test_shrink_cancelled_with_its_preemptor),
         cmocka_unit_test(test_straggler_replaced),
         cmocka_unit_test(test_straggler_not_replaced_without_a_spare_or_policy),
+        cmocka_unit_test(test_straggler_replacement_without_its_spare),
+        cmocka_unit_test(test_straggler_replacement_without_a_checkpoint),
         cmocka_unit_test(test_restore_keeps_the_requested_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
