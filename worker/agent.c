@@ -1314,7 +1314,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     tide_worker_logs_config_t logc;
     tide_worker_reap_stats_t reaped;
     tide_worker_agent_t *a;
-    uint64_t epoch = 0;
+    uint64_t epoch = 0, boot = 0;
     int rc;
 
     rc = tide_worker_datadir_prepare(wc->data_dir, err);
@@ -1328,6 +1328,9 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
         tide_warn("previous worker's ranks: %u killed, %u already gone, %u unreadable records",
                   reaped.killed, reaped.stale, reaped.invalid);
     rc = tide_worker_epoch_load(wc->data_dir, &epoch, err);
+    if (rc < 0)
+        return rc;
+    rc = tide_worker_boot_next(wc->data_dir, tide_clock_wall_ms(), &boot, err);
     if (rc < 0)
         return rc;
     rc = tide_worker_hot_dir_prepare(wc->ckpt_hot, err);
@@ -1464,6 +1467,7 @@ int tide_worker_agent_new(uv_loop_t *loop, const tide_worker_agent_config_t *cfg
     cc.max_epoch_seen = epoch;
     cc.stop_grace_ms = wc->stop_grace_ms;
     cc.seed = cfg->seed;
+    cc.boot_id = boot;
     tide_worker_core_new(&cc, &core_ops, a, &a->core);
     {
         tide_flusher_config_t fc = {wc->ckpt_durable, wc->data_dir, 0, wc->ckpt_hot};

@@ -59,6 +59,7 @@ struct tide_worker_core {
     int64_t backoff_ms;
 
     uint64_t stream; /* number of the current (or last) stream; 0 before the first */
+    uint64_t boot_id; /* WorkerHello.boot_id */
     bool stream_open;
     bool welcomed;
     bool shutting_down;
@@ -131,6 +132,7 @@ void tide_worker_core_new(const tide_worker_core_config_t *cfg, const tide_worke
     c->stop_grace_ms = cfg->stop_grace_ms;
     c->max_epoch = cfg->max_epoch_seen;
     c->rng = cfg->seed;
+    c->boot_id = cfg->boot_id;
     c->backoff_ms = BACKOFF_MIN_MS;
     c->next_id = 1;
     tide_list_init(&c->ranks);
@@ -339,6 +341,8 @@ void tide_worker_core_stream_opened(tide_worker_core_t *c)
     h.agent_sock = c->agent_sock;
     h.version = c->version;
     h.max_epoch_seen = c->max_epoch;
+    h.boot_id = c->boot_id;
+    h.stream_seq = c->stream;
     if (c->n_labels) {
         labels = tide_xcalloc(c->n_labels, sizeof(*labels));
         label_ptrs = tide_xcalloc(c->n_labels, sizeof(*label_ptrs));

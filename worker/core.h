@@ -41,6 +41,7 @@ typedef struct tide_worker_core_config {
     uint64_t max_epoch_seen; /* loaded from the data dir */
     uint32_t stop_grace_ms;  /* StopRank.grace_ms == 0 and shutdown use this */
     uint64_t seed;           /* reconnect jitter */
+    uint64_t boot_id;        /* WorkerHello.boot_id (tide_worker_boot_next); this core counts the streams */
 } tide_worker_core_config_t;
 
 /* What a successful spawn reports. */

@@ -193,9 +193,9 @@ static int read_small(const char *path, char *buf, size_t size)
     return rc;
 }
 
-int tide_worker_epoch_load(const char *dir, uint64_t *out, tide_error_t *err)
+static int number_load(const char *dir, const char *name, uint64_t *out, tide_error_t *err)
 {
-    char *path = tide_xasprintf("%s/epoch", dir);
+    char *path = tide_xasprintf("%s/%s", dir, name);
     char buf[64], *end;
     unsigned long long v;
     int rc;
@@ -223,15 +223,41 @@ done:
     return rc;
 }
 
-int tide_worker_epoch_save(const char *dir, uint64_t epoch, tide_error_t *err)
+static int number_save(const char *dir, const char *name, uint64_t v, tide_error_t *err)
 {
-    char *path = tide_xasprintf("%s/epoch", dir);
+    char *path = tide_xasprintf("%s/%s", dir, name);
     char buf[32];
     int rc;
 
-    snprintf(buf, sizeof(buf), "%" PRIu64 "\n", epoch);
+    snprintf(buf, sizeof(buf), "%" PRIu64 "\n", v);
     rc = write_atomic(path, buf, err);
     free(path);
+    return rc;
+}
+
+int tide_worker_epoch_load(const char *dir, uint64_t *out, tide_error_t *err)
+{
+    return number_load(dir, "epoch", out, err);
+}
+
+int tide_worker_epoch_save(const char *dir, uint64_t epoch, tide_error_t *err)
+{
+    return number_save(dir, "epoch", epoch, err);
+}
+
+int tide_worker_boot_next(const char *dir, int64_t wall_ms, uint64_t *out, tide_error_t *err)
+{
+    uint64_t last = 0, boot;
+    int rc = number_load(dir, "boot", &last, err);
+
+    if (rc < 0)
+        return rc;
+    boot = last + 1;
+    if (wall_ms > 0 && (uint64_t)wall_ms > boot)
+        boot = (uint64_t)wall_ms;
+    rc = number_save(dir, "boot", boot, err);
+    if (rc == 0)
+        *out = boot;
     return rc;
 }
 

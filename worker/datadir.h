@@ -2,6 +2,7 @@
  * running rank, and the ranks' log files.
  *
  *   DATA/epoch                    highest SchedulerMessage.epoch seen (decimal)
+ *   DATA/boot                     this worker's last WorkerHello.boot_id (decimal)
  *   DATA/ranks/JOB.GEN.RANK       "pid P / pgid G / start_time T" of a running rank's exec helper
  *   DATA/logs/JOB/gGEN.rankR.log  stdout+stderr of that rank
  *
@@ -29,6 +30,11 @@ int tide_worker_hot_dir_prepare(const char *hot, tide_error_t *err);
 int tide_worker_epoch_load(const char *dir, uint64_t *out, tide_error_t *err);
 /* Replaces DIR/epoch atomically (write, fsync, rename). */
 int tide_worker_epoch_save(const char *dir, uint64_t epoch, tide_error_t *err);
+
+/* The boot_id of a starting agent: max(DIR/boot + 1, wall_ms), saved back to DIR/boot before it is used,
+ * so each start's id is above the previous one's (and, with a lost data dir, above any earlier start's
+ * unless the wall clock went back). A missing file reads as 0. */
+int tide_worker_boot_next(const char *dir, int64_t wall_ms, uint64_t *out, tide_error_t *err);
 
 /* Where a rank's output goes. Caller frees. */
 char *tide_worker_log_path(const char *dir, const char *job_id, int32_t generation, int32_t rank);

@@ -461,6 +461,8 @@ struct tide_worker {
     tide_telemetry_t telemetry;
     int64_t last_heartbeat_ms; /* wall clock */
     void *conn;                /* the shell's handle for the worker's stream; opaque to the core */
+    uint64_t boot_id;          /* the registered hello's agent process and stream (0: not told) */
+    uint64_t stream_seq;
 
     /* private to the core */
     int64_t last_seen_mono;
@@ -760,6 +762,11 @@ typedef struct tide_worker_info {
     const char *launcher_address;
     const char *agent_sock;
     const char *version;
+    /* Which of the agent's streams this is (WorkerHello.boot_id, stream_seq; 0: not told). A hello ordered
+     * before the registered one (a lower boot_id, or the same with a lower stream_seq) is refused: it
+     * comes from a stream the agent, or its previous process, gave up. */
+    uint64_t boot_id;
+    uint64_t stream_seq;
 } tide_worker_info_t;
 
 /* What a registering worker reports of a rank it runs or ran. */
@@ -775,8 +782,10 @@ typedef struct tide_rank_report {
 } tide_rank_report_t;
 
 /* A worker (re)registers on stream conn with the ranks it runs and the exits it has not reported.
- * -EINVAL with err for a bad info (empty id). Emits WELCOME to conn, CLOSE_STREAM for a replaced
- * stream, STOP for ranks the core does not know, and reconciles the rest. *out is the worker. */
+ * -EINVAL with err for a bad info (empty id); -ESTALE with err, and nothing changed, for a hello from an
+ * older stream of the registered agent (info->boot_id, stream_seq). Emits WELCOME to conn, CLOSE_STREAM
+ * for a replaced stream, STOP for ranks the core does not know, and reconciles the rest. *out is the
+ * worker. */
 int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info, void *conn,
                               const tide_rank_report_t *ranks, size_t n_ranks, tide_worker_t **out,
                               tide_error_t *err);

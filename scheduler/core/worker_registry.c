@@ -396,6 +396,17 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         tide_errprintf(err, "node must not be empty");
         return -EINVAL;
     }
+    w = tide_core_worker_find(core, info->id);
+    if (w && info->boot_id && w->boot_id &&
+        (info->boot_id < w->boot_id || (info->boot_id == w->boot_id && info->stream_seq < w->stream_seq))) {
+        /* A hello delayed on a stream the agent (or its previous process) has since replaced (KB7): what
+         * it says about the ranks is older than what the core knows. */
+        tide_errprintf(err, "boot_id %llu stream_seq %llu: older than the registered stream (boot_id %llu "
+                       "stream_seq %llu) of worker %s",
+                       (unsigned long long)info->boot_id, (unsigned long long)info->stream_seq,
+                       (unsigned long long)w->boot_id, (unsigned long long)w->stream_seq, w->id);
+        return -ESTALE;
+    }
     w = tide__worker_get_or_add(core, info->id);
     before = w->state;
     if (w->connected && w->conn != conn) {
@@ -404,6 +415,8 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         a->conn = w->conn;
     }
     worker_set_info(core, w, info);
+    w->boot_id = info->boot_id;
+    w->stream_seq = info->stream_seq;
     w->conn = conn;
     w->connected = true;
     w->last_seen_mono = core->now_mono;

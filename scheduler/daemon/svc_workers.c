@@ -172,6 +172,8 @@ int tide_wmsg_hello(const Tide__V1__WorkerHello *h, tide_worker_info_t *info, ti
     info->launcher_address = h->launcher_address;
     info->agent_sock = h->agent_sock;
     info->version = h->version;
+    info->boot_id = h->boot_id;
+    info->stream_seq = h->stream_seq;
     *reps = r_out;
     return 0;
 }
@@ -198,6 +200,13 @@ static void on_hello(wstream_t *ws, const Tide__V1__WorkerHello *h)
     tide_daemon_now(d);
     rc = tide_core_worker_register(d->core, &info, tide_conn_handle(ws->id), reps, h->n_ranks,
                                    &ws->worker, &err);
+    if (rc == -ESTALE) {
+        /* An older stream of the agent (it has given it up): end it, change nothing. */
+        snprintf(msg, sizeof(msg), "hello.%s", err.text);
+        tide_info("worker %s: %s", info.id, msg);
+        tide_rpc_call_finish(ws->call, TIDE_GRPC_ABORTED, msg);
+        return;
+    }
     if (rc < 0) {
         snprintf(msg, sizeof(msg), "hello.%s", err.text);
         tide_rpc_call_finish(ws->call, TIDE_GRPC_INVALID_ARGUMENT, msg);

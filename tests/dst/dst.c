@@ -884,7 +884,8 @@ int main(int argc, char **argv)
                 ", succeeded %" PRIu64 ", failed %" PRIu64 ", cancelled %" PRIu64 ", rolled back %" PRIu64
                 ", requeued %" PRIu64 ", preempting %" PRIu64 ", preempted %" PRIu64 ", aged %" PRIu64 "\n"
                 "dst: checkpoints %" PRIu64 ", held %" PRIu64 ", durable %" PRIu64 ", flush failed %" PRIu64
-                ", requests missed %" PRIu64 ", workers dead %" PRIu64 "\n"
+                ", requests missed %" PRIu64 ", workers dead %" PRIu64 ", superseded hellos refused %" PRIu64
+                "\n"
                 "dst: checks: placement %" PRIu64 ", reserve %" PRIu64 ", starvation %" PRIu64 "\n"
                 "dst: tasks: %" PRIu64 " jobs, %" PRIu64 " generations; %" PRIu64 " handed; steps %" PRIu64
                 " ended (%" PRIu64 " checked exactly once, %" PRIu64 " complete across a restart, %" PRIu64
@@ -922,6 +923,7 @@ int main(int argc, char **argv)
                 s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
                 s->ev_rolled_back, s->ev_requeued, s->ev_preempting, s->ev_preempted, s->ev_aged, s->ev_ckpt,
                 s->ev_held, s->ev_durable, s->ev_flush_failed, s->ev_ckpt_missed, s->ev_worker_dead,
+                s->hellos_refused,
                 s->placement_checks, s->reserve_checks, s->starvation_checks, s->task_jobs, s->task_trainers,
                 s->tasks_handed, s->task_steps, s->task_steps_exact, s->task_steps_restart, s->task_steps_restart_lost,
                 s->tasks_restart_lost, s->task_steps_gen_cut, s->task_dups_gen_over, s->steals_sent, s->gives,

@@ -66,6 +66,7 @@ typedef struct net_msg {
     uint32_t queued;  /* NM_TASKS_DONE, NM_TASKS_RELEASED; max_tasks for NM_RELEASE_TASKS */
     uint64_t *ids;    /* owned */
     size_t n_ids;
+    uint64_t boot, stream_seq; /* HELLO: the agent's process (its joins) and stream (WorkerHello) */
     net_rank_t *ranks; /* HELLO; owned */
     size_t n_ranks;
     net_progress_t *prog; /* HEARTBEAT; owned */

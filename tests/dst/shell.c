@@ -320,7 +320,8 @@ static void on_message(dst_t *d, net_stream_t *s, const net_msg_t *m)
         tide_rank_report_t reps[W_ENTRIES];
         tide_worker_info_t info = {.id = a->id, .node = a->node, .gpu_index = a->gpu, .device = a->device,
                                    .peak_flops = W_PEAK_FLOPS, .memory_bytes = a->mem, .labels = a->labels,
-                                   .n_labels = a->n_labels, .address = "10.0.0.1", .version = "dst"};
+                                   .n_labels = a->n_labels, .address = "10.0.0.1", .version = "dst",
+                                   .boot_id = m->boot, .stream_seq = m->stream_seq};
         int rc;
         if (w)
             return; /* hello sent twice on one stream */
@@ -331,7 +332,12 @@ static void on_message(dst_t *d, net_stream_t *s, const net_msg_t *m)
                                            .master_port = r->port};
         }
         CALL(d, rc = tide_core_worker_register(core, &info, conn, reps, m->n_ranks, &s->sched_worker, &err));
-        if (rc < 0)
+        if (rc == -ESTALE) {
+            /* a hello from a stream the agent has replaced (KB7): the daemon ends it, nothing changed */
+            dst_trace(d, "shell: %s: refused: %s", a->id, err.text);
+            d->stats->hellos_refused++;
+            net_close(d, s, NET_TO_SCHED, false);
+        } else if (rc < 0)
             dst_fail(d, "worker %s could not register: %s", a->id, err.text);
         break;
     }

@@ -1072,6 +1072,8 @@ static void send_hello(dst_t *d, agent_t *a, net_stream_t *s)
     }
     m->n_ranks = n;
     m->epoch = a->max_epoch;
+    m->boot = a->boot;
+    m->stream_seq = s->id; /* stream ids only grow, so they order this process's streams too */
     net_send(d, s, NET_TO_SCHED, m);
 }
 
@@ -1558,6 +1560,7 @@ void world_join(dst_t *d, agent_t *a)
     if (a->up)
         return;
     a->up = true;
+    a->boot++;
     a->up_at = INT64_MAX;
     a->frozen = false;
     a->stream = 0;

@@ -173,6 +173,7 @@ typedef struct agent {
     bool frozen;     /* a hung agent: reads and sends nothing, its processes run on */
     int64_t thaw_at;
     uint64_t stream; /* its current stream; 0: none */
+    uint64_t boot;   /* its process: counts its joins (WorkerHello.boot_id) */
     uint64_t dead_stream; /* the stream it was on when the scheduler declared it dead */
     bool welcomed;
     int64_t reconnect_at, backoff, next_hb;

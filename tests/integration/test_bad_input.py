@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tidetest  # noqa: E402
@@ -180,6 +181,30 @@ def main():
         half.close()
         h2bad.close()
         print("ok   nothing changed; the scheduler still serves")
+
+        # A hello from a stream the worker gave up (ordered before the registered one by boot_id and
+        # stream_seq) is refused with ABORTED and changes nothing: the newer stream stays registered.
+        def hello(boot, seq):
+            return ws.WorkerMessage(hello=ws.WorkerHello(protocol_version=1, worker_id="y/gpu0", node="y",
+                                                         device="sim:h100", boot_id=boot, stream_seq=seq))
+        done = threading.Event()
+
+        def newer():
+            yield hello(10, 2)
+            done.wait(30)
+        live = connect(newer(), metadata=md, timeout=30)
+        first = next(live)
+        assert first.HasField("welcome"), first
+        for boot, seq in ((10, 1), (9, 7)):
+            e = expect(lambda: list(connect(iter([hello(boot, seq)]), metadata=md, timeout=10)),
+                       grpc.StatusCode.ABORTED, f"hello.boot_id {boot} stream_seq {seq}: older than the "
+                       "registered stream (boot_id 10 stream_seq 2) of worker y/gpu0")
+        st = csg.ClusterServiceStub(ch2).GetClusterStatus(cs.GetClusterStatusRequest(), metadata=md, timeout=10)
+        assert st.workers_total == 1 and st.workers_ready == 1 and st.workers_suspect == 0, st
+        done.set()
+        live.cancel()
+        assert c.sched.poll() is None
+        print("ok   a superseded stream's hello:", e.details())
 
 
 if __name__ == "__main__":

@@ -388,6 +388,64 @@ static void test_reregister_without_rank_loses_it(void **state)
     h_fini(&h);
 }
 
+/* KB7 (tests/dst/README.md): a hello delayed on a stream the agent gave up arrives after its newer
+ * stream's hello. It must change nothing: the rank started since stays the worker's. */
+static void test_superseded_hello_is_refused(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    tide_worker_t *w, *w2 = NULL;
+    static int conn_old, conn_new, conn_restart;
+    tide_worker_info_t info = {.id = "n1/gpu1", .node = "n1", .gpu_index = 1, .device = "sim:h100",
+                               .address = "127.0.0.1", .boot_id = 5, .stream_seq = 3};
+    tide_rank_report_t rep;
+    tide_error_t err;
+    (void)state;
+    h_init(&h, NULL);
+    cluster(&h, 1, 2);
+    job = h_submit(&h, 2, 2, TIDE_PRIO_NORMAL);
+    h_start_all(&h);
+    w = job->ranks[1].worker;
+    rep = (tide_rank_report_t){.job_id = job->id, .generation = 1, .rank = 1, .running = true, .pid = 1001};
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn_new, &rep, 1, &w2, &err), 0);
+    assert_ptr_equal(w, w2);
+    h_clear(&h);
+
+    /* stream 2 of the same process, and stream 9 of its previous process: both older */
+    info.stream_seq = 2;
+    w2 = NULL;
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn_old, NULL, 0, &w2, &err), -ESTALE);
+    assert_null(w2);
+    assert_non_null(
+        strstr(err.text, "stream_seq 2: older than the registered stream (boot_id 5 stream_seq 3)"));
+    info.boot_id = 4;
+    info.stream_seq = 9;
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn_old, NULL, 0, &w2, &err), -ESTALE);
+    assert_int_equal(h_count(&h, TIDE_ACT_CLOSE_STREAM), 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_WELCOME), 0);
+    assert_ptr_equal(w->conn, &conn_new);
+    assert_true(w->connected);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->ranks[1].state, TIDE_RANK_RUNNING);
+    assert_ptr_equal(job->ranks[1].worker, w);
+
+    /* a hello that does not say (an older agent) is taken as before */
+    info.boot_id = 0;
+    info.stream_seq = 0;
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn_old, &rep, 1, &w2, &err), 0);
+    assert_ptr_equal(w->conn, &conn_old);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+
+    /* the agent restarted (its ranks were killed): a later boot registers, the rank is lost */
+    info.boot_id = 6;
+    info.stream_seq = 1;
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn_restart, NULL, 0, &w2, &err), 0);
+    assert_ptr_equal(w->conn, &conn_restart);
+    assert_non_null(strstr(job->message, "re-registered without rank 1"));
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 static void test_unknown_rank_is_stopped(void **state)
 {
     h_t h;
@@ -940,6 +998,7 @@ int main(void)
         cmocka_unit_test(test_suspect_worker_recovers),
         cmocka_unit_test(test_disconnect_then_reconnect_keeps_rank),
         cmocka_unit_test(test_reregister_without_rank_loses_it),
+        cmocka_unit_test(test_superseded_hello_is_refused),
         cmocka_unit_test(test_unknown_rank_is_stopped),
         cmocka_unit_test(test_launch_timeout_rolls_back),
         cmocka_unit_test(test_rollbacks_are_bounded),

@@ -1227,6 +1227,7 @@ static void test_restart_kills_leftovers(void **state)
     tide_worker_record_t rec;
     Tide__V1__WorkerMessage *m;
     char *path;
+    uint64_t boot;
     pid_t p;
     int status;
 
@@ -1235,6 +1236,9 @@ static void test_restart_kills_leftovers(void **state)
     /* What a crashed predecessor left: a running rank with its record, and the epoch it saw. */
     assert_int_equal(tide_worker_datadir_prepare(fx->data, NULL), 0);
     assert_int_equal(tide_worker_epoch_save(fx->data, 9, NULL), 0);
+    /* its boot id was ahead of this machine's clock: the next start's is still above it (KB7) */
+    assert_int_equal(tide_worker_boot_next(fx->data, 4000000000000LL, &boot, NULL), 0);
+    assert_int_equal(boot, 4000000000000ULL);
     p = fork();
     if (p == 0) {
         setsid();
@@ -1252,6 +1256,8 @@ static void test_restart_kills_leftovers(void **state)
     m = expect(fx, TIDE__V1__WORKER_MESSAGE__MSG_HELLO, NULL);
     assert_int_equal(m->hello->max_epoch_seen, 9);
     assert_int_equal(m->hello->n_ranks, 0);
+    assert_int_equal(m->hello->boot_id, 4000000000001ULL);
+    assert_int_equal(m->hello->stream_seq, 1);
     drop(m);
     path = record_path(fx, "old", 3);
     assert_true(access(path, F_OK) < 0);

@@ -188,6 +188,7 @@ static fixture_t *make(uint64_t max_epoch)
         .max_epoch_seen = max_epoch,
         .stop_grace_ms = 10000,
         .seed = 42,
+        .boot_id = 1700000000123ULL,
     };
 
     tide_worker_core_new(&cfg, &fake_ops, &fx->f, &fx->core);
@@ -380,6 +381,8 @@ static void test_hello_fields(void **state)
     assert_string_equal(h->labels[0]->value, "r1");
     assert_string_equal(h->labels[1]->key, "pool");
     assert_int_equal(h->n_ranks, 0);
+    assert_int_equal(h->boot_id, 1700000000123ULL);
+    assert_int_equal(h->stream_seq, 1);
     assert_false(tide_worker_core_welcomed(fx->core));
     assert_int_equal(deliver_welcome(fx, 5, 0), 0);
     assert_true(tide_worker_core_welcomed(fx->core));
@@ -422,6 +425,8 @@ static void test_epoch_filtering(void **state)
     fake_clear_sent(&fx->f);
     tide_worker_core_stream_opened(fx->core);
     assert_int_equal(sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_HELLO)->hello->max_epoch_seen, 7);
+    /* ... and the stream's number, so a scheduler can tell it from the stream given up (KB7) */
+    assert_int_equal(sent(fx, 0, TIDE__V1__WORKER_MESSAGE__MSG_HELLO)->hello->stream_seq, 2);
 }
 
 static void test_idempotent_launch(void **state)
