@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,11 +34,35 @@ class Bench:
         self.note = note
 
 
-def plot_spec(title, x, ys, table=0, xlabel=None, ylabel="", logx=False, logy=False, kind="lines", csv_file=None):
-    """What to draw: columns of the benchmark's table number `table` (its markdown tables, in order) or of a CSV it
-    wrote ({csv} in its command). kind: "lines" (x numeric) or "bars" (x a label)."""
-    return dict(title=title, x=x, ys=ys, table=table, xlabel=xlabel or x, ylabel=ylabel, logx=logx, logy=logy,
-                kind=kind, csv=csv_file)
+def plot_spec(title, x, ys, table=0, xlabel=None, ylabel="", logx=False, logy=False, kind="lines", csv_file=None,
+              rows=None, ymin=0):
+    """What to draw: columns of the benchmark's table number `table` (its markdown tables, in order), of a CSV it
+    wrote ({csv} in its command), or of the rows that rows(stdout) finds in its text (text_rows). x is a column,
+    or a tuple of columns joined into one label. kind: "lines" (x numeric) or "bars" (x a label; a bar whose
+    value is not a number, "-", is left out). ymin: the bottom of a linear y axis."""
+    return dict(title=title, x=x, ys=ys, table=table, xlabel=xlabel or (x if isinstance(x, str) else ""),
+                ylabel=ylabel, logx=logx, logy=logy, kind=kind, csv=csv_file, rows=rows, ymin=ymin)
+
+
+def text_rows(pattern, cols):
+    """A rows() for plot_spec: one row for each line of the output that matches pattern, header first; cols is
+    [(header, a group name of pattern or a function of the match)]."""
+    rx = re.compile(pattern)
+
+    def rows(stdout):
+        out = [[h for h, _ in cols]]
+        for line in stdout.splitlines():
+            m = rx.search(line)
+            if m:
+                out.append([str(f(m)) if callable(f) else m.group(f) for _, f in cols])
+        return out
+    return rows
+
+
+def store_label(m):
+    url = m.group("url")
+    kind = "sqlite" if url.startswith("sqlite") else ("etcd, 3 members" if "," in url else "etcd, 1 member")
+    return f"{kind}, {m.group('ops')} op(s)"
 
 
 # The benchmarks, in the order they run. {bin} is BUILD/bin, {build} BUILD, {csv} a CSV file for the plot.
@@ -52,32 +77,84 @@ BENCHES = [
                          ["p50 ms", "p99 ms"], logx=True, logy=True, ylabel="milliseconds")),
     Bench("placement", "Placement and policy", "{bin}/tide-bench-placement", 180,
           plot=plot_spec("Placement: small gangs", "small gangs (1-8 GPUs)", ["jobs/s"], kind="bars",
-                         ylabel="jobs per second")),
+                         ylabel="jobs per second (log scale)", logy=True)),
     Bench("trainer", "Trainer SDK", "{bin}/tide-bench-trainer", 120,
           plot=plot_spec("Trainer SDK: cost per step", "mode", ["mean (ns/step)"], kind="bars",
                          ylabel="ns per step")),
     Bench("telemetry", "Telemetry reads", "{bin}/tide-bench-telemetry", 60,
           plot=plot_spec("Telemetry: one read", "reading", ["us"], kind="bars", ylabel="microseconds")),
-    Bench("authz", "Authentication and authorisation per call", "{bin}/tide-bench-authz 10000", 120),
-    Bench("steal", "Work stealing", "bench/steal.sh {build} 2000 8 200", 300, needs=("mpirun",)),
-    Bench("worker", "Worker footprint", "bench/worker_footprint.sh {build} 20", 180, needs=("mpirun",)),
-    Bench("detect", "Failure detection and recovery", PY + " bench/detect.py {build} 2", 300),
+    Bench("authz", "Authentication and authorisation per call", "{bin}/tide-bench-authz 10000", 120,
+          plot=plot_spec("Authentication and authorisation: one call", "call", ["ns per call"], kind="bars",
+                         ylabel="ns per call",
+                         rows=text_rows(r"^(?P<call>[^:]+?):\s+(?P<ns>[\d.]+) ns/call",
+                                        [("call", "call"), ("ns per call", "ns")]))),
+    Bench("steal", "Work stealing", "bench/steal.sh {build} 2000 8 200", 300, needs=("mpirun",),
+          plot=plot_spec("Work stealing: step time of 8 workers", "case", ["p50 ms", "p90 ms"], kind="bars",
+                         ylabel="ms per step",
+                         rows=text_rows(r"^(?P<case>\S.*?)\s+step time p50 (?P<p50>[\d.]+) ms p90 (?P<p90>[\d.]+) ms",
+                                        [("case", "case"), ("p50 ms", "p50"), ("p90 ms", "p90")]))),
+    Bench("worker", "Worker footprint", "bench/worker_footprint.sh {build} 20", 180, needs=("mpirun",),
+          plot=plot_spec("A 4-rank MPI job of true, start to end", "run", ["median ms"], kind="bars",
+                         ylabel="milliseconds",
+                         rows=text_rows(r"^(?P<what>.+?):\s+median (?P<ms>\d+) ms",
+                                        [("run", lambda m: "tide: submit to SUCCEEDED" if m.group("what").startswith(
+                                            "MPI") else "plain mpirun on one host"), ("median ms", "ms")]))),
+    Bench("detect", "Failure detection and recovery", PY + " bench/detect.py {build} 2", 300,
+          plot=plot_spec("Failure detection and recovery (each round)", "case",
+                         ["suspect s", "dead s", "requeued s", "running s"], kind="bars", ylabel="seconds",
+                         rows=text_rows(r"^(?P<case>silent|killed|recovery|crash)\s+(?P<su>\S+)\s+(?P<de>\S+)\s+"
+                                        r"(?P<rq>\S+)\s+(?P<la>\S+)\s+(?P<ru>\S+)\s*$",
+                                        [("case", "case"), ("suspect s", "su"), ("dead s", "de"),
+                                         ("requeued s", "rq"), ("running s", "ru")]))),
     Bench("torchrun", "Recovery side by side with torchrun",
-          PY + " bench/recovery_vs_torchrun.py --build {build} --rounds 1", 420, needs=("torchrun",)),
-    Bench("resize", "Elastic scaling", "bench/resize.sh {build} 3", 240, needs=("mpirun",)),
-    Bench("burst", "Burst", "bench/burst.sh {build} 1", 240, needs=("mpirun",)),
-    Bench("ckpt", "Checkpoint overhead", "bench/ckpt_overhead.sh {build} 1", 300, needs=("mpirun",)),
+          PY + " bench/recovery_vs_torchrun.py --build {build} --rounds 1", 420, needs=("torchrun",),
+          plot=plot_spec("Recovery: seconds to training again", ("fault", "launcher"),
+                         ["launcher's part", "training again"], kind="bars", ylabel="seconds")),
+    Bench("resize", "Elastic scaling", "bench/resize.sh {build} 3", 240, needs=("mpirun",),
+          plot=plot_spec("Elastic scaling: one resize (median)", "resize",
+                         ["checkpoint s", "stop s", "start s", "total s"], kind="bars", ylabel="seconds",
+                         rows=text_rows(r"^(?P<d>\d+->\d+): \d+ resizes; total median (?P<t>[\d.]+) s.*"
+                                        r"checkpoint median (?P<c>[\d.]+) s.*stop median (?P<s>[\d.]+) s.*"
+                                        r"start median (?P<st>[\d.]+) s",
+                                        [("resize", "d"), ("checkpoint s", "c"), ("stop s", "s"), ("start s", "st"),
+                                         ("total s", "t")]))),
+    Bench("burst", "Burst", "bench/burst.sh {build} 1", 240, needs=("mpirun",),
+          plot=plot_spec("Burst: the same job, time to finish", "burst", ["seconds"], kind="bars",
+                         ylabel="seconds",
+                         rows=text_rows(r"^(?P<mode>\w+) job \d+: SUCCEEDED in (?P<s>[\d.]+) s",
+                                        [("burst", lambda m: "burst " + m.group("mode")), ("seconds", "s")]))),
+    Bench("ckpt", "Checkpoint overhead", "bench/ckpt_overhead.sh {build} 1", 300, needs=("mpirun",),
+          plot=plot_spec("Checkpoints: share of the run stalled in checkpointing", "checkpoints", ["stalled %"],
+                         kind="bars", ylabel="% of the run",
+                         rows=text_rows(r"^(?P<mode>\w+) job \d+: [\d.]+ steps/s, stalled (?P<st>[\d.]+) %",
+                                        [("checkpoints", "mode"), ("stalled %", "st")]))),
     Bench("slurm", "Job throughput: tide and Slurm",
           PY + " bench/jobs_vs_slurm.py --build {build} --idle-rounds 12 --csv {csv}", 420, needs=("slurmctld", "munged"),
           plot=plot_spec("Job throughput (1,000 short jobs, 16 slots)", "system", ["jobs/s"], kind="bars",
                          ylabel="jobs per second")),
     Bench("goodput", "Goodput study (quick)", PY + " bench/goodput.py --sim {bin}/tide-sim --quick", 300,
+          plot=plot_spec("Goodput study (quick): effective training time", "configuration", ["ETT %"], kind="bars",
+                         ylabel="% of the time", ymin=90),
           note="The quick subset of docs/goodput.md's study (`bench/goodput.py` without `--quick` runs all of it, "
                "about 4 minutes on an idle machine)."),
-    Bench("failover", "Scheduler failover", PY + " bench/failover.py {build} 3", 240, needs=("etcd",)),
+    Bench("failover", "Scheduler failover", PY + " bench/failover.py {build} 3", 240, needs=("etcd",),
+          plot=plot_spec("Scheduler failover: seconds from the signal (median)", "signal",
+                         ["a standby leads", "it serves", "workers follow"], kind="bars", ylabel="seconds",
+                         rows=text_rows(r"^(?P<sig>kill -9|SIGTERM)\s+leads\s+median\s+(?P<l>[\d.]+).*?"
+                                        r"serves median\s+(?P<s>[\d.]+).*?workers median\s+(?P<w>[\d.]+)",
+                                        [("signal", "sig"), ("a standby leads", "l"), ("it serves", "s"),
+                                         ("workers follow", "w")]))),
     Bench("submit", "Submissions through a stock gRPC client", PY + " bench/submit.py {build} 1000 64", 180,
-          needs=("etcd",)),
-    Bench("store", "Store commits", PY + " bench/store_bench.py {build} 300", 120, needs=("etcd",)),
+          needs=("etcd",),
+          plot=plot_spec("SubmitJob from grpcio, 64 in flight", "store", ["submissions/s"], kind="bars",
+                         ylabel="submissions per second",
+                         rows=text_rows(r"^(?P<store>\w+)\s+one at a time:.*in flight:\s+(?P<r>\d+) submissions/s",
+                                        [("store", "store"), ("submissions/s", "r")]))),
+    Bench("store", "Store commits", PY + " bench/store_bench.py {build} 300", 120, needs=("etcd",),
+          plot=plot_spec("Store: commits per second (ops per commit)", "store", ["commits/s"], kind="bars",
+                         ylabel="commits per second",
+                         rows=text_rows(r"^(?P<url>\S+) ops=(?P<ops>\d+) commits=\d+ commits/s=(?P<c>\d+)",
+                                        [("store", store_label), ("commits/s", "c")]))),
 ]
 
 
@@ -137,7 +214,9 @@ def number(s):
 def draw(b, stdout, csv_path, img):
     """Draws b.plot into img (PNG) with gnuplot. Returns None, or why not."""
     p = b.plot
-    if p["csv"]:
+    if p["rows"]:
+        rows = p["rows"](stdout)
+    elif p["csv"]:
         try:
             rows = list(csv.reader(open(csv_path)))
         except OSError as e:
@@ -151,50 +230,58 @@ def draw(b, stdout, csv_path, img):
         return "an empty table"
     head = rows[0]
     try:
-        xi = head.index(p["x"])
+        xis = [head.index(x) for x in ((p["x"],) if isinstance(p["x"], str) else p["x"])]
         yis = [head.index(y) for y in p["ys"]]
     except ValueError as e:
         return f"column not found: {e}"
     data = io.StringIO()
     for r in rows[1:]:
-        if len(r) <= max([xi] + yis):
+        if len(r) <= max(xis + yis):
             continue
         ys = [number(r[i]) for i in yis]
-        if any(v is None for v in ys):
+        if all(v is None for v in ys) or (p["kind"] == "lines" and any(v is None for v in ys)):
             continue
-        x = r[xi].replace('"', "'")
+        x = " ".join(r[i] for i in xis).replace('"', "'")
         if p["kind"] == "lines":
             if number(x) is None:
                 continue
             x = str(number(x))
         else:
-            x = '"' + x + '"'
-        data.write(x + " " + " ".join(str(v) for v in ys) + "\n")
+            x = '"' + "\\n".join(textwrap.wrap(x, 18)) + '"'  # a long label on a few lines
+        data.write(x + " " + " ".join("?" if v is None else str(v) for v in ys) + "\n")
     if not data.getvalue():
         return "no numeric rows"
+    n_bars = data.getvalue().count("\n")
+    label_lines = max(x.count("\\n") for x in data.getvalue().splitlines()) + 1
     dat = img + ".dat"
     with open(dat, "w") as f:
         f.write(data.getvalue())
     g = [
-        "set terminal pngcairo size 800,420 font 'sans,10'",
+        "set terminal pngcairo size 800,440 font 'sans,10'",
         f"set output '{img}'",
         f"set title \"{p['title']}\"",
         f"set xlabel \"{p['xlabel']}\"",
         f"set ylabel \"{p['ylabel']}\"",
         "set grid ytics",
         "set key top left",
+        "set datafile missing '?'",
     ]
     if p["logx"]:
         g.append("set logscale x")
     if p["logy"]:
         g.append("set logscale y")
     else:
-        g.append("set yrange [0:*]")
+        g.append(f"set yrange [{p['ymin']}:*]")
     if p["kind"] == "lines":
         plots = [f"'{dat}' using 1:{i + 2} with linespoints lw 2 pt 7 title \"{y}\"" for i, y in enumerate(p["ys"])]
     else:
         g += ["set style data histogram", "set style histogram cluster gap 1", "set style fill solid 0.8",
-              "set boxwidth 0.9", "set xtics rotate by -20 noenhanced"]
+              "set boxwidth 0.9", "set rmargin 3",
+              # few bars: level labels of a few lines; many: slanted ones
+              "set xtics norotate center noenhanced" if n_bars <= 6 else "set xtics rotate by 25 right noenhanced",
+              f"set bmargin {label_lines + 3 if n_bars <= 6 else 8}",
+              f"set xlabel offset 0,{-(label_lines - 1) if n_bars <= 6 else 0}", "set lmargin 12" if n_bars <= 6 else "set lmargin 16",
+              "set key inside top left opaque noenhanced" if len(p["ys"]) > 1 else "set key off"]
         plots = [f"'{dat}' using {i + 2}:xtic(1) title \"{y}\"" for i, y in enumerate(p["ys"])]
     g.append("plot " + ", ".join(plots))
     r = subprocess.run(["gnuplot"], input="\n".join(g) + "\n", capture_output=True, text=True)
