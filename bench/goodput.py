@@ -37,8 +37,10 @@ MODELS = {
 }
 NO_FAULTS = "faults.per_1000_gpu_month=0"
 # A system without tide's mechanisms: the durable copy starts at once (no gate), only the durable copy survives a
-# failure (no mirrored hot tier), failures are not predicted.
-PLAIN = ["gate.enabled=false", "storage.mirrored_hot_tier=false", "faults.precursor.predict=false"]
+# failure (no mirrored hot tier), failures are not predicted, checkpoints only on the trainer's own schedule (no
+# cadence).
+NO_CADENCE = "policy.checkpoint_interval_min=0"
+PLAIN = ["gate.enabled=false", "storage.mirrored_hot_tier=false", "faults.precursor.predict=false", NO_CADENCE]
 
 
 def find_sim():
@@ -57,6 +59,7 @@ def experiments(quick):
         ("none", ["policy.reserve=0"] + PLAIN),
         ("fixed reserve 64", ["policy.reserve=64"] + PLAIN),
         ("tide (auto reserve)", []),
+        ("tide (auto reserve, no cadence)", [NO_CADENCE]),
         ("tide (reserve 64, ckpt 5 min)", ["policy.reserve=64", "workload.classes[0].checkpoint.every_min=5"]),
     ]
     if quick:
@@ -72,6 +75,8 @@ def experiments(quick):
                           ("tide (reserve 8)", ["policy.reserve=8"])]:
             ex.append(("twin", "%s | %s" % (m, label), S1K, sets["1k"] + ps))
     ex.append(("twin", "no failures | tide (reserve 8)", S1K, [NO_FAULTS, "policy.reserve=8"]))
+    # Groups 3 to 6 isolate one mechanism each and run without the checkpoint cadence (the trainer's own 30-minute
+    # checkpoints), as they did before the cadence existed: their figures compare with each other.
     # 3. Prediction: on/off by the share of failures that show a precursor (tide, reserve 8, so a move finds a
     # free GPU); and with the auto reserve.
     for m in MODELS:
@@ -79,11 +84,12 @@ def experiments(quick):
             for pred in ("false", "true"):
                 ex.append(("predict", "%s | precursors %.0f%% | predict %s" % (m, frac * 100, pred), S1K,
                            MODELS[m]["1k"] + ["policy.reserve=8", "faults.precursor.fraction=%g" % frac,
-                                              "faults.precursor.predict=" + pred]))
-        ex.append(("predict", "%s | precursors 50%% | predict true, auto reserve" % m, S1K, MODELS[m]["1k"]))
+                                              "faults.precursor.predict=" + pred, NO_CADENCE]))
+        ex.append(("predict", "%s | precursors 50%% | predict true, auto reserve" % m, S1K,
+                   MODELS[m]["1k"] + [NO_CADENCE]))
     # 4. The MFU gate: durable copies of 4 GB per GPU (32 s each at 0.125 GB/s) so copy interference shows; the big
     # run has an evaluation phase (MFU 10 %) of 10 min every 4 h, the low-MFU window the gate waits for.
-    gate_base = ["policy.reserve=8", "workload.classes[0].checkpoint.gb_per_gpu=4",
+    gate_base = [NO_CADENCE, "policy.reserve=8", "workload.classes[0].checkpoint.gb_per_gpu=4",
                  'workload.classes[0].eval={"every_min": 240, "duration_min": 10, "mfu": 0.1}']
     for mirror in ("true", "false"):
         ex.append(("gate", "mirror %s | gate off" % mirror, S1K,
@@ -99,7 +105,7 @@ def experiments(quick):
                       ("base load 0.20 (pulses fit: 5 x 0.2 = 1)",
                        ["policy.reserve=8", "workload.classes[0].base_load=0.2"]),
                       ("base load 0.40", ["policy.reserve=8", "workload.classes[0].base_load=0.4"])]:
-        ex.append(("headroom", label, S1K, ps))
+        ex.append(("headroom", label, S1K, ps + [NO_CADENCE]))
     # 6. MFU 80 % -> 90 %: the same run at the base loads that give training MFU 0.80 and 0.90 (pulses included:
     # MFU = 140 / (90 / L + 50)), on mature GPUs and on new-arch GPUs whose failure rate grows with MFU (the
     # article: 3x at 70 % vs 50 %), the article's rate.
@@ -107,12 +113,15 @@ def experiments(quick):
         for mfu, load in (("80%", 0.72), ("90%", 0.852632)):
             ex.append(("mfu", "new-arch %s | MFU %s" % (arch, mfu), S1K,
                        MODELS["article"]["1k"] + ["policy.reserve=8", "cluster.groups[0].new_arch=" + arch,
-                                                  "workload.classes[0].base_load=%g" % load]))
-    # 7. Checkpoint interval (tide, reserve 8): what reaching 97 % takes.
+                                                  "workload.classes[0].base_load=%g" % load, NO_CADENCE]))
+    # 7. Checkpoint interval (tide, reserve 8): what reaching 97 % takes. The trainer's own schedule (every 30 min)
+    # with tide's cadence off, then the cadence at 15, 10 (the default) and 5 minutes.
     for m in MODELS:
-        for every in ((30, 15) if quick else (30, 15, 5)):
-            ex.append(("ckpt", "%s | every %d min" % (m, every), S1K,
-                       MODELS[m]["1k"] + ["policy.reserve=8", "workload.classes[0].checkpoint.every_min=%d" % every]))
+        ex.append(("ckpt", "%s | trainer every 30 min, no cadence" % m, S1K,
+                   MODELS[m]["1k"] + ["policy.reserve=8", NO_CADENCE]))
+        for every in ((10,) if quick else (15, 10, 5)):
+            ex.append(("ckpt", "%s | cadence %d min" % (m, every), S1K,
+                       MODELS[m]["1k"] + ["policy.reserve=8", "policy.checkpoint_interval_min=%d" % every]))
     return ex
 
 
@@ -282,7 +291,8 @@ def main():
             print("\nnew-arch %s: progress (effective MFU) at MFU 90 %% vs 80 %%: %s %%" % (arch, fmt(sp, "%+.1f")))
     table("ckpt", [("ETT %", "ett", "%.2f"), ("lost to failures, GPU-h", "lost_fail_h", "%.0f"),
                    ("moves", "moves", "%.0f")],
-          "Checkpoint interval (1k twin, tide with reserve 8; a local save stalls 0.11 s)")
+          "Checkpoint interval (1k twin, tide with reserve 8; the trainer saves every 30 min, tide's cadence asks "
+          "in between; a local save stalls 0.11 s)")
     if steal:
         print("\n### Work stealing (tide-sim steal: 64 ranks x 16 micro-batches, 200 steps)\n")
         print("| speed noise, hiccups | mode | MFU mean % | MFU p5 vs mean % | MFU p95 vs mean % |")

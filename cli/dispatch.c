@@ -53,6 +53,9 @@ static const tide_cli_opt_t submit_opts[] = {
      "hold durable checkpoint copies while MFU >= F (0.3 or 30%)"},
     {"ckpt-deadline", 0, true, TIDE_CLI_OPT_CKPT_DEADLINE, "DURATION",
      "but copy once the newest durable copy is this old"},
+    {"ckpt-interval", 0, true, TIDE_CLI_OPT_CKPT_INTERVAL, "DURATION|off",
+     "ask its ranks for a checkpoint once the newest is this old (default: the scheduler's, 10m; off: only "
+     "the trainer's own)"},
     {"adaptive-target", 0, false, TIDE_CLI_OPT_ADAPTIVE_TARGET, NULL,
      "MFU target band lower early in the run, higher late"},
     {"no-stealing", 0, false, TIDE_CLI_OPT_NO_STEALING, NULL,

@@ -544,6 +544,14 @@ static void render_placement(const Tide__V1__JobSpec *s, tide_buf_t *out)
     }
     if (b.len)
         kv(out, "Durable gate:", tide_buf_cstr(&b));
+    /* Its checkpoint cadence (docs/fault-tolerance.md, "Checkpoint cadence"); unset: the scheduler's. */
+    if (s->checkpoint_interval_seconds > 0) {
+        char d[32];
+        tide_cli_duration_format(s->checkpoint_interval_seconds, d, sizeof(d));
+        kvf(out, "Cadence:", "a checkpoint asked for every %s", d);
+    } else if (s->checkpoint_interval_seconds < 0) {
+        kv(out, "Cadence:", "the trainer's own checkpoints only");
+    }
     tide_buf_free(&b);
 }
 

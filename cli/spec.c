@@ -161,6 +161,22 @@ int tide_cli_submit_apply(tide_cli_submit_t *s, int id, const char *arg, tide_er
             return -EINVAL;
         }
         return 0;
+    case TIDE_CLI_OPT_CKPT_INTERVAL: {
+        int64_t sec = 0;
+        if (strcasecmp(arg, "off") == 0) {
+            s->ckpt_interval = -1;
+            return 0;
+        }
+        rc = tide_cli_duration_parse(arg, &sec);
+        if (rc < 0 || sec < 10) {
+            tide_errprintf(err, "bad --ckpt-interval '%.40s': expected a duration of at least 10s such as 10m, "
+                                "or off",
+                           arg);
+            return -EINVAL;
+        }
+        s->ckpt_interval = sec;
+        return 0;
+    }
     case TIDE_CLI_OPT_ADAPTIVE_TARGET:
         s->adaptive_target = true;
         return 0;
@@ -383,6 +399,8 @@ int tide_cli_submit_build(const tide_cli_submit_t *o, const Tide__V1__JobSpec *b
         s->checkpoint_mfu_threshold = o->ckpt_mfu_threshold;
     if (o->ckpt_deadline > 0)
         s->checkpoint_deadline_seconds = o->ckpt_deadline;
+    if (o->ckpt_interval != 0)
+        s->checkpoint_interval_seconds = o->ckpt_interval;
     if (o->adaptive_target)
         s->adaptive_target = true;
     if (o->no_stealing)

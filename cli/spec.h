@@ -32,6 +32,7 @@ typedef struct tide_cli_submit {
     char *device;  /* owned; NULL: unset */
     double ckpt_mfu_threshold; /* (0, 1] */
     int64_t ckpt_deadline;     /* seconds, > 0 */
+    int64_t ckpt_interval;     /* --ckpt-interval: seconds >= 10, -1: off, 0: unset */
     bool adaptive_target;
     bool no_stealing;
     int32_t burst_percent; /* --burst: 1..100; 0: unset */

@@ -26,6 +26,7 @@ void tide_core_config_default(tide_core_config_t *cfg)
     cfg->ckpt_deadline_ms = 30LL * 60 * 1000;
     cfg->ckpt_gate_check_ms = 5000;
     cfg->ckpt_copy_timeout_ms = 30LL * 60 * 1000;
+    cfg->ckpt_interval_ms = 10LL * 60 * 1000;
     cfg->reserve_gpus = -1;
     cfg->reserve_min_cluster = 16;
     cfg->failure_rate = 3.0 / (1000.0 * 730.0); /* the article: 3 a month per 1,000 GPUs */

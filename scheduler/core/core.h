@@ -101,6 +101,9 @@ typedef struct tide_job_spec {
     int32_t restart_policy;     /* tide_restart_policy_t; 0: TIDE_RESTART_ON_LOSS */
     int32_t max_restarts;       /* restarts in a row before the job fails; 0: cfg.max_restarts */
     int64_t restart_backoff_ms; /* the second restart in a row waits this long, doubling; 0: the default */
+    /* Checkpoint cadence (ckpt_cadence.c): once the job has a checkpoint, ask for one when the newest is
+     * older than this; 0: cfg.ckpt_interval_ms; -1: never; else at least TIDE_CKPT_INTERVAL_MIN_S. */
+    int64_t ckpt_interval_s;
     /* Security (docs/security.md): set by the daemon from the caller's identity, never by the request. */
     char *owner;  /* the identity that submitted it; NULL/"": the scheduler's own token (admin) */
     char *run_as; /* the Unix account its ranks run as on a root worker; NULL/"": the worker's own */
@@ -238,6 +241,8 @@ typedef struct tide_checkpoint {
 } tide_checkpoint_t;
 
 #define TIDE_TIME_LIMIT_MAX_S (10LL * 365 * 24 * 3600)
+/* The shortest checkpoint cadence a job may ask for (JobSpec.checkpoint_interval_seconds). */
+#define TIDE_CKPT_INTERVAL_MIN_S 10
 
 /* Mirrors tide.v1.Telemetry; `known` uses the same bits as TIDE_GPU_HAS_* (common/gpu/gpu.h). */
 typedef struct tide_telemetry {
@@ -359,6 +364,9 @@ struct tide_job {
     int64_t reconcile_deadline; /* mono, 0: none */
     int64_t prune_at;        /* mono, 0: none */
     int64_t ckpt_deadline_at; /* mono deadline of ckpt_request, 0: none */
+    int64_t ckpt_cadence_at;  /* mono: the checkpoint cadence's next look (ckpt_cadence.c), 0: none */
+    uint64_t cadence_request; /* the request the cadence made last; 0: none */
+    int32_t cadence_off_gen;  /* a generation that missed a cadence request: not asked again; 0: none */
     int64_t ckpt_collect_step; /* the step whose checkpoint reports are being collected; -1: none */
     int32_t ckpt_collect_n;    /* ranks that reported it */
     uint64_t ckpt_collect_bytes;
@@ -514,6 +522,7 @@ typedef struct tide_core_config {
     int64_t ckpt_deadline_ms;      /* 30 min */
     int64_t ckpt_gate_check_ms;    /* 5000: how often a held copy looks at the MFU again */
     int64_t ckpt_copy_timeout_ms;  /* 30 min: a copy not answered by then is held and retried */
+    int64_t ckpt_interval_ms;      /* 10 min: checkpoint cadence of a job that sets none; 0: off */
 
     /* Headroom reserve. */
     int32_t reserve_gpus;          /* -1: computed; else exactly this many */

@@ -227,6 +227,16 @@ void tide__ckpt_request(tide_core_t *core, tide_job_t *job, int64_t deadline_ms)
 /* Deep copy into dst (whose strings are freed first). */
 void tide__ckpt_copy(tide_checkpoint_t *dst, const tide_checkpoint_t *src);
 
+/* ckpt_cadence.c */
+/* The job's next cadence look, an interval from now (after a complete checkpoint, a generation's start,
+ * a restore), or none when the job has no checkpoint, its cadence is off, or it is not RUNNING. Rearms. */
+void tide__cadence_arm(tide_core_t *core, tide_job_t *job);
+/* Its look is due: asks for a checkpoint unless one is asked or the job is busy; sets the next look. */
+void tide__cadence_due(tide_core_t *core, tide_job_t *job);
+/* The request in flight passed its deadline: when the cadence made it, the generation is not asked again
+ * (event job.checkpoint_cadence_off). Call before tide__ckpt_request_end. */
+void tide__cadence_missed(tide_core_t *core, tide_job_t *job);
+
 /* job_queue.c */
 void tide__queue_push(tide_core_t *core, tide_job_t *job, bool front);
 void tide__queue_remove(tide_core_t *core, tide_job_t *job);

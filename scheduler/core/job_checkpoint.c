@@ -137,7 +137,7 @@ static void complete(tide_core_t *core, tide_job_t *job)
     job->ckpt_deadline_ms = 0;
     job->ckpt_deadline_at = 0;
     tide__persist_job(core, job);
-    tide__job_rearm(core, job);
+    tide__cadence_arm(core, job); /* the next one is due an interval from this one (it rearms) */
     tide__flush_on_checkpoint(core, job);
     /* A victim yields on the checkpoint it was asked for, or on any other that completes during its
      * grace (the trainer's own schedule): either bounds what it loses. */

@@ -35,6 +35,7 @@ void tide__job_set_state(tide_core_t *core, tide_job_t *job, tide_job_state_t st
         job->resize_check_at = 0;
         job->burst_check_at = 0;
         job->hang_check_at = 0;
+        job->ckpt_cadence_at = 0;
         if (job->preempted_by)
             tide__preempt_yield(core, job, "it stopped running"); /* not RUNNING: only forgets */
         tide__resize_track(core, job);
@@ -108,7 +109,7 @@ void tide__slot_set(tide_core_t *core, tide_job_t *job, int32_t r, tide_rank_sta
             job->stable_since = core->now_mono; /* running again after a failure (or for the first time) */
         tide__resize_started(core, job); /* a resize is done; a job short of its goal may grow later */
         tide__burst_started(core, job);
-        tide__job_rearm(core, job);
+        tide__cadence_arm(core, job); /* the next checkpoint is due an interval on (it rearms) */
     }
 }
 
@@ -256,6 +257,8 @@ void tide__job_rearm(tide_core_t *core, tide_job_t *job)
             at = job->burst_check_at;
         if (job->hang_check_at && job->hang_check_at < at)
             at = job->hang_check_at;
+        if (job->ckpt_cadence_at && job->ckpt_cadence_at < at)
+            at = job->ckpt_cadence_at;
     } else if (job->state == TIDE_JOB_PENDING) {
         if (job->reconcile_deadline)
             at = job->reconcile_deadline; /* restored stopping ranks whose workers have not come back */
@@ -910,8 +913,12 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
             free(why);
             return;
         }
-        if (job->ckpt_deadline_at && now >= job->ckpt_deadline_at)
+        if (job->ckpt_deadline_at && now >= job->ckpt_deadline_at) {
+            tide__cadence_missed(core, job); /* when the cadence asked: not again in this generation */
             tide__ckpt_request_end(core, job, "its deadline passed");
+        }
+        if (job->ckpt_cadence_at && now >= job->ckpt_cadence_at)
+            tide__cadence_due(core, job); /* may ask for a checkpoint; sets the next look */
         if (job->preempt_at && now >= job->preempt_at) {
             tide__preempt_yield(core, job, "its checkpoint grace ended");
             return;
@@ -1139,6 +1146,7 @@ int tide_core_job_restore(tide_core_t *core, const tide_job_record_t *rec, tide_
         job->burst_share = tide__job_burst_share(core, job);
         core->burst_gpus += job->burst_share;
         tide__resize_track(core, job);
+        tide__cadence_arm(core, job); /* counts from the restart: at most one interval late */
     }
     tide__job_rearm(core, job);
     return 0;

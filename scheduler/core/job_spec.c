@@ -74,6 +74,14 @@ int tide_job_spec_validate(const tide_job_spec_t *spec, tide_error_t *err)
                        (long long)TIDE_TIME_LIMIT_MAX_S, (long long)spec->ckpt_deadline_s);
         return -EINVAL;
     }
+    if (spec->ckpt_interval_s != -1 && spec->ckpt_interval_s != 0 &&
+        (spec->ckpt_interval_s < TIDE_CKPT_INTERVAL_MIN_S || spec->ckpt_interval_s > TIDE_TIME_LIMIT_MAX_S)) {
+        tide_errprintf(err,
+                       "checkpoint_interval_seconds must be -1 (never), 0 (the scheduler's default) or between %d "
+                       "and %lld (got %lld)",
+                       TIDE_CKPT_INTERVAL_MIN_S, (long long)TIDE_TIME_LIMIT_MAX_S, (long long)spec->ckpt_interval_s);
+        return -EINVAL;
+    }
     if (spec->burst_percent < 0 || spec->burst_percent > 100) {
         tide_errprintf(err, "burst_percent must be between 0 (off) and 100 (got %d)", (int)spec->burst_percent);
         return -EINVAL;

@@ -52,6 +52,7 @@ static void conv_spec(const tide_job_spec_t *spec, Tide__V1__JobSpec *out, tide_
     out->device = s(spec->device);
     out->checkpoint_mfu_threshold = spec->ckpt_mfu_threshold;
     out->checkpoint_deadline_seconds = spec->ckpt_deadline_s;
+    out->checkpoint_interval_seconds = spec->ckpt_interval_s;
     out->adaptive_target = spec->adaptive_target;
     out->no_stealing = spec->no_stealing;
     out->burst_percent = spec->burst_percent;
@@ -473,6 +474,7 @@ int tide_conv_spec_from_pb(const Tide__V1__JobSpec *pb, tide_job_spec_t *spec, t
     spec->device = pb->device;
     spec->ckpt_mfu_threshold = pb->checkpoint_mfu_threshold;
     spec->ckpt_deadline_s = pb->checkpoint_deadline_seconds;
+    spec->ckpt_interval_s = pb->checkpoint_interval_seconds;
     spec->adaptive_target = pb->adaptive_target;
     spec->no_stealing = pb->no_stealing;
     spec->burst_percent = pb->burst_percent;

@@ -32,6 +32,7 @@ enum {
     OPT_CKPT_DURABLE,
     OPT_CKPT_MFU_THRESHOLD,
     OPT_CKPT_DEADLINE,
+    OPT_CKPT_INTERVAL,
     OPT_RESERVE,
     OPT_FAILURE_RATE,
     OPT_LEAD_TIME,
@@ -89,6 +90,7 @@ static const struct option opts[] = {
     {"ckpt-durable", required_argument, NULL, OPT_CKPT_DURABLE},
     {"ckpt-mfu-threshold", required_argument, NULL, OPT_CKPT_MFU_THRESHOLD},
     {"ckpt-deadline", required_argument, NULL, OPT_CKPT_DEADLINE},
+    {"ckpt-interval", required_argument, NULL, OPT_CKPT_INTERVAL},
     {"reserve", required_argument, NULL, OPT_RESERVE},
     {"failure-rate", required_argument, NULL, OPT_FAILURE_RATE},
     {"replacement-lead-time", required_argument, NULL, OPT_LEAD_TIME},
@@ -186,6 +188,8 @@ void tide_sched_usage(FILE *f)
             "                         percentage such as 30%%; default 0.30); a job may set its own\n"
             "  --ckpt-deadline DURATION  ... but release it once the newest durable copy is older than\n"
             "                         this (default 30m); a job may set its own\n"
+            "  --ckpt-interval DURATION|off  ask a job that checkpoints for a checkpoint when its newest\n"
+            "                         is older than this (default 10m, at least 10s); a job may set its own\n"
             "  --reserve N|auto       GPUs kept free for failures and bursts, only LOW work may use them\n"
             "                         (default auto: p99 of the failures expected in the replacement lead\n"
             "                         time plus burst room, 0 below 16 GPUs)\n"
@@ -501,6 +505,13 @@ static int parse_one(int c, const char *arg, tide_daemon_config_t *cfg, tide_log
         return fraction_flag("--ckpt-mfu-threshold", arg, &core->ckpt_mfu_threshold, err);
     case OPT_CKPT_DEADLINE:
         return duration_flag("--ckpt-deadline", arg, 1000, MAX_DURATION_MS, &core->ckpt_deadline_ms, err);
+    case OPT_CKPT_INTERVAL:
+        if (strcmp(arg, "off") == 0) {
+            core->ckpt_interval_ms = 0;
+            return 0;
+        }
+        return duration_flag("--ckpt-interval", arg, TIDE_CKPT_INTERVAL_MIN_S * 1000, MAX_DURATION_MS,
+                             &core->ckpt_interval_ms, err);
     case OPT_RESERVE:
         if (strcmp(arg, "auto") == 0) {
             core->reserve_gpus = -1;

@@ -623,7 +623,7 @@ static int parse_policy(const cJSON *o, tide_scenario_t *sc, tide_error_t *err)
 {
     static const char *const keys[] = {"aging_min", "preemption",       "preempt_grace_s",
                                        "reserve",   "reserve_quantile", "reserve_min_cluster",
-                                       NULL};
+                                       "checkpoint_interval_min", NULL};
     const cJSON *r;
     double x;
     int64_t v;
@@ -655,6 +655,15 @@ static int parse_policy(const cJSON *o, tide_scenario_t *sc, tide_error_t *err)
     if ((rc = get_int(o, "policy", "reserve_min_cluster", 16, 0, 1 << 20, &v, err)) < 0)
         return rc;
     sc->reserve_min_cluster = (int32_t)v;
+    /* tide's checkpoint cadence (docs/fault-tolerance.md): the scheduler's default, 0 turns it off */
+    if ((rc = get_num(o, "policy", "checkpoint_interval_min", 10, 0, 1e6, &x, err)) < 0)
+        return rc;
+    sc->ckpt_interval_ms = (int64_t)llround(x * 60000);
+    if (sc->ckpt_interval_ms > 0 && sc->ckpt_interval_ms < TIDE_CKPT_INTERVAL_MIN_S * 1000) {
+        tide_errprintf(err, "policy.checkpoint_interval_min: expected 0 (off) or at least %g",
+                       TIDE_CKPT_INTERVAL_MIN_S / 60.0);
+        return -EINVAL;
+    }
     return 0;
 }
 

@@ -101,6 +101,7 @@ typedef struct tide_scenario {
     int32_t reserve_gpus; /* -1: computed by the core */
     double reserve_quantile;
     int32_t reserve_min_cluster;
+    int64_t ckpt_interval_ms;  /* policy.checkpoint_interval_min: the core's cadence; 0: off */
 
     /* checkpoint gate and storage */
     bool gate;

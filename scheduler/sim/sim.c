@@ -237,6 +237,7 @@ tide_sim_t *tide_sim_new(const tide_scenario_t *sc, const tide_sim_options_t *op
     cfg.ckpt_gate_check_ms = sc->gate_check_ms;
     cfg.reserve_gpus = sc->reserve_gpus;
     cfg.reserve_min_cluster = sc->reserve_min_cluster;
+    cfg.ckpt_interval_ms = sc->ckpt_interval_ms;
     cfg.reserve_quantile = sc->reserve_quantile;
     cfg.failure_rate = sc->fail_rate;
     cfg.replacement_lead_h = sc->lead_h;

@@ -329,6 +329,8 @@ static void inject_submit(dst_t *d)
         spec.ckpt_mfu_threshold = dst_range(d, 10, 80) / 100.0;
     if (dst_chance(d, 0.2))
         spec.ckpt_deadline_s = dst_range(d, 1, 30);
+    if (dst_chance(d, 0.2)) /* checkpoint cadence: short enough to fire in a run; or off */
+        spec.ckpt_interval_s = dst_chance(d, 0.2) ? -1 : dst_range(d, TIDE_CKPT_INTERVAL_MIN_S, 40);
     spec.adaptive_target = dst_chance(d, 0.1);
     if (dst_chance(d, d->k.p_burst)) {
         static char *burst_argv[] = {"/bin/burst", NULL};
@@ -354,6 +356,12 @@ static void inject_submit(dst_t *d)
     b.step_ms = dst_range(d, 20, 200);
     b.total_steps = dst_chance(d, 0.2) ? dst_range(d, 100, 600) : dst_range(d, 5, 150);
     b.ckpt_every = dst_range(d, 3, 40);
+    if (spec.ckpt_interval_s > 0 && b.sdk) {
+        /* a long run whose own checkpoints are further apart than its cadence: tide asks in between */
+        b.step_ms = dst_range(d, 100, 200);
+        b.total_steps = dst_range(d, 300, 600);
+        b.ckpt_every = dst_range(d, 50, 200);
+    }
     b.peer_timeout_ms = dst_range(d, 500, 8000);
     b.fail_p = dst_range(d, 0, 15) / 100.0;
     b.mfu = dst_range(d, 5, 80) / 100.0;
@@ -884,7 +892,8 @@ int main(int argc, char **argv)
                 ", succeeded %" PRIu64 ", failed %" PRIu64 ", cancelled %" PRIu64 ", rolled back %" PRIu64
                 ", requeued %" PRIu64 ", preempting %" PRIu64 ", preempted %" PRIu64 ", aged %" PRIu64 "\n"
                 "dst: checkpoints %" PRIu64 ", held %" PRIu64 ", durable %" PRIu64 ", flush failed %" PRIu64
-                ", requests missed %" PRIu64 ", workers dead %" PRIu64 ", superseded hellos refused %" PRIu64
+                ", requested %" PRIu64 " (missed %" PRIu64 ", cadence off %" PRIu64 "), workers dead %" PRIu64
+                ", superseded hellos refused %" PRIu64
                 "\n"
                 "dst: checks: placement %" PRIu64 ", reserve %" PRIu64 ", starvation %" PRIu64 "\n"
                 "dst: tasks: %" PRIu64 " jobs, %" PRIu64 " generations; %" PRIu64 " handed; steps %" PRIu64
@@ -922,7 +931,7 @@ int main(int argc, char **argv)
                 s->core_calls, s->restarts, s->lossy_restarts, s->msgs, s->drops, s->slow, s->dups, s->spawns,
                 s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
                 s->ev_rolled_back, s->ev_requeued, s->ev_preempting, s->ev_preempted, s->ev_aged, s->ev_ckpt,
-                s->ev_held, s->ev_durable, s->ev_flush_failed, s->ev_ckpt_missed, s->ev_worker_dead,
+                s->ev_held, s->ev_durable, s->ev_flush_failed, s->ev_ckpt_requested, s->ev_ckpt_missed, s->ev_cadence_off, s->ev_worker_dead,
                 s->hellos_refused,
                 s->placement_checks, s->reserve_checks, s->starvation_checks, s->task_jobs, s->task_trainers,
                 s->tasks_handed, s->task_steps, s->task_steps_exact, s->task_steps_restart, s->task_steps_restart_lost,

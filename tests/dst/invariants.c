@@ -1150,6 +1150,8 @@ void chk_after_call(dst_t *d, const shell_event_t *ev, size_t n, int32_t reserve
         st->ev_failed += strcmp(t, "job.failed") == 0;
         st->ev_cancelled += strcmp(t, "job.cancelled") == 0;
         st->ev_ckpt_missed += strcmp(t, "job.checkpoint_missed") == 0;
+        st->ev_ckpt_requested += strcmp(t, "job.checkpoint_requested") == 0;
+        st->ev_cadence_off += strcmp(t, "job.checkpoint_cadence_off") == 0;
         st->ev_resizing += strcmp(t, "job.resizing") == 0;
         st->ev_resize_pending += strcmp(t, "job.resize_pending") == 0;
         st->ev_resize_cancelled += strcmp(t, "job.resize_cancelled") == 0;

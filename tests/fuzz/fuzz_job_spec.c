@@ -85,6 +85,7 @@ static void check_same_pb(const Tide__V1__JobSpec *in, const Tide__V1__JobSpec *
     check(str_eq(in->device, out->device));
     check(in->checkpoint_mfu_threshold == out->checkpoint_mfu_threshold);
     check(in->checkpoint_deadline_seconds == out->checkpoint_deadline_seconds);
+    check(in->checkpoint_interval_seconds == out->checkpoint_interval_seconds);
     check(in->adaptive_target == out->adaptive_target);
     check(in->no_stealing == out->no_stealing);
     check(in->burst_percent == out->burst_percent);

@@ -1,7 +1,8 @@
 """The trainer API end to end (docs/trainer-api.md) with tide-mlp as the trainer: tide sees its steps;
 `tidectl checkpoint --wait` gets a complete checkpoint within its deadline (one env-launched rank, then 4 MPI
 ranks); the checkpoint on disk matches what was reported; cancelling an SDK job asks it to stop after a step,
-so it saves and exits 0 on its own instead of being killed; a request that nobody answers is reported missed;
+so it saves and exits 0 on its own instead of being killed; a job with --ckpt-interval is asked for checkpoints
+without a CheckpointJob call (the cadence); a request that nobody answers is reported missed;
 malformed and absurd trainer messages get error replies and are counted, and the worker keeps serving."""
 
 import hashlib
@@ -155,6 +156,28 @@ def main():
             assert all(r.get("exitCode", 0) == 0 for r in ranks), ranks
             assert "stopping" in c.tidectl("logs", jid, "--rank", "0").stdout
 
+        def test_checkpoint_cadence():
+            # Checkpoint cadence (docs/fault-tolerance.md): a trainer that saves only when asked gets asked
+            # once its newest checkpoint is --ckpt-interval old, with no CheckpointJob call.
+            d = ckdir + "-cadence"
+            jid = submit(c, "--workers", "1", "--ckpt-interval", "10s", "--", MLP, "--steps", "1000000",
+                         "--checkpoint-dir", d)
+            wait_steps(c, jid, 1)
+            assert "Cadence:      a checkpoint asked for every 10s" in c.tidectl("job", jid).stdout
+            first = json.loads(c.tidectl("-o", "json", "checkpoint", jid, "--deadline", "30s", "--wait").stdout)
+            first = first["lastCheckpoint"]
+            job = wait_for(lambda: (lambda j: j if j.get("lastCheckpoint", {}).get("requestId") not in
+                                    (None, first["requestId"]) and not j.get("checkpointRequest") else None)(
+                c.job(jid)), 40, "a checkpoint the cadence asked for")
+            ck = job["lastCheckpoint"]
+            assert int(ck["step"]) > int(first["step"]), (first, ck)
+            check_file(ck)
+            events = c.tidectl("events", "--job", jid).stdout
+            assert events.count("job.checkpoint_requested") >= 2, events
+            assert "job.checkpoint_cadence_off" not in events, events
+            c.tidectl("cancel", jid)
+            c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
+
         def test_checkpoint_missed():
             # A rank that never uses the SDK cannot answer: the request is reported missed at its deadline.
             jid = submit(c, "--workers", "1", "--", "sleep", "600")
@@ -269,8 +292,8 @@ def main():
             c.tidectl("cancel", jid)
             c.wait_job(jid, "JOB_STATE_CANCELLED", timeout=30)
 
-        tidetest.run([test_mfu_ground_truth, test_hfu, test_checkpoint_now_one_rank, test_checkpoint_now_mpi, test_checkpoint_missed,
-                      test_bad_trainer_messages])
+        tidetest.run([test_mfu_ground_truth, test_hfu, test_checkpoint_now_one_rank, test_checkpoint_now_mpi,
+                      test_checkpoint_cadence, test_checkpoint_missed, test_bad_trainer_messages])
 
 
 if __name__ == "__main__":

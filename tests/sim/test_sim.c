@@ -327,9 +327,10 @@ static void test_critical_preempts_low(void **state)
 }
 
 /* Effective training time: one 8-GPU job that outlasts a 2-day run on a 64-GPU cluster, alone; no
- * durable copies (no copy interference), the local checkpoint survives failures. */
+ * durable copies (no copy interference), the local checkpoint survives failures; the trainer's own
+ * checkpoints only (tide's cadence off). */
 static const char ett_scenario[] =
-    "{\"days\": 2, \"cluster\": {\"groups\": [{\"gpus\": 64}]}, "
+    "{\"days\": 2, \"cluster\": {\"groups\": [{\"gpus\": 64}]}, \"policy\": {\"checkpoint_interval_min\": 0}, "
     "\"faults\": {\"per_1000_gpu_month\": 0}, \"timing\": {\"start_delay_s\": 60}, "
     "\"storage\": {\"durable\": false, \"mirrored_hot_tier\": true}, "
     "\"workload\": {\"classes\": ["
@@ -341,8 +342,10 @@ static void test_effective_training_time(void **state)
     const char *saves[] = {"workload.classes[0].checkpoint={\"every_min\": 30, \"write_s\": 18}"};
     const char *fails[] = {"workload.classes[0].checkpoint={\"every_min\": 30, \"write_s\": 18}",
                            "faults.per_1000_gpu_month=20000"};
-    double wall_s = 2 * 86400.0, a_ett, b_ett, c_ett;
-    run_t a, b, c;
+    const char *cadence[] = {"workload.classes[0].checkpoint={\"every_min\": 30, \"write_s\": 18}",
+                             "policy.checkpoint_interval_min=10"};
+    double wall_s = 2 * 86400.0, a_ett, b_ett, c_ett, d_ett;
+    run_t a, b, c, d;
 
     (void)state;
     /* Nothing but its start (two start delays: rank 0, then the others): 120 s of 2 days. */
@@ -361,9 +364,17 @@ static void test_effective_training_time(void **state)
     assert_true(c_ett < b_ett - 0.005 && c_ett > 0.1);
     assert_true(fabs(c_ett - c.r->classes[0].retained_gpu_h / (8 * wall_s / 3600)) < 1e-9);
     assert_non_null(strstr(c.json, "\"effective_training_time\": "));
+    /* tide's cadence asks for a checkpoint 10 minutes after the newest: a save per 10 minutes of
+     * training, 18 / 618 s less than without any. */
+    run_sets(&d, NULL, ett_scenario, cadence, 2, 0, false);
+    d_ett = d.r->classes[0].effective_training_time;
+    print_message("ETT %.6f no saves, %.6f every 30 min, %.6f with the cadence (%.6f less)\n", a_ett, b_ett, d_ett,
+                  a_ett - d_ett);
+    assert_true(fabs((a_ett - d_ett) - 18 / 618.0) < 2e-3);
     run_free(&a);
     run_free(&b);
     run_free(&c);
+    run_free(&d);
 }
 
 int main(void)

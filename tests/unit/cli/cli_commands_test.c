@@ -249,7 +249,8 @@ static void test_submit_from_file(void **state)
     Tide__V1__JobSpec *seen = NULL;
     char path[] = "/tmp/tidectl-spec-XXXXXX";
     const char *json = "{\"name\": \"from-file\", \"command\": [\"bash\", \"run.sh\"], \"minWorkers\": 3,"
-                       " \"env\": {\"X\": \"1\"}, \"timeLimitSeconds\": \"60\"}";
+                       " \"env\": {\"X\": \"1\"}, \"timeLimitSeconds\": \"60\","
+                       " \"checkpointIntervalSeconds\": \"300\"}";
     int fd = mkstemp(path);
     result_t r;
     (void)state;
@@ -266,6 +267,15 @@ static void test_submit_from_file(void **state)
     assert_int_equal(seen->max_workers, 0); /* "0 means min_workers": left as the file had it */
     assert_int_equal(seen->n_env, 2);
     assert_int_equal(seen->time_limit_seconds, 60);
+    assert_int_equal(seen->checkpoint_interval_seconds, 300);
+    tide__v1__job_spec__free_unpacked(seen, NULL);
+    result_free(&r);
+
+    /* An option overrides the file's value. */
+    seen = NULL;
+    r = run("submit", "-f", path, "--ckpt-interval", "off", NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(seen->checkpoint_interval_seconds, -1);
     tide__v1__job_spec__free_unpacked(seen, NULL);
     result_free(&r);
 
@@ -276,7 +286,7 @@ static void test_submit_from_file(void **state)
     r = run("submit", "-f", path, NULL);
     assert_int_equal(r.rc, 1);
     assert_non_null(strstr(r.err, ": minWorkers: expected an integer\n"));
-    assert_int_equal(fake_rpc_count("/tide.v1.JobService/SubmitJob"), 1);
+    assert_int_equal(fake_rpc_count("/tide.v1.JobService/SubmitJob"), 2);
     result_free(&r);
     unlink(path);
 }
@@ -1811,8 +1821,8 @@ static void test_submit_policy(void **state)
 
     fake_rpc_route("/tide.v1.JobService/SubmitJob", submit_handler, &seen);
     r = run("submit", "--priority", "critical", "--pool", "prod", "--memory-per-rank", "80GB", "--topology", "node",
-            "--device", "h100", "--ckpt-mfu-threshold", "0.25", "--ckpt-deadline", "15m", "--adaptive-target", "--no-stealing", "-n",
-            "8", "--", "./train", NULL);
+            "--device", "h100", "--ckpt-mfu-threshold", "0.25", "--ckpt-deadline", "15m", "--ckpt-interval", "20m", "--adaptive-target",
+            "--no-stealing", "-n", "8", "--", "./train", NULL);
     assert_int_equal(r.rc, 0);
     expect_str(r.out, "17\n");
     assert_non_null(seen);
@@ -1823,6 +1833,7 @@ static void test_submit_policy(void **state)
     assert_string_equal(seen->device, "h100");
     assert_float_equal(seen->checkpoint_mfu_threshold, 0.25, 0);
     assert_int_equal(seen->checkpoint_deadline_seconds, 900);
+    assert_int_equal(seen->checkpoint_interval_seconds, 1200);
     assert_true(seen->adaptive_target);
     assert_true(seen->no_stealing);
     tide__v1__job_spec__free_unpacked(seen, NULL);
@@ -1835,6 +1846,11 @@ static void test_submit_policy(void **state)
     result_free(&r);
     r = run("submit", "--memory-per-rank", "lots", "--", "./train", NULL);
     assert_int_equal(r.rc, 2);
+    result_free(&r);
+    r = run("submit", "--ckpt-interval", "5s", "--", "./train", NULL);
+    assert_int_equal(r.rc, 2);
+    expect_str(r.err, "tidectl: bad --ckpt-interval '5s': expected a duration of at least 10s such as 10m, or off\n"
+                      "Run 'tidectl submit --help' for usage.\n");
     result_free(&r);
     assert_int_equal(fake_rpc_count("/tide.v1.JobService/SubmitJob"), 1);
 

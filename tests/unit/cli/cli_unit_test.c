@@ -1213,6 +1213,7 @@ static void test_submit_spec_policy(void **state)
     assert_int_equal(apply(&o, TIDE_CLI_OPT_DEVICE, "h100", &err), 0);
     assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_MFU_THRESHOLD, "20%", &err), 0);
     assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_DEADLINE, "10m", &err), 0);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_INTERVAL, "10m", &err), 0);
     assert_int_equal(apply(&o, TIDE_CLI_OPT_ADAPTIVE_TARGET, NULL, &err), 0);
     assert_int_equal(apply(&o, TIDE_CLI_OPT_PRIORITY, "low", &err), 0);
     assert_int_equal(tide_cli_submit_build(&o, NULL, "/", &spec, &err), 0);
@@ -1222,6 +1223,7 @@ static void test_submit_spec_policy(void **state)
     assert_string_equal(spec->device, "h100");
     assert_float_equal(spec->checkpoint_mfu_threshold, 0.2, 1e-12);
     assert_int_equal(spec->checkpoint_deadline_seconds, 600);
+    assert_int_equal(spec->checkpoint_interval_seconds, 600);
     assert_true(spec->adaptive_target);
     assert_int_equal(spec->priority, TIDE__V1__PRIORITY__PRIORITY_LOW);
     protobuf_c_message_free_unpacked(&spec->base, NULL);
@@ -1229,7 +1231,7 @@ static void test_submit_spec_policy(void **state)
 
     /* A spec file's policy stays unless an option replaces it; --topology any clears its topology. */
     base.pool = "file-pool", base.topology = TIDE__V1__TOPOLOGY__TOPOLOGY_NODE, base.memory_per_rank_bytes = 1024;
-    base.checkpoint_mfu_threshold = 0.5;
+    base.checkpoint_mfu_threshold = 0.5, base.checkpoint_interval_seconds = 300;
     o.command = cmd, o.n_command = 1;
     assert_int_equal(apply(&o, TIDE_CLI_OPT_TOPOLOGY, "any", &err), 0);
     assert_int_equal(tide_cli_submit_build(&o, &base, "/", &spec, &err), 0);
@@ -1237,7 +1239,17 @@ static void test_submit_spec_policy(void **state)
     assert_int_equal(spec->topology, TIDE__V1__TOPOLOGY__TOPOLOGY_ANY);
     assert_int_equal(spec->memory_per_rank_bytes, 1024);
     assert_float_equal(spec->checkpoint_mfu_threshold, 0.5, 0);
+    assert_int_equal(spec->checkpoint_interval_seconds, 300);
     assert_false(spec->adaptive_target);
+    protobuf_c_message_free_unpacked(&spec->base, NULL);
+    tide_cli_submit_clear(&o);
+
+    /* --ckpt-interval off overrides the spec file's cadence with -1 (only the trainer's own). */
+    o.command = cmd, o.n_command = 1;
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_INTERVAL, "off", &err), 0);
+    assert_int_equal(o.ckpt_interval, -1);
+    assert_int_equal(tide_cli_submit_build(&o, &base, "/", &spec, &err), 0);
+    assert_int_equal(spec->checkpoint_interval_seconds, -1);
     protobuf_c_message_free_unpacked(&spec->base, NULL);
     tide_cli_submit_clear(&o);
 
@@ -1258,6 +1270,14 @@ static void test_submit_spec_policy(void **state)
     assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_DEADLINE, "soon", &err), -EINVAL);
     expect_str(err.text, "bad --ckpt-deadline 'soon': expected a duration such as 10m, 1h or 90s");
     assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_DEADLINE, "unlimited", &err), -EINVAL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_INTERVAL, "often", &err), -EINVAL);
+    expect_str(err.text, "bad --ckpt-interval 'often': expected a duration of at least 10s such as 10m, or off");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_INTERVAL, "9s", &err), -EINVAL);
+    expect_str(err.text, "bad --ckpt-interval '9s': expected a duration of at least 10s such as 10m, or off");
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_INTERVAL, "0", &err), -EINVAL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_INTERVAL, "unlimited", &err), -EINVAL);
+    assert_int_equal(apply(&o, TIDE_CLI_OPT_CKPT_INTERVAL, "10s", &err), 0);
+    assert_int_equal(o.ckpt_interval, 10);
     assert_false(o.has_memory);
     assert_false(o.has_topology);
     tide_cli_submit_clear(&o);
@@ -1307,6 +1327,7 @@ static void test_render_job_policy(void **state)
     s.priority = TIDE__V1__PRIORITY__PRIORITY_LOW;
     s.pool = "prod", s.topology = TIDE__V1__TOPOLOGY__TOPOLOGY_RACK, s.memory_per_rank_bytes = 80ULL << 30;
     s.device = "h100", s.checkpoint_mfu_threshold = 0.3, s.checkpoint_deadline_seconds = 600;
+    s.checkpoint_interval_seconds = 600;
     s.adaptive_target = true;
     j.id = "17", j.spec = &s, j.state = TIDE__V1__JOB_STATE__JOB_STATE_PENDING, j.failed_rank = -1;
     j.effective_priority = TIDE__V1__PRIORITY__PRIORITY_NORMAL;
@@ -1318,10 +1339,17 @@ static void test_render_job_policy(void **state)
                                 "Placement:    pool prod, one rack, >= 80.0 GiB per rank, device h100\n"
                                 "Durable gate: hold durable copies while MFU >= 30.0%, at most 10m between durable "
                                 "copies\n"
+                                "Cadence:      a checkpoint asked for every 10m\n"
                                 "Generation:   0\n"));
     assert_non_null(strstr(out, "\nMFU target:   45-55% (adaptive)\n"));
     assert_null(strstr(out, "Durable:"));
     assert_null(strstr(out, "Preemptions:"));
+    tide_buf_reset(&b);
+
+    /* Cadence off: only the trainer's own checkpoints. */
+    s.checkpoint_interval_seconds = -1;
+    tide_cli_render_job(&j, NOW_MS, true, &b);
+    assert_non_null(strstr(tide_buf_cstr(&b), "\nCadence:      the trainer's own checkpoints only\nGeneration:"));
     tide_buf_reset(&b);
 
     /* Running after aging, a copy held at high MFU, preempted once and yielding now. */
@@ -1341,7 +1369,7 @@ static void test_render_job_policy(void **state)
     tide_buf_reset(&b);
 
     /* Copying the next one after two durable copies; the job's threshold unset (the scheduler's). */
-    s.checkpoint_mfu_threshold = 0, s.checkpoint_deadline_seconds = 0;
+    s.checkpoint_mfu_threshold = 0, s.checkpoint_deadline_seconds = 0, s.checkpoint_interval_seconds = 0;
     d.step = 1200, d.generation = 2, d.bytes = 3ULL << 29, d.path = "/durable/17/step-1200/ckpt.bin";
     d.time_ms = NOW_MS - 240000;
     j.durable_checkpoint = &d, j.flushes = 2, j.flushed_bytes = 3ULL << 30;
@@ -1354,6 +1382,7 @@ static void test_render_job_policy(void **state)
                                 "              step 1300 copying since 11:59 UTC\n"
                                 "Preemptions:  1\n"));
     assert_null(strstr(out, "Durable gate:"));
+    assert_null(strstr(out, "Cadence:"));
     assert_non_null(strstr(out, "\nMFU target:   45-55% (adaptive); now 50.0%, within it\n"));
     tide_buf_reset(&b);
 

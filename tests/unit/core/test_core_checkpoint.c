@@ -186,6 +186,85 @@ static void test_checkpoint_request_deadline(void **state)
     h_fini(&h);
 }
 
+/* Checkpoint cadence (ckpt_cadence.c): once a job has a checkpoint, tide asks for one an interval (here
+ * the default, 10 minutes) after the newest; a generation that lets such a request pass its deadline is
+ * not asked again; -1 turns it off; a job's own interval wins; a bad one is refused naming the field. */
+static void test_checkpoint_cadence(void **state)
+{
+    const int64_t min = 60000;
+    h_t h;
+    tide_job_t *job;
+    tide_job_spec_t spec = {0};
+    tide_error_t err;
+    char *argv[] = {"train", NULL};
+    (void)state;
+    h_init(&h, NULL);
+    job = running_job(&h, 2);
+    /* no checkpoint yet: a trainer that never checkpoints is never asked */
+    h_advance_alive(&h, 11 * min, NULL);
+    assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), 0);
+    saved(&h, job, 0, 5, "/c/5", 10);
+    saved(&h, job, 1, 5, "", 0);
+    assert_int_equal(job->last_ckpt.step, 5);
+    h_clear(&h);
+    h_advance_alive(&h, 9 * min + 50000, NULL);
+    assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), 0);
+    h_advance_alive(&h, 11000, NULL);
+    assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), 2);
+    assert_non_null(h_find_event(&h, "job.checkpoint_requested"));
+    assert_true(job->ckpt_request > 0);
+    /* answered: the next one is due 10 minutes after it, not before */
+    saved(&h, job, 0, 9, "/c/9", 10);
+    saved(&h, job, 1, 9, "", 0);
+    assert_int_equal(job->ckpt_request, 0);
+    assert_int_equal(job->last_ckpt.request_id, job->cadence_request);
+    h_clear(&h);
+    h_advance_alive(&h, 9 * min, NULL);
+    assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), 0);
+    h_advance_alive(&h, min + 1000, NULL);
+    assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), 2);
+    /* missed: the generation is not asked again (its own checkpoints still count) */
+    h_clear(&h);
+    h_advance_alive(&h, min + 1000, NULL);
+    assert_non_null(h_find_event(&h, "job.checkpoint_missed"));
+    assert_non_null(h_find_event(&h, "job.checkpoint_cadence_off"));
+    assert_int_equal(job->cadence_off_gen, job->generation);
+    saved(&h, job, 0, 12, "/c/12", 10);
+    saved(&h, job, 1, 12, "", 0);
+    assert_int_equal(job->last_ckpt.step, 12);
+    h_clear(&h);
+    h_advance_alive(&h, 25 * min, NULL);
+    assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), 0);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    h_check_invariants(&h);
+
+    /* the job's own interval; -1: never; out of range: refused, naming the field */
+    spec.argv = argv;
+    spec.argc = 1;
+    spec.min_workers = spec.max_workers = 1;
+    spec.ckpt_interval_s = 5;
+    assert_int_equal(tide_core_job_submit(h.core, &spec, &job, &err), -EINVAL);
+    assert_string_equal(err.text, "checkpoint_interval_seconds must be -1 (never), 0 (the scheduler's default) "
+                                  "or between 10 and 315360000 (got 5)");
+    spec.ckpt_interval_s = -2;
+    assert_int_equal(tide_core_job_submit(h.core, &spec, &job, &err), -EINVAL);
+    h_fini(&h);
+    for (int off = 0; off < 2; off++) {
+        h_init(&h, NULL);
+        h_register(&h, "n1/gpu0", "n1", 0);
+        spec.ckpt_interval_s = off ? -1 : 30;
+        job = h_submit_spec(&h, &spec);
+        h_start_all(&h);
+        tide_core_checkpoint_saved(h.core, job->ranks[0].worker, job->id, job->generation, 0, 1, "/c/1", 1, "ab");
+        assert_int_equal(job->last_ckpt.step, 1);
+        h_clear(&h);
+        h_advance_alive(&h, 31000, NULL);
+        assert_int_equal(h_count(&h, TIDE_ACT_CHECKPOINT_NOW), off ? 0 : 1);
+        h_check_invariants(&h);
+        h_fini(&h);
+    }
+}
+
 static void test_checkpoint_request_errors(void **state)
 {
     h_t h;
@@ -264,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_request_is_answered),
         cmocka_unit_test(test_checkpoint_request_reaches_late_ranks),
         cmocka_unit_test(test_checkpoint_request_deadline),
+        cmocka_unit_test(test_checkpoint_cadence),
         cmocka_unit_test(test_checkpoint_request_errors),
         cmocka_unit_test(test_checkpoint_survives_restore),
     };

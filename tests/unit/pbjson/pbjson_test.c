@@ -243,7 +243,8 @@ static void test_emit_defaults(void **state)
                 "\"priority\":\"PRIORITY_UNSPECIFIED\",\"env\":{},\"workdir\":\"\","
                 "\"timeLimitSeconds\":\"0\",\"launcher\":\"LAUNCHER_UNSPECIFIED\",\"pool\":\"\","
                 "\"memoryPerRankBytes\":\"0\",\"topology\":\"TOPOLOGY_ANY\",\"device\":\"\","
-                "\"checkpointMfuThreshold\":0,\"checkpointDeadlineSeconds\":\"0\",\"adaptiveTarget\":false,\"noStealing\":false,\"burstPercent\":0,\"burstCommand\":[],\"restartPolicy\":\"RESTART_POLICY_UNSPECIFIED\",\"maxRestarts\":0,\"restartBackoffMs\":\"0\"}");
+                "\"checkpointMfuThreshold\":0,\"checkpointDeadlineSeconds\":\"0\",\"adaptiveTarget\":false,\"noStealing\":false,\"burstPercent\":0,\"burstCommand\":[],\"restartPolicy\":\"RESTART_POLICY_UNSPECIFIED\",\"maxRestarts\":0,\"restartBackoffMs\":\"0\","
+                "\"checkpointIntervalSeconds\":\"0\"}");
     /* An unset message field stays omitted even with defaults on. */
     expect_json(&req.base, TIDE_PBJSON_EMIT_DEFAULTS, "{}");
     req.spec = &spec;
