@@ -892,7 +892,8 @@ int main(int argc, char **argv)
                 ", succeeded %" PRIu64 ", failed %" PRIu64 ", cancelled %" PRIu64 ", rolled back %" PRIu64
                 ", requeued %" PRIu64 ", preempting %" PRIu64 ", preempted %" PRIu64 ", aged %" PRIu64 "\n"
                 "dst: checkpoints %" PRIu64 ", held %" PRIu64 ", durable %" PRIu64 ", flush failed %" PRIu64
-                ", requested %" PRIu64 " (missed %" PRIu64 ", cadence off %" PRIu64 "), workers dead %" PRIu64
+                ", requested %" PRIu64 " (missed %" PRIu64 ", cadence off %" PRIu64 "; %" PRIu64
+                " cadence checks), workers dead %" PRIu64
                 ", superseded hellos refused %" PRIu64
                 "\n"
                 "dst: checks: placement %" PRIu64 ", reserve %" PRIu64 ", starvation %" PRIu64 "\n"
@@ -931,7 +932,8 @@ int main(int argc, char **argv)
                 s->core_calls, s->restarts, s->lossy_restarts, s->msgs, s->drops, s->slow, s->dups, s->spawns,
                 s->submits_acked, s->cancels_acked, s->ev_started, s->ev_succeeded, s->ev_failed, s->ev_cancelled,
                 s->ev_rolled_back, s->ev_requeued, s->ev_preempting, s->ev_preempted, s->ev_aged, s->ev_ckpt,
-                s->ev_held, s->ev_durable, s->ev_flush_failed, s->ev_ckpt_requested, s->ev_ckpt_missed, s->ev_cadence_off, s->ev_worker_dead,
+                s->ev_held, s->ev_durable, s->ev_flush_failed, s->ev_ckpt_requested, s->ev_ckpt_missed, s->ev_cadence_off, s->cadence_checks,
+                s->ev_worker_dead,
                 s->hellos_refused,
                 s->placement_checks, s->reserve_checks, s->starvation_checks, s->task_jobs, s->task_trainers,
                 s->tasks_handed, s->task_steps, s->task_steps_exact, s->task_steps_restart, s->task_steps_restart_lost,

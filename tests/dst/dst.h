@@ -120,6 +120,7 @@ typedef struct dst_stats {
     uint64_t ev_ckpt, ev_durable, ev_flush_failed, ev_held, ev_succeeded, ev_failed, ev_cancelled;
     uint64_t hellos_refused; /* a superseded stream's hello, refused (KB7) */
     uint64_t ev_ckpt_requested, ev_cadence_off; /* checkpoint requests (CheckpointJob, cadence, ...) */
+    uint64_t cadence_checks;
     uint64_t ev_worker_dead, ev_ckpt_missed, reserve_checks, placement_checks, starvation_checks;
     /* work stealing */
     uint64_t task_jobs, task_trainers, tasks_handed, task_steps, task_steps_exact, task_steps_restart,

@@ -1917,6 +1917,20 @@ static void check_timers(dst_t *d, const tide_job_t *job, cjob_t *j)
     }
     if (job->spec.time_limit_s && job->gen_start_ms + job->spec.time_limit_s * 1000 + slack < wall)
         dst_fail(d, "job %s runs past its time limit of %llds", job->id, (long long)job->spec.time_limit_s);
+    /* The checkpoint cadence (ckpt_cadence.c) keeps a look armed, at most an interval ahead, for a started
+     * generation of a job that has a checkpoint and did not miss a cadence request. */
+    {
+        int64_t iv = job->spec.ckpt_interval_s < 0  ? 0
+                     : job->spec.ckpt_interval_s > 0 ? job->spec.ckpt_interval_s * 1000
+                                                     : cfg->ckpt_interval_ms;
+        int64_t now = d->shell->core->now_mono;
+        if (iv > 0 && !job->launch_deadline && job->last_ckpt.step >= 0 && job->cadence_off_gen != job->generation &&
+            (!job->ckpt_cadence_at || job->ckpt_cadence_at > now + iv))
+            dst_fail(d, "job %s: its checkpoint cadence (every %lld ms) is %s (newest checkpoint: step %lld)",
+                     job->id, (long long)iv, job->ckpt_cadence_at ? "armed too far ahead" : "not armed",
+                     (long long)job->last_ckpt.step);
+        d->stats->cadence_checks++;
+    }
     if (!job->preempted_by)
         j->preempting_since = -1;
     else if (j->preempting_since >= 0 && d->now - j->preempting_since > (int64_t)cfg->preempt_grace_ms + slack)

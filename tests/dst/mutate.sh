@@ -191,6 +191,10 @@ M = {
   "resume-durable": (history,
     "    g->resumed_step = job->last_ckpt.step;",
     "    g->resumed_step = job->durable_ckpt.step; /* MUTANT */"),
+  # A complete checkpoint does not re-arm the checkpoint cadence (checkpoints: the cadence's look is armed).
+  "cadence-not-armed": ("scheduler/core/job_checkpoint.c",
+    "    tide__cadence_arm(core, job); /* the next one is due an interval from this one (it rearms) */",
+    "    tide__job_rearm(core, job); /* MUTANT */"),
 }
 if name not in M:
     sys.exit("unknown mutant %s (known: %s)" % (name, " ".join(M)))
