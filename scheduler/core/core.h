@@ -772,8 +772,8 @@ typedef struct tide_worker_info {
     const char *agent_sock;
     const char *version;
     /* Which of the agent's streams this is (WorkerHello.boot_id, stream_seq; 0: not told). A hello ordered
-     * before the registered one (a lower boot_id, or the same with a lower stream_seq) is refused: it
-     * comes from a stream the agent, or its previous process, gave up. */
+     * before the registered one (a lower boot_id, or the same with a lower stream_seq) is refused while
+     * the worker is not DEAD: it comes from a stream the agent, or its previous process, gave up. */
     uint64_t boot_id;
     uint64_t stream_seq;
 } tide_worker_info_t;

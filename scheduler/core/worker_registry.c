@@ -397,10 +397,12 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
         return -EINVAL;
     }
     w = tide_core_worker_find(core, info->id);
-    if (w && info->boot_id && w->boot_id &&
+    if (w && info->boot_id && w->boot_id && w->state != TIDE_WORKER_DEAD &&
         (info->boot_id < w->boot_id || (info->boot_id == w->boot_id && info->stream_seq < w->stream_seq))) {
         /* A hello delayed on a stream the agent (or its previous process) has since replaced (KB7): what
-         * it says about the ranks is older than what the core knows. */
+         * it says about the ranks is older than what the core knows. A DEAD worker's ranks are written off
+         * already, so any hello is taken then: an agent whose boot_id went back (a wiped data dir and a
+         * clock behind) is refused only until the worker it replaces is declared dead. */
         tide_errprintf(err, "boot_id %llu stream_seq %llu: older than the registered stream (boot_id %llu "
                        "stream_seq %llu) of worker %s",
                        (unsigned long long)info->boot_id, (unsigned long long)info->stream_seq,

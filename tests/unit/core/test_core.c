@@ -429,7 +429,8 @@ static void test_superseded_hello_is_refused(void **state)
     assert_int_equal(job->ranks[1].state, TIDE_RANK_RUNNING);
     assert_ptr_equal(job->ranks[1].worker, w);
 
-    /* a hello that does not say (an older agent) is taken as before */
+    /* a hello that does not say (an older agent) is taken as before, and so is any hello once the
+     * worker is DEAD (its ranks are written off) */
     info.boot_id = 0;
     info.stream_seq = 0;
     assert_int_equal(tide_core_worker_register(h.core, &info, &conn_old, &rep, 1, &w2, &err), 0);
@@ -442,6 +443,13 @@ static void test_superseded_hello_is_refused(void **state)
     assert_int_equal(tide_core_worker_register(h.core, &info, &conn_restart, NULL, 0, &w2, &err), 0);
     assert_ptr_equal(w->conn, &conn_restart);
     assert_non_null(strstr(job->message, "re-registered without rank 1"));
+    tide_core_worker_disconnected(h.core, w, w->conn, false);
+    h_advance(&h, 60000);
+    assert_int_equal(w->state, TIDE_WORKER_DEAD);
+    info.boot_id = 5;
+    info.stream_seq = 1;
+    assert_int_equal(tide_core_worker_register(h.core, &info, &conn_old, NULL, 0, &w2, &err), 0);
+    assert_int_equal(w->boot_id, 5);
     h_check_invariants(&h);
     h_fini(&h);
 }
