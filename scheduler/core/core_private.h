@@ -405,6 +405,10 @@ bool tide__lent_slot_of(const tide_job_t *job, const tide_worker_t *w, int32_t g
 void tide__lent_started(tide_core_t *core, tide_job_t *job, int32_t rank, int32_t pid);
 void tide__lent_exited(tide_core_t *core, tide_job_t *job, int32_t rank, int32_t exit_code, const char *error);
 void tide__lent_lost(tide_core_t *core, tide_job_t *job, int32_t rank, const char *why);
+/* A restored running job's record lists w in lent slot rank (bound to the job by the caller): the slot
+ * is being taken back and awaits w's hello, which stops the process or reports its exit; the reconnect
+ * deadline writes it off. */
+void tide__lent_restore(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w);
 /* The generation ends (its ranks, lent ones included, are being stopped): forget the lending's
  * bookkeeping; the lent workers stay bound until their exits, like the ranks'. */
 void tide__burst_generation_end(tide_core_t *core, tide_job_t *job);

@@ -880,7 +880,7 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
         }
         if (job->reconcile_deadline && now >= job->reconcile_deadline) {
             job->reconcile_deadline = 0;
-            for (int32_t r = 0; r < job->n_ranks && job->state == TIDE_JOB_RUNNING; r++) {
+            for (int32_t r = 0; r < job->n_ranks + job->max_lent && job->state == TIDE_JOB_RUNNING; r++) {
                 tide_job_rank_t *slot = &job->ranks[r];
                 tide_worker_t *w = slot->worker;
                 char *why;
@@ -894,11 +894,15 @@ void tide__job_on_timer(tide_core_t *core, tide_job_t *job)
                     tide__worker_set_state(core, w, TIDE_WORKER_DEAD);
                     tide__event(core, "worker.dead", job, w, "%s", why);
                 }
-                tide__job_rank_lost(core, job, r, TIDE_FAILURE_LOST, why);
+                if (r < job->n_ranks)
+                    tide__job_rank_lost(core, job, r, TIDE_FAILURE_LOST, why);
+                else
+                    tide__lent_lost(core, job, r, why); /* a restored lent slot (tide__lent_restore) */
                 free(why);
             }
             if (job->state != TIDE_JOB_RUNNING)
                 return;
+            tide__resize_poke(core, job); /* only lent slots were written off: it runs on */
         }
         if (job->launch_deadline && now >= job->launch_deadline && !fully_started(job)) {
             int32_t r = 0;
@@ -1167,6 +1171,10 @@ static void restore_stopping(tide_core_t *core, tide_job_t *job)
             if (!w->connected)
                 tide__worker_set_state(core, w, TIDE_WORKER_SUSPECT);
             job->reconcile_deadline = core->now_mono + core->cfg.reconnect_deadline_ms;
+            if (job->state == TIDE_JOB_RUNNING && st->generation == job->generation &&
+                st->rank >= job->n_ranks && st->rank < job->n_ranks + job->max_lent &&
+                !job->ranks[st->rank].worker)
+                tide__lent_restore(core, job, st->rank, w); /* a lent process may still run there */
         }
         free(st->worker_id);
     }

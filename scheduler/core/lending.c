@@ -138,6 +138,7 @@ static void lend(tide_core_t *core, tide_job_t *job, int32_t k)
     if (lent == 0)
         return;
     lending_update(core, job);
+    tide__persist_job(core, job); /* the record lists lent workers: a restarted scheduler waits for them */
     tide_burst_lent(job->burst, core->now_mono, lent);
     job->bursts++;
     job->lend_mono = core->now_mono;
@@ -168,6 +169,11 @@ static void slot_release(tide_core_t *core, tide_job_t *job, int32_t r)
     slot->lent_stopping = false;
     job->n_lent--;
     lending_update(core, job);
+    if (slot->awaiting) {
+        slot->awaiting = false;
+        job->awaiting--;
+        tide__job_maybe_reconciled(core, job);
+    }
     if (w && w->job == job && w->rank == r)
         tide__worker_release(core, w);
 }
@@ -445,6 +451,23 @@ static void lent_gone(tide_core_t *core, tide_job_t *job, int32_t rank, tide_ran
         job->burst_check_at = next_check(core, job, &c);
         tide__job_rearm(core, job);
     }
+}
+
+void tide__lent_restore(tide_core_t *core, tide_job_t *job, int32_t rank, tide_worker_t *w)
+{
+    tide_job_rank_t *slot = &job->ranks[rank];
+
+    free(slot->worker_id);
+    memset(slot, 0, sizeof(*slot));
+    slot->worker_id = tide_xstrdup(w->id);
+    slot->worker = w;
+    slot->progress.step = -1;
+    slot->state = TIDE_RANK_RUNNING;
+    slot->lent_stopping = true; /* a restart forgets the lending: its process is stopped */
+    slot->awaiting = true;
+    job->awaiting++;
+    job->n_lent++;
+    lending_update(core, job);
 }
 
 void tide__lent_exited(tide_core_t *core, tide_job_t *job, int32_t rank, int32_t exit_code, const char *error)

@@ -245,6 +245,14 @@ bool tide__resize_can_begin(const tide_job_t *job)
     return can_begin(job);
 }
 
+/* A generation that has begun to end by itself: a rank exited 0 (its work is done; its peers end too). Growing it
+ * would restart the finished work on the very GPUs its own exits freed, and a job whose every generation ends so
+ * is grown again at every end and never ends (seed 1071648: 600 generations). */
+static bool finishing(const tide_job_t *job)
+{
+    return job->ranks_exited > 0;
+}
+
 static void pending(tide_core_t *core, tide_job_t *job, int32_t to, tide_resize_reason_t reason, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
@@ -487,6 +495,8 @@ static void reconcile(tide_core_t *core, tide_job_t *job, bool by_request)
         begin(core, job, goal, TIDE_RESIZE_REQUESTED, "requested by ScaleJob");
         return;
     }
+    if (finishing(job))
+        return;
     if (!by_request && core->now_mono < job->gen_start_mono + core->cfg.resize_dwell_ms) {
         if (!job->resize_check_at) {
             job->resize_check_at = job->gen_start_mono + core->cfg.resize_dwell_ms;
@@ -619,7 +629,7 @@ int32_t tide__resize_burst_avail(tide_core_t *core, const tide_job_t *job)
     const char *why = NULL;
     int32_t avail, room = job->spec.max_workers - job->n_ranks;
 
-    if (!can_begin(job) || room <= 0)
+    if (!can_begin(job) || finishing(job) || room <= 0)
         return 0;
     avail = grow_avail(core, job, &why);
     return avail < room ? avail : room;

@@ -49,6 +49,8 @@ typedef struct tp_rank {
     int64_t park_until;    /* mono: a parked steal is answered "none" then (steal_park_ms) */
     uint64_t *given;       /* STEAL_ANSWERED: the ids given for steal_id (replays) */
     size_t n_given, cap_given;
+    bool unacked; /* a lent slot given tasks, and nothing it sent since shows it got them: its
+                     est and its reports may predate them; it may leave without running them */
 } tp_rank_t;
 
 typedef struct tp_pool {
@@ -433,9 +435,33 @@ static int32_t pick_victim(ctx_t *c, int32_t t)
     return best;
 }
 
+/* Whether a lent slot may hold tasks it was given that its reports do not show: a lent process can
+ * be taken back, or end, without running them; they reach the orphans only then. O(lent slots). */
+static bool lent_unacked(const ctx_t *c)
+{
+    for (int32_t r = c->pools->n_ranks; r < c->pools->n_slots; r++)
+        if (!c->p->ranks[r].gone && c->p->ranks[r].unacked)
+            return true;
+    return false;
+}
+
+/* Whether "none" leaves every task with someone who runs it: no lent slot is unacked, and no
+ * release is outstanding whose thief went away (its victim may have released the tasks already,
+ * the answer still on its way or asked again after a lost stream: they become orphans, for a
+ * thief still stealing then). O(slots): for parked steals' deadlines only. */
+static bool settled(const ctx_t *c)
+{
+    if (lent_unacked(c))
+        return false;
+    for (int32_t r = 0; r < c->pools->n_slots && c->p->n_releases > 0; r++)
+        if (c->p->ranks[r].release_id && c->p->ranks[r].release_thief < 0)
+            return false;
+    return true;
+}
+
 /* Nothing is left to steal: every rank declared (or is gone) and the pool's tasks are all declared,
- * no rank may have queued tasks, no release is outstanding and no orphan waits; or all committed.
- */
+ * no rank may have queued tasks, no release is outstanding, no lent slot is unacked and no orphan
+ * waits; or all committed. */
 static bool drained(const ctx_t *c)
 {
     const tp_pool_t *p = c->p;
@@ -445,7 +471,21 @@ static bool drained(const ctx_t *c)
     /* Every live rank declared: ids of `total` nobody declared do not exist (or were lost with a
      * restarted scheduler) and are not waited for. */
     return p->ranks_declared == c->pools->n_ranks && p->n_pos == 0 && p->n_releases == 0 &&
-           p->orphaned == 0;
+           p->orphaned == 0 && !lent_unacked(c);
+}
+
+/* A report of lent slot r that names an id its last answer gave it shows that it got them before it
+ * sent the report (whose queued count is then current). */
+static void ack_given(ctx_t *c, int32_t r, const uint64_t *ids, size_t n)
+{
+    tp_rank_t *R = &c->p->ranks[r];
+
+    for (size_t i = 0; R->unacked && i < n; i++)
+        for (size_t k = 0; k < R->n_given; k++)
+            if (R->given[k] == ids[i]) {
+                R->unacked = false;
+                break;
+            }
 }
 
 static void given_reserve(tp_rank_t *R, size_t n)
@@ -492,6 +532,7 @@ static void give(ctx_t *c, int32_t t)
     T->steal_victim = -1;
     emit_give(c, t);
     if (T->n_given > 0) {
+        T->unacked = t >= c->pools->n_ranks;
         T->est += T->n_given;
         refresh(c, t);
         c->job->tasks_stolen += T->n_given;
@@ -573,9 +614,10 @@ static bool try_serve(ctx_t *c, int32_t t)
 }
 
 /* A thief that cannot be served yet waits for a declaration or a release, at most steal_park_ms:
- * then it is told there is nothing left (always safe: every task stays with its holder), so a rank
- * that never declares its share (its trainer lost its worker, a scheduler restarted) costs the others
- * their stealing, never a hang. front: put back after a failed retry, keeping its deadline. */
+ * then it is told there is nothing left (safe once settled: every task stays with a holder that
+ * runs it), so a rank that never declares its share (its trainer lost its worker, a scheduler
+ * restarted) costs the others their stealing, never a hang. front: put back after a failed retry,
+ * keeping its deadline. */
 static void park(ctx_t *c, int32_t t, bool front)
 {
     tp_rank_t *T = &c->p->ranks[t];
@@ -912,7 +954,9 @@ int tide_core_tasks_done(tide_core_t *core, tide_worker_t *w, const char *job_id
         }
     }
     c = (ctx_t){core, job, job->tasks, p};
-    p->ranks[rank].est = queued;
+    ack_given(&c, rank, ids, n);
+    /* unacked: the count may predate the tasks given last (they are on their way) */
+    p->ranks[rank].est = queued + (p->ranks[rank].unacked ? p->ranks[rank].n_given : 0);
     refresh(&c, rank);
     retry_parked(&c);
     return rc;
@@ -951,6 +995,7 @@ int tide_core_steal_request(tide_core_t *core, tide_worker_t *w, const char *job
     }
     job->steal_requests++;
     T->steal_id = steal_id;
+    T->unacked = false; /* its deque steals again only once the last answer reached it */
     if (T->steal_state == STEAL_PARKED || T->steal_state == STEAL_PENDING)
         return 0; /* still being served: answered under the newer id */
     T->est = 0;   /* its deque is empty */
@@ -986,6 +1031,7 @@ int tide_core_tasks_released(tide_core_t *core, tide_worker_t *w, const char *jo
         return -EINVAL;
     }
     c = (ctx_t){core, job, job->tasks, p};
+    ack_given(&c, rank, ids, n);
     t = V->release_thief;
     if (t >= 0) {
         T = &p->ranks[t];
@@ -1051,8 +1097,8 @@ static tide_task_pools_t *pools_of(tide_worker_t *w, int32_t *rank)
     return job->tasks;
 }
 
-/* Parked steals whose steal_park_ms passed are answered "none"; the job's next park deadline is
- * set again. O(parked thieves). */
+/* Parked steals whose steal_park_ms passed are answered "none" (those of a pool not settled wait
+ * another steal_park_ms); the job's next park deadline is set again. O(parked thieves + slots). */
 void tide__tasks_park_expire(tide_core_t *core, tide_job_t *job)
 {
     tide_task_pools_t *pools = job->tasks;
@@ -1063,17 +1109,21 @@ void tide__tasks_park_expire(tide_core_t *core, tide_job_t *job)
         return;
     for (int32_t i = 0; i < pools->n_pools; i++) {
         ctx_t c = {core, job, pools, pools->pools[i]};
+        bool safe = settled(&c);
         tide_list_t *pos, *tmp;
         tide_list_for_each_safe(pos, tmp, &c.p->parked) {
             tp_rank_t *T = tide_list_entry(pos, tp_rank_t, park_node);
             int32_t t = (int32_t)(T - c.p->ranks);
-            if (T->park_until <= core->now_mono) {
+            if (T->park_until <= core->now_mono && safe) {
                 unpark(&c, t);
                 T->n_given = 0;
                 give(&c, t);
-            } else if (!next || T->park_until < next) {
-                next = T->park_until;
+                continue;
             }
+            if (T->park_until <= core->now_mono) /* "none" now could strand tasks: wait on */
+                T->park_until = core->now_mono + core->cfg.steal_park_ms;
+            if (!next || T->park_until < next)
+                next = T->park_until;
         }
     }
     job->steal_park_at = next;

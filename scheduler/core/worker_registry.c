@@ -182,8 +182,10 @@ void tide__worker_release(tide_core_t *core, tide_worker_t *w)
 {
     tide_job_t *job = w->job;
 
-    /* A worker that stopped a rank of an earlier generation: the job's record lists it until now. */
-    if (job && !job->dropped && (job->state != TIDE_JOB_RUNNING || w->generation != job->generation))
+    /* A worker that stopped a rank of an earlier generation, or held a lent slot: the job's record lists
+     * it until now. */
+    if (job && !job->dropped &&
+        (job->state != TIDE_JOB_RUNNING || w->generation != job->generation || w->rank >= job->n_ranks))
         tide__persist_job(core, job);
     tide_list_remove(&w->bound_node);
     core->low_busy -= w->low;
@@ -446,10 +448,16 @@ int tide_core_worker_register(tide_core_t *core, const tide_worker_info_t *info,
 
         if (tide__lent_slot_of(job, w, r->generation, r->rank)) {
             /* A lent (burst) process: running goes on (one taken back is told to stop again). */
+            tide_job_rank_t *lent = &job->ranks[r->rank];
             known_rank_reported = true;
+            if (lent->awaiting) {
+                lent->awaiting = false;
+                job->awaiting--;
+                tide__job_maybe_reconciled(core, job);
+            }
             if (!r->running) {
                 tide__lent_exited(core, job, r->rank, r->exit_code, r->error);
-            } else if (job->ranks[r->rank].lent_stopping) {
+            } else if (lent->lent_stopping) {
                 stop_again(core, w, job, r, "burst worker taken back");
             } else {
                 tide__lent_started(core, job, r->rank, r->pid);

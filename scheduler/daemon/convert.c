@@ -312,8 +312,8 @@ void tide_conv_job(const tide_core_t *core, const tide_job_t *job, Tide__V1__Job
         tide_list_for_each(pos, &job->bound) {
             const tide_worker_t *w = tide_list_entry(pos, tide_worker_t, bound_node);
             Tide__V1__StoppingRank *sr;
-            if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation)
-                continue;
+            if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation && w->rank < job->n_ranks)
+                continue; /* its ranks are the record's; its lent slots' workers are listed here */
             sr = tide_arena_alloc(a, sizeof(*sr));
             tide__v1__stopping_rank__init(sr);
             sr->worker_id = w->id;

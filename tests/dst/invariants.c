@@ -427,9 +427,10 @@ void chk_on_spawn(dst_t *d, agent_t *a, const char *job, int32_t gen, int32_t ra
             dst_fail(d, "%s would run job %s g%d r%d while it runs job %s g%d r%d: a GPU runs two ranks",
                      a->id, job, gen, rank, e->job, e->gen, e->rank);
     }
-    if (burst) {
+    if (burst && !orphaned) {
         /* a lent slot is used again once its process ended, maybe elsewhere: never two processes at once
-         * (one the scheduler wrote off aside) */
+         * (one the scheduler wrote off aside: an older one, or this one, launched before its worker was
+         * declared dead and read by its agent after; seed 1061809) */
         for (int i = 0; i < d->world->n; i++) {
             const agent_t *b = &d->world->a[i];
             for (int k = 0; k < W_ENTRIES; k++) {
@@ -1746,6 +1747,65 @@ static void check_job_pools(dst_t *d, const char *job_id)
         check_pool(d, pw.job, pw.wj, pw.p[i].kind, pw.p[i].step, true);
 }
 
+/* A lent slot's new process has a new deque entry, whose steal ids start again from 1, and the core
+ * starts the slot afresh (tide__tasks_slot_reset): the answers given to the slot's earlier processes
+ * are no replays for it (seeds 1031998, 1044227). */
+void chk_on_lend(dst_t *d, const tide_action_t *a)
+{
+    cgive_t *g, *gt;
+    char prefix[80];
+    size_t n;
+
+    if (!a->job || a->rank < a->job->n_ranks)
+        return;
+    n = (size_t)snprintf(prefix, sizeof(prefix), "%s/%d/%d/", a->job->id, a->generation, a->rank);
+    HASH_ITER(hh, d->chk->gives, g, gt) {
+        if (strncmp(g->key, prefix, n) == 0) {
+            HASH_DEL(d->chk->gives, g);
+            free(g->ids);
+            free(g);
+        }
+    }
+}
+
+/* Whether lent process k was written off: the scheduler declared its worker dead (in this very call,
+ * maybe, before world_orphan marks it when the turn commits: seed 1042439). */
+static bool lent_lost(dst_t *d, const trank_t *k)
+{
+    const agent_t *ag = &d->world->a[k->agent];
+    const tide_worker_t *w = tide_core_worker_find(d->shell->core, ag->id);
+
+    return !w || w->state == TIDE_WORKER_DEAD || world_lent_written_off(ag, k);
+}
+
+/* The core gives id to a thief although the step's record says it ran already: when only lent processes
+ * that have ended ran it, their completion never reached the core (its TasksDone died with a stream, and
+ * the agent dropped the process's deque when it exited), so the core orphaned it with what the process
+ * held: the documented "at least once" of a lent process's end (docs/elastic.md, "Known weak (burst)";
+ * seed 1083928). The thief's run is excused. A live process that ran it (or a rank) is no excuse. */
+static void excuse_lent_lost(dst_t *d, trainer_t *tr, const tide_action_t *a, uint64_t id)
+{
+    tstep_t *st = a->step >= 0 && a->step < tr->n_steps ? tr->steps[a->step] : NULL;
+    int i = world_task_index(tr->job, id);
+
+    if (!st || i < 0 || st->count[i] == 0 || st->excused[i] || !st->handed[i])
+        return;
+    for (int r = 0; r < W_MAX_RANKS; r++) {
+        const trank_t *k = &tr->rk[r];
+        if (!(st->handed[i] & (1u << r)))
+            continue;
+        if (r < tr->world)
+            return;
+        if (k->lent && k->agent >= 0 && k->phase != TR_OUT &&
+            tide_task_deque_where(d->world->a[k->agent].deque, k->rid, a->task_kind, a->step, id) != TIDE_TASK_UNKNOWN)
+            return; /* the slot's live process has it */
+    }
+    st->excused[i] = true;
+    dst_trace(d, "world: task %llu of job %s g%d step %lld: given again after the lent process that ran it ended "
+                 "without its completion reaching the scheduler",
+              (unsigned long long)id, tr->job->id, tr->gen, (long long)a->step);
+}
+
 /* Invariant 1 (at most once), the core's half: a task given to a thief is in no other live rank's
  * deque (queued or handed to its trainer): the victim released it before the thief gets it. Checked
  * after the call that gave it, unless that call ended the generation (nothing of it counts then). */
@@ -1788,11 +1848,14 @@ void chk_on_give(dst_t *d, const tide_action_t *a)
             dst_fail(d, "job %s generation %d step %lld: the core gives task %llu to rank %d but says rank/state %d "
                         "holds it",
                      job->id, a->generation, (long long)a->step, (unsigned long long)id, a->rank, h);
+        excuse_lent_lost(d, tr, a, id);
         for (int r = 0; r < W_MAX_RANKS; r++) {
             const trank_t *k = &tr->rk[r];
             tide_task_state_t st;
             if (r == a->rank || k->agent < 0 || k->phase == TR_OUT || (r >= tr->world && !k->lent))
                 continue;
+            if (r >= tr->world && lent_lost(d, k))
+                continue; /* its worker was declared dead: what it had is orphaned, at least once */
             st = tide_task_deque_where(d->world->a[k->agent].deque, k->rid, a->task_kind, a->step, id);
             if (st == TIDE_TASK_QUEUED || st == TIDE_TASK_HANDED)
                 dst_fail(d, "at most once: job %s generation %d step %lld: the core gives task %llu to rank %d (steal "
@@ -2412,7 +2475,9 @@ bool chk_settled(dst_t *d)
     core = d->shell->core;
     for (int i = 0; i < d->world->n; i++) {
         const agent_t *a = &d->world->a[i];
-        if (!a->up || !a->welcomed || world_running(a) > 0)
+        /* Welcomed on a stream it has not seen die yet, by a scheduler that restarted since: the new one does
+         * not know it until it notices and registers again (seed 1090790). */
+        if (!a->up || !a->welcomed || world_running(a) > 0 || !tide_core_worker_find(core, a->id))
             return false;
     }
     HASH_ITER(hh, core->workers, w, tmp) {

@@ -74,6 +74,8 @@ void chk_on_progress(dst_t *d, const tide_worker_t *w, const char *job, int32_t 
 void chk_on_restart(dst_t *d);
 /* Work stealing. The core is about to give a thief tasks (a GIVE_TASKS action, after its call). */
 void chk_on_give(dst_t *d, const tide_action_t *a);
+/* The core launches a process in a lent slot (a LAUNCH for a slot after the generation's ranks). */
+void chk_on_lend(dst_t *d, const tide_action_t *a);
 /* Around tide_core_tasks_done of m: the ids' holders before the call (at most max of them), then the
  * check that what the call committed was held by, and handed to, the reporting rank. */
 void chk_task_holders(dst_t *d, const net_msg_t *m, tide_task_kind_t kind, int32_t *before, size_t max);

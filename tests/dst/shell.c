@@ -188,6 +188,7 @@ static void absorb(dst_t *d, int32_t reserve_before, int32_t usable_before)
             out_msg(d, a, NM_WELCOME);
             break;
         case TIDE_ACT_LAUNCH:
+            chk_on_lend(d, a);
             out_msg(d, a, NM_LAUNCH);
             break;
         case TIDE_ACT_STOP:

@@ -110,8 +110,8 @@ store_job_t *store_job_snapshot(const tide_job_t *job)
         j->stopping_ranks = tide_xcalloc((size_t)k + 1, sizeof(int32_t));
         tide_list_for_each(pos, &job->bound) {
             const tide_worker_t *w = tide_list_entry(pos, tide_worker_t, bound_node);
-            if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation)
-                continue;
+            if (job->state == TIDE_JOB_RUNNING && w->generation == job->generation && w->rank < job->n_ranks)
+                continue; /* its ranks are the record's; its lent slots' workers are listed here */
             j->stopping_workers[j->n_stopping] = tide_xstrdup(w->id);
             j->stopping_gens[j->n_stopping] = w->generation;
             j->stopping_ranks[j->n_stopping] = w->rank;

@@ -38,7 +38,7 @@ typedef struct store_job {
     int32_t target_workers;     /* ScaleJob's size; 0: none */
     int32_t resizes;
     int32_t run_class;          /* as the daemon's record: the class a RUNNING job runs with, + 1 */
-    int32_t n_stopping;         /* workers still stopping a rank of an earlier generation */
+    int32_t n_stopping;         /* workers still stopping a rank of an earlier generation, or lent (burst) */
     char **stopping_workers;
     int32_t *stopping_gens, *stopping_ranks;
     int32_t restarts, restarts_in_row; /* as the daemon's record (restart.c) */

@@ -568,7 +568,7 @@ static void step_start(dst_t *d, trainer_t *tr);
 
 /* Whether lent process k on agent a was written off: the scheduler declared its worker dead while it ran
  * (world_orphan), so what it had was orphaned and may be handed to others. */
-static bool lent_written_off(const agent_t *a, const trank_t *k)
+bool world_lent_written_off(const agent_t *a, const trank_t *k)
 {
     for (int i = 0; k->lent && i < W_ENTRIES; i++)
         if (a->e[i].used && a->e[i].running && a->e[i].burst && (uint64_t)a->e[i].pid == k->rid)
@@ -588,7 +588,7 @@ static void task_handed(dst_t *d, agent_t *a, trank_t *k, uint64_t id)
     int64_t step = k->lent ? k->step : tr->tstep;
     tstep_t *st = tr->steps[step];
     int i = world_task_index(j, id);
-    bool zombie = lent_written_off(a, k);
+    bool zombie = world_lent_written_off(a, k);
     int64_t dur;
 
     if (i < 0)
@@ -859,6 +859,18 @@ static void task_answered(dst_t *d, agent_t *a, const tide_task_answer_t *ans)
     trank_t *k = ans->waiter;
     trainer_t *tr = k->tr;
     int64_t waited = d->now - k->wait_since;
+    bool here = false;
+
+    /* A lent slot's process that the scheduler wrote off (its agent hung) may still get the answer to a
+     * steal it made, when its agent thaws, after the slot's next process took over its trainer rank
+     * elsewhere (seed 1031769): that answer is the old process's, which nothing counts any more. */
+    for (int i = 0; k->lent && i < W_ENTRIES && !here; i++)
+        here = a->e[i].used && a->e[i].running && (uint64_t)a->e[i].pid == k->rid;
+    if (k->lent && (k->agent != a->idx || !here)) {
+        dst_trace(d, "world: %s: an answer for job %s g%d lent slot %d's process before, now gone", a->id,
+                  tr->job->id, tr->gen, k->r);
+        return;
+    }
 
     int64_t step = k->lent ? k->step : tr->tstep;
 

@@ -233,6 +233,8 @@ void world_blip(dst_t *d, agent_t *a); /* its stream dies */
 
 /* The scheduler declared the agent's worker dead: it gave up on the ranks running there. */
 void world_orphan(world_t *w, const char *worker_id);
+/* Whether lent process k on agent a was written off (world_orphan). */
+bool world_lent_written_off(const agent_t *a, const trank_t *k);
 /* The scheduler lost its stream to the agent: it read its end or closed it (kb 1), or restarted (kb 2).
  * Ranks running there count as written off while KB1/KB2 are tolerated (dst.h). */
 void world_unreachable(dst_t *d, agent_t *a, int kb);

@@ -1027,6 +1027,118 @@ static void test_lent_worker_death_and_return(void **state)
     h_fini(&h);
 }
 
+/* id (n1/gpu<gpu>) says hello on a new stream, reporting (job, generation, rank) running (rank < 0:
+ * nothing); a worker the core knows only from a record, so the whole identity is given. */
+static tide_worker_t *hello(h_t *h, int gpu, const tide_job_t *job, int32_t gen, int rank)
+{
+    static int tokens[16];
+    static int next;
+    char id[32];
+    tide_worker_info_t info = {.id = id, .node = "n1", .gpu_index = gpu, .device = "sim:h100",
+                               .peak_flops = 1e15, .memory_bytes = 80ULL << 30, .address = "127.0.0.1",
+                               .version = "test"};
+    tide_rank_report_t rep = {.job_id = job->id, .generation = gen, .rank = rank, .running = true,
+                              .pid = 1000 + rank};
+    tide_worker_t *out = NULL;
+    tide_error_t e;
+
+    snprintf(id, sizeof(id), "n1/gpu%d", gpu);
+    assert_int_equal(tide_core_worker_register(h->core, &info, &tokens[next++ % 16], &rep, rank >= 0 ? 1 : 0,
+                                               &out, &e),
+                     0);
+    return out;
+}
+
+/* A scheduler restart keeps a running job's lent workers (its record lists them with the stopping
+ * ranks): restored, each slot is being taken back and awaits its worker. One whose hello reports the
+ * process running is told to stop and stays bound, so the job's next generation waits for its exit
+ * even with free workers elsewhere (DST seeds 1079262 and 1096705: a restart forgot the lending and
+ * the next generation started beside the process); one that does not come back by the reconnect
+ * deadline is written off. */
+static void test_restart_keeps_lent_workers(void **state)
+{
+    h_t h, h2;
+    tide_core_config_t cfg = config();
+    tide_job_t *job, *j2;
+    tide_worker_t *lent[2], *w4;
+    tide_job_record_t rec;
+    h_rec_t hr;
+    const char *sw[2];
+    int32_t sg[2], sr[2], gen;
+    tide_error_t e;
+    uint64_t ids[2] = {1, 2};
+    (void)state;
+
+    cfg.max_restarts = 1;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 6, NULL, 0, NULL);
+    job = run(&h, 4, 50);
+    detached(&h, job, 0, ids, 2);
+    assert_int_equal(lend_now(&h, job), 2);
+    h_start_all(&h);
+    assert_int_equal(lent_of(job, lent), 2);
+    gen = job->generation;
+    /* the record, as convert.c writes it: the lent slots' workers with the stopping ranks */
+    rec = *h_record_of(job, &hr);
+    for (int i = 0; i < 2; i++) {
+        sw[i] = lent[i]->id;
+        sg[i] = gen;
+        sr[i] = lent[i]->rank;
+    }
+    rec.stopping_workers = sw;
+    rec.stopping_generations = sg;
+    rec.stopping_ranks = sr;
+    rec.n_stopping = 2;
+
+    h_init(&h2, &cfg);
+    assert_int_equal(tide_core_job_restore(h2.core, &rec, &e), 0);
+    tide_core_restore_done(h2.core);
+    j2 = tide_core_job_find(h2.core, job->id);
+    assert_int_equal(j2->state, TIDE_JOB_RUNNING);
+    assert_int_equal(j2->n_lent, 2);
+    assert_int_equal(j2->lent_workers, 0);
+    assert_true(j2->ranks[4].lent_stopping && j2->ranks[5].lent_stopping);
+    assert_int_equal(j2->awaiting, 6);
+    check(&h2);
+    for (int r = 0; r < 4; r++)
+        hello(&h2, r, j2, gen, r);
+    h_register_ex(&h2, "n1/gpu6", "n1", 6, NULL, 0, NULL); /* a free worker for the next generation */
+    assert_int_equal(h_count_event(&h2, "job.reconciled"), 0);
+    h_clear(&h2);
+    /* slot 4's worker comes back with the process running: STOP, and it stays bound */
+    w4 = hello(&h2, 4, j2, gen, 4);
+    assert_int_equal(stops_from(&h2, j2, 4), 1);
+    assert_ptr_equal(w4->job, j2);
+    assert_ptr_equal(j2->ranks[4].worker, w4);
+    assert_int_equal(j2->awaiting, 1);
+    check(&h2);
+    /* slot 5's worker never comes back: written off at the deadline */
+    h_clear(&h2);
+    h_jump(&h2, cfg.reconnect_deadline_ms);
+    assert_int_equal(h_count_event(&h2, "job.burst_lost"), 1);
+    assert_int_equal(h_count_event(&h2, "job.reconciled"), 0); /* not every worker came back */
+    assert_int_equal(j2->awaiting, 0);
+    assert_null(tide_core_worker_find(h2.core, "n1/gpu5")->job);
+    assert_int_equal(j2->n_lent, 1);
+    assert_int_equal(j2->state, TIDE_JOB_RUNNING);
+    check(&h2);
+    /* the generation ends (a rank's worker fails): the next one waits for slot 4's exit */
+    h_clear(&h2);
+    tide_core_worker_failed(h2.core, j2->ranks[1].worker, "test");
+    assert_int_equal(j2->state, TIDE_JOB_PENDING);
+    h_stop_all(&h2);
+    assert_int_equal(j2->state, TIDE_JOB_PENDING);
+    assert_ptr_equal(w4->job, j2);
+    check(&h2);
+    tide_core_rank_exited(h2.core, w4, j2->id, gen, 4, 143, NULL);
+    assert_true(w4->job != j2 || w4->generation == gen + 1);
+    assert_int_equal(j2->state, TIDE_JOB_RUNNING);
+    assert_int_equal(j2->generation, gen + 1);
+    check(&h2);
+    h_fini(&h2);
+    h_fini(&h);
+}
+
 /* --- lent slots in task pools --- */
 
 /* A lent slot joins a detached pool with no share, steals like a rank, commits what it ran; what it
@@ -1200,6 +1312,67 @@ static void test_release_for_a_slot_taken_back(void **state)
     assert_true(a->n_task_ids >= 1);
     for (size_t i = 0; i < a->n_task_ids; i++)
         assert_int_equal(holder(&h, job, 1, a->task_ids[i]), 1);
+    check(&h);
+    h_fini(&h);
+}
+
+/* A lent slot's report that predates the tasks given to it (here an answer to a release with none; in
+ * DST seed 1042806 its exit's TasksDone, in 1070605 a release answered before a give lost with a
+ * stream came again) says it holds nothing: a member's steal is not told "none" while the slot may
+ * hold them (a lent process may end without running them), and gets them once the slot's exit makes
+ * them orphans. */
+static void test_lent_slot_report_before_its_give(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8}, first[1] = {100}, rel[4] = {5, 6, 7, 8}, rid;
+    const tide_action_t *a;
+    tide_task_pool_info_t pi;
+    (void)state;
+
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 6, NULL, 0, NULL);
+    job = run(&h, 4, 50);
+    detached(&h, job, 0, first, 1);
+    assert_int_equal(lend_now(&h, job), 2);
+    h_start_all(&h);
+    detached(&h, job, 1, ids, 8);
+    assert_int_equal(declare(&h, job, 4, DET, 1, NULL, 0, 8), 0);
+    /* slot 4 steals: rank 0 releases 4, which go to slot 4 */
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 4, 1, 1), 0);
+    rid = h_find(&h, TIDE_ACT_RELEASE_TASKS, NULL, -1)->request_id;
+    h_clear(&h);
+    assert_int_equal(released(&h, job, 0, 1, rid, rel, 4, 4), 0);
+    a = h_find(&h, TIDE_ACT_GIVE_TASKS, NULL, -1);
+    assert_non_null(a);
+    assert_int_equal(a->rank, 4);
+    assert_int_equal(a->n_task_ids, 4);
+    /* rank 0 runs the rest; rank 1's steal asks slot 4, whose answer was sent before the give came */
+    assert_int_equal(done(&h, job, 0, 1, ids, 4, 0), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    a = h_find(&h, TIDE_ACT_RELEASE_TASKS, NULL, -1);
+    assert_non_null(a);
+    assert_int_equal(a->rank, 4);
+    rid = a->request_id;
+    h_clear(&h);
+    assert_int_equal(released(&h, job, 4, 1, rid, NULL, 0, 0), 0);
+    assert_int_equal(h_count(&h, TIDE_ACT_GIVE_TASKS), 0); /* not "none": rank 1 waits */
+    assert_int_equal(tide_core_task_pool(h.core, job, DET, 1, &pi), 0);
+    assert_int_equal(pi.steals_parked, 1);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(holder(&h, job, 1, rel[i]), 4);
+    /* slot 4's process ends without running them: they are orphans, half of them for rank 1 */
+    h_clear(&h);
+    tide_core_rank_exited(h.core, job->ranks[4].worker, job->id, job->generation, 4, 0, NULL);
+    a = h_find(&h, TIDE_ACT_GIVE_TASKS, NULL, 1);
+    assert_non_null(a);
+    assert_int_equal(a->n_task_ids, 2);
+    assert_int_equal(tide_core_task_pool(h.core, job, DET, 1, &pi), 0);
+    assert_int_equal(pi.orphaned, 2);
+    assert_int_equal(pi.steals_parked, 0);
     check(&h);
     h_fini(&h);
 }
@@ -1382,8 +1555,10 @@ int main(void)
         cmocka_unit_test(test_reserve_waiter_takes_them_back),
         cmocka_unit_test(test_generation_end_stops_them),
         cmocka_unit_test(test_lent_worker_death_and_return),
+        cmocka_unit_test(test_restart_keeps_lent_workers),
         cmocka_unit_test(test_lent_slot_in_a_detached_pool),
         cmocka_unit_test(test_release_for_a_slot_taken_back),
+        cmocka_unit_test(test_lent_slot_report_before_its_give),
         cmocka_unit_test(test_pool_never_waits_for_a_lent_slot),
         cmocka_unit_test(test_lent_slot_refusals),
         cmocka_unit_test(test_burst_stats),

@@ -1160,6 +1160,35 @@ static void test_grow_called_off_when_its_gpus_are_taken(void **state)
     h_fini(&h);
 }
 
+/* A generation whose ranks began to exit 0 is finishing: the GPU such an exit frees does not grow it (the grow
+ * would restart its finished work, and each next generation would end the same way: DST seed 1071648). */
+static void test_no_grow_while_finishing(void **state)
+{
+    h_t h;
+    tide_job_t *job;
+    tide_error_t err;
+    (void)state;
+
+    h_init(&h, NULL);
+    h_node(&h, "n1", 4, NULL, 0, NULL);
+    job = run(&h, 4, 5, TIDE_PRIO_NORMAL, 4);
+    assert_int_equal(scale(&h, job, 5, false, &err), 0);
+    assert_int_equal(job->resize.state, TIDE_RESIZE_PENDING);
+    h_jump(&h, 61000); /* past the dwell */
+    h_clear(&h);
+    tide_core_rank_exited(h.core, job->ranks[2].worker, job->id, 1, 2, 0, NULL);
+    assert_int_equal(events_for(&h, "job.resizing", job), 0);
+    assert_int_equal(count_for(&h, TIDE_ACT_STOP, job), 0);
+    assert_int_equal(job->state, TIDE_JOB_RUNNING);
+    assert_int_equal(job->generation, 1);
+    assert_int_equal(h.core->grow_claimed, 0);
+    h_check_invariants(&h);
+    h_exit_all(&h, job);
+    assert_int_equal(job->state, TIDE_JOB_SUCCEEDED);
+    h_check_invariants(&h);
+    h_fini(&h);
+}
+
 /* Back to elastic while a resize to 3 is stopping: the new generation takes what is free, up to max. */
 static void test_elastic_while_stopping(void **state)
 {
@@ -1664,6 +1693,7 @@ int main(void)
         cmocka_unit_test(test_scale_during_a_yield_is_kept),
         cmocka_unit_test(test_starting_resize_can_be_preempted),
         cmocka_unit_test(test_grow_called_off_when_its_gpus_are_taken),
+        cmocka_unit_test(test_no_grow_while_finishing),
         cmocka_unit_test(test_elastic_while_stopping),
         cmocka_unit_test(test_grown_job_gives_back_to_its_own_class),
         cmocka_unit_test(test_low_job_reclaims_a_low_loan_but_not_a_requested_size),

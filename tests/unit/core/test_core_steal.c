@@ -1373,6 +1373,55 @@ static void test_victim_loses_its_stream(void **state)
     h_fini(&h);
 }
 
+/* The victim released tasks but its answer was lost with its stream (DST seeds 1074948, 1088481): the
+ * release stays outstanding with no thief, and what it names becomes orphans when the victim, back,
+ * answers it again. A thief parked meanwhile is not told "none" at its deadline (the ranks would end
+ * the step without those tasks); it gets them with the answer. */
+static void test_parked_steal_waits_for_a_lost_release(void **state)
+{
+    h_t h;
+    tide_core_config_t cfg = config();
+    tide_job_t *job;
+    uint64_t a[4] = {1, 2, 3, 4}, tail[2] = {4, 3}, rid;
+    tide_worker_t *v;
+    const tide_action_t *act;
+    (void)state;
+
+    cfg.steal_park_ms = 700;
+    h_init(&h, &cfg);
+    h_node(&h, "n1", 3, NULL, 0, NULL);
+    job = run(&h, 3);
+    assert_int_equal(declare(&h, job, 0, 1, a, 4, 4), 0);
+    assert_int_equal(declare(&h, job, 1, 1, NULL, 0, 4), 0);
+    assert_int_equal(declare(&h, job, 2, 1, NULL, 0, 4), 0);
+    h_clear(&h);
+    assert_int_equal(steal(&h, job, 1, 1, 1), 0);
+    act = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(act->rank, 0);
+    rid = act->request_id;
+    h_clear(&h);
+    /* rank 0 released 2 (they left its deque); the answer dies with its stream */
+    v = W(job, 0);
+    tide_core_worker_disconnected(h.core, v, v->conn, false);
+    assert_int_equal(n_steal_actions(&h), 0);
+    assert_int_equal(info(&h, job, 1).steals_parked, 1);
+    h_jump(&h, 1000); /* past the deadline */
+    assert_int_equal(n_steal_actions(&h), 0);
+    assert_int_equal(info(&h, job, 1).steals_parked, 1);
+    /* back: the release again, answered as before; the thief gets the orphans */
+    reregister(&h, v, new_conn(), job, 0);
+    act = only(&h, TIDE_ACT_RELEASE_TASKS);
+    assert_int_equal(act->request_id, rid);
+    h_clear(&h);
+    assert_int_equal(released(&h, job, 0, 1, rid, tail, 2, 2), 0);
+    act = only(&h, TIDE_ACT_GIVE_TASKS);
+    assert_int_equal(act->rank, 1);
+    assert_int_equal(act->n_task_ids, 1);
+    assert_int_equal(info(&h, job, 1).steals_parked, 0);
+    assert_consistent(&h, job, 1, a, 4);
+    h_fini(&h);
+}
+
 /* --- pool limit --- */
 
 static void test_pool_limit(void **state)
@@ -2650,6 +2699,7 @@ int main(void)
         cmocka_unit_test(test_orphans_of_a_dead_rank),
         cmocka_unit_test(test_exited_rank_keeps_its_tasks),
         cmocka_unit_test(test_victim_loses_its_stream),
+        cmocka_unit_test(test_parked_steal_waits_for_a_lost_release),
         cmocka_unit_test(test_pool_limit),
         cmocka_unit_test(test_superseded_pool),
         cmocka_unit_test(test_superseded_pool_gone_rank),
